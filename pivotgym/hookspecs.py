@@ -1,0 +1,44 @@
+"""The pluggy hook specifications of the ``pivotgym`` project.
+
+Each hook hands the plugin a ``register`` callback; a plugin calls it once per thing it provides. Hooks are
+called once per process, lazily, and must be cheap: register factories, do not load data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pluggy
+
+PROJECT = "pivotgym"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+Register = Callable[..., Any]
+
+
+@hookspec
+def register_environments(register: Register) -> None:
+    """Register envs: ``register(id, factory, *, verifier=None, exact_verifier="exact", splits=None, description="", **kwargs)``."""
+
+
+@hookspec
+def register_verifiers(register: Register) -> None:
+    """Register verifiers: ``register(name, factory, *, description="")``; ``factory(**kw)`` returns a Verifier."""
+
+
+@hookspec
+def register_suites(register: Register) -> None:
+    """Register evaluation suites: ``register(name, members, *, description="")`` with members ``{env_id: role}``."""
+
+
+@hookspec
+def register_sandboxes(register: Register) -> None:
+    """Register sandbox backends: ``register(name, factory, *, description="")``."""
+
+
+@hookspec
+def register_samplers(register: Register) -> None:
+    """Register sampler backends: ``register(name, factory, *, description="")``; ``factory(model, **kw)`` returns a Sampler."""

@@ -1,0 +1,297 @@
+"""The registry: every env, verifier, suite, sandbox and sampler that the loaded plugins registered.
+
+``make("planning/blocks-v0")`` builds an env; every env id is also registered with gymnasium so that
+``gymnasium.make("pivotgym:planning/blocks-v0")`` works. Factories may be callables or ``"module:attr"``
+strings (imported on first use, so loading plugins stays cheap).
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium
+
+from pivotgym.plugins import PluginInfo, PluginManager
+
+Factory = Callable[..., Any] | str
+
+
+class RegistryError(LookupError):
+    """An unknown id or a failed construction; the message says what exists and how to fix it."""
+
+
+def resolve(factory: Factory) -> Callable[..., Any]:
+    """Turn a ``"module:attr"`` string into the object it names (callables pass through)."""
+    if callable(factory):
+        return factory
+    module_name, _, attr = str(factory).partition(":")
+    if not attr:
+        raise RegistryError(f"factory {factory!r} must look like 'package.module:Name'")
+    obj: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+@dataclass
+class EnvSpec:
+    """A registered environment."""
+
+    id: str
+    factory: Factory
+    plugin: str
+    verifier: str | None = None
+    exact_verifier: str = "exact"
+    splits: tuple[str, ...] | None = None
+    description: str = ""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "plugin": self.plugin,
+            "verifier": self.verifier,
+            "exact_verifier": self.exact_verifier,
+            "splits": list(self.splits or ()),
+            "description": self.description,
+        }
+
+
+@dataclass
+class Entry:
+    """A registered verifier, sandbox or sampler."""
+
+    name: str
+    factory: Factory
+    plugin: str
+    description: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "plugin": self.plugin, "description": self.description}
+
+
+@dataclass
+class SuiteSpec:
+    """A named set of envs with a role each (``in_domain`` or ``ood``) and options for evaluation."""
+
+    name: str
+    members: dict[str, str]
+    plugin: str
+    description: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "plugin": self.plugin, "members": self.members, "description": self.description}
+
+
+KINDS = ("environments", "verifiers", "suites", "sandboxes", "samplers")
+
+
+class Registry:
+    """Collects what every plugin registers, isolating each plugin's errors."""
+
+    def __init__(self, plugins: PluginManager) -> None:
+        self.plugins = plugins
+        self.envs: dict[str, EnvSpec] = {}
+        self.verifiers: dict[str, Entry] = {}
+        self.suites: dict[str, SuiteSpec] = {}
+        self.sandboxes: dict[str, Entry] = {}
+        self.samplers: dict[str, Entry] = {}
+
+    # ---------------------------------------------------------------- loading
+    @classmethod
+    def from_plugins(cls, plugins: PluginManager) -> Registry:
+        registry = cls(plugins)
+        for kind in KINDS:
+            registry._collect(kind)
+        return registry
+
+    def _collect(self, kind: str) -> None:
+        for plugin_name, function in self.plugins.hookimpls(f"register_{kind}"):
+            register = getattr(self, f"_register_{kind}")
+
+            def bound(*args: Any, _owner: str = plugin_name, _register: Any = register, **kwargs: Any) -> None:
+                _register(_owner, *args, **kwargs)
+
+            try:
+                function(register=bound)
+            except Exception as exc:  # noqa: BLE001 - one broken plugin must not hide the others
+                self._info(plugin_name).record(f"register_{kind} raised {exc!r}", traceback.format_exc())
+
+    def _info(self, plugin: str) -> PluginInfo:
+        return self.plugins.infos.setdefault(plugin, PluginInfo(name=plugin))
+
+    def _claim(self, table: Mapping[str, Any], key: str, owner: str, what: str) -> bool:
+        if key in table:
+            first = table[key].plugin
+            self._info(owner).record(f"duplicate {what} id {key!r}: already registered by plugin {first!r}; "
+                                     f"plugin {owner!r} was ignored for it")
+            return False
+        return True
+
+    def _register_environments(
+        self,
+        owner: str,
+        id: str,
+        factory: Factory,
+        *,
+        verifier: str | None = None,
+        exact_verifier: str = "exact",
+        splits: tuple[str, ...] | list[str] | None = None,
+        description: str = "",
+        **kwargs: Any,
+    ) -> None:
+        if not isinstance(id, str) or "/" not in id or not id.rsplit("-v", 1)[-1].isdigit():
+            raise RegistryError(f"env id {id!r} must look like 'domain/name-v0'")
+        if not self._claim(self.envs, id, owner, "env"):
+            return
+        if splits is None and isinstance(factory, type):
+            splits = getattr(factory, "splits", None)
+        self.envs[id] = EnvSpec(id, factory, owner, verifier, exact_verifier,
+                                tuple(splits) if splits else None, description, dict(kwargs))
+
+    def _register_named(self, table: dict[str, Entry], what: str, owner: str, name: str, factory: Factory,
+                        *, description: str = "") -> None:
+        if self._claim(table, name, owner, what):
+            table[name] = Entry(name, factory, owner, description)
+
+    def _register_verifiers(self, owner: str, name: str, factory: Factory, *, description: str = "") -> None:
+        self._register_named(self.verifiers, "verifier", owner, name, factory, description=description)
+
+    def _register_sandboxes(self, owner: str, name: str, factory: Factory, *, description: str = "") -> None:
+        self._register_named(self.sandboxes, "sandbox", owner, name, factory, description=description)
+
+    def _register_samplers(self, owner: str, name: str, factory: Factory, *, description: str = "") -> None:
+        self._register_named(self.samplers, "sampler", owner, name, factory, description=description)
+
+    def _register_suites(self, owner: str, name: str, members: Mapping[str, str], *, description: str = "",
+                         **options: Any) -> None:
+        bad = {env: role for env, role in members.items() if role not in ("in_domain", "ood")}
+        if bad:
+            raise RegistryError(f"suite {name!r}: roles must be 'in_domain' or 'ood', got {bad}")
+        if self._claim(self.suites, name, owner, "suite"):
+            self.suites[name] = SuiteSpec(name, dict(members), owner, description, dict(options))
+
+    # ---------------------------------------------------------------- lookups
+    def env_spec(self, env_id: str) -> EnvSpec:
+        try:
+            return self.envs[env_id]
+        except KeyError:
+            raise RegistryError(_unknown("env", env_id, self.envs, "pivotgym envs")) from None
+
+    def make(self, env_id: str, **kwargs: Any) -> Any:
+        spec = self.env_spec(env_id)
+        env = resolve(spec.factory)(**{**spec.kwargs, **kwargs})
+        env.env_id = env_id
+        env.default_verifier = spec.verifier
+        return env
+
+    def _entry(self, table: Mapping[str, Entry], what: str, name: str) -> Entry:
+        try:
+            return table[name]
+        except KeyError:
+            raise RegistryError(_unknown(what, name, table, "pivotgym plugins")) from None
+
+    def make_verifier(self, name: str, **kwargs: Any) -> Any:
+        return resolve(self._entry(self.verifiers, "verifier", name).factory)(**kwargs)
+
+    def make_sampler(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        return resolve(self._entry(self.samplers, "sampler", name).factory)(*args, **kwargs)
+
+    def make_sandbox(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        return resolve(self._entry(self.sandboxes, "sandbox", name).factory)(*args, **kwargs)
+
+    def suite(self, name: str) -> SuiteSpec:
+        try:
+            return self.suites[name]
+        except KeyError:
+            raise RegistryError(_unknown("suite", name, self.suites, "pivotgym suites")) from None
+
+    def verifier_name_for(self, env_id: str, kind: str = "functional") -> str:
+        """The name of an env's functional verifier (``kind="functional"``) or its exact-match one."""
+        spec = self.env_spec(env_id)
+        if kind == "exact":
+            return spec.exact_verifier
+        if kind != "functional":
+            return kind  # an explicit verifier name
+        return spec.verifier or spec.exact_verifier
+
+
+def _unknown(what: str, name: str, table: Mapping[str, Any], command: str) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, list(table), n=3)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    return f"unknown {what} {name!r}.{hint} Run `{command}` to list what is installed."
+
+
+# -------------------------------------------------------------------- the process-wide registry
+_lock = threading.RLock()
+_registry: Registry | None = None
+
+
+def get_registry() -> Registry:
+    """The process-wide registry, built on first use from the builtins and installed entry points."""
+    global _registry
+    with _lock:
+        if _registry is None:
+            plugins = PluginManager()
+            plugins.load_builtins()
+            plugins.load_entry_points()
+            _registry = Registry.from_plugins(plugins)
+            _bridge_gymnasium(_registry)
+        return _registry
+
+
+def reset_registry(registry: Registry | None = None) -> None:
+    """Drop the cached registry (tests), or install ``registry`` as the process-wide one."""
+    global _registry
+    with _lock:
+        _registry = registry
+        if registry is not None:
+            _bridge_gymnasium(registry)
+
+
+def _bridge_gymnasium(registry: Registry) -> None:
+    """Register every env id with gymnasium so ``gymnasium.make("pivotgym:<id>")`` works."""
+    for env_id in registry.envs:
+        if env_id not in gymnasium.registry:
+            gymnasium.register(id=env_id, entry_point=_GymEntryPoint(env_id), disable_env_checker=False)
+
+
+class _GymEntryPoint:
+    """A picklable gymnasium entry point that builds the env through the pivotgym registry."""
+
+    def __init__(self, env_id: str) -> None:
+        self.env_id = env_id
+
+    def __call__(self, **kwargs: Any) -> Any:
+        return get_registry().make(self.env_id, **kwargs)
+
+
+def make(env_id: str, **kwargs: Any) -> Any:
+    """Build the env registered as ``env_id`` (keyword arguments override the registered ones)."""
+    return get_registry().make(env_id, **kwargs)
+
+
+def list_envs() -> list[EnvSpec]:
+    return sorted(get_registry().envs.values(), key=lambda s: s.id)
+
+
+def make_verifier(name: str, **kwargs: Any) -> Any:
+    return get_registry().make_verifier(name, **kwargs)
+
+
+def verifier_for(env_id: str, kind: str = "functional", **kwargs: Any) -> Any:
+    """The verifier of ``env_id``: ``kind`` is ``"functional"`` (default), ``"exact"`` or a verifier name."""
+    registry = get_registry()
+    return registry.make_verifier(registry.verifier_name_for(env_id, kind), **kwargs)
+
+
+def list_plugins() -> list[PluginInfo]:
+    return list(get_registry().plugins.infos.values())

@@ -1,0 +1,238 @@
+"""The data every part of pivotgym exchanges.
+
+Messages are plain OpenAI-style chat dicts (``{"role", "content", "tool_calls"?, "tool_call_id"?,
+"name"?}``) so that they serialise to JSON lines unchanged and feed a chat template directly. The other
+records are dataclasses with ``to_dict``/``from_dict`` that follow the JSONL contract in
+``docs/formats.md`` (the architecture's "Data formats" section).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypedDict
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+class ToolCallFunction(TypedDict):
+    name: str
+    arguments: str  # JSON-encoded, as in the OpenAI API
+
+
+class ToolCallDict(TypedDict):
+    id: str
+    type: Literal["function"]
+    function: ToolCallFunction
+
+
+class Message(TypedDict, total=False):
+    """One chat message, OpenAI style. ``content`` is always a string (possibly empty)."""
+
+    role: Role
+    content: str
+    tool_calls: list[ToolCallDict]
+    tool_call_id: str
+    name: str
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A parsed function call: a name and decoded keyword arguments."""
+
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    id: str | None = None
+
+    def to_dict(self) -> ToolCallDict:
+        return {
+            "id": self.id or f"call_{uuid.uuid5(uuid.NAMESPACE_OID, self.name + canonical_json(self.arguments)).hex[:12]}",
+            "type": "function",
+            "function": {"name": self.name, "arguments": json.dumps(self.arguments, ensure_ascii=False)},
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ToolCall:
+        fn = data.get("function", data)
+        args = fn.get("arguments", {})
+        if isinstance(args, str):
+            args = json.loads(args) if args.strip() else {}
+        return cls(name=fn["name"], arguments=dict(args), id=data.get("id"))
+
+
+def message(role: Role, content: str = "", **extra: Any) -> Message:
+    """Build a chat message dict, dropping ``None`` extras."""
+    msg: dict[str, Any] = {"role": role, "content": content}
+    msg.update({k: v for k, v in extra.items() if v is not None})
+    return msg  # type: ignore[return-value]
+
+
+def assistant_message(content: str = "", tool_calls: list[ToolCall] | None = None) -> Message:
+    """An assistant message, with ``tool_calls`` in OpenAI form when given."""
+    if tool_calls:
+        return message("assistant", content, tool_calls=[c.to_dict() for c in tool_calls])
+    return message("assistant", content)
+
+
+def tool_calls_of(msg: Message) -> list[ToolCall]:
+    """The decoded tool calls of an assistant message (empty when it has none)."""
+    return [ToolCall.from_dict(c) for c in msg.get("tool_calls") or []]
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no spaces: the form every content hash is computed over."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def content_hash(*parts: Any) -> str:
+    """A stable sha256 hex digest of JSON-serialisable parts (used for cache keys)."""
+    return hashlib.sha256(canonical_json(list(parts)).encode()).hexdigest()
+
+
+class _Record:
+    """``to_dict``/``from_dict`` for dataclass records, ignoring unknown keys on read."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]):  # noqa: ANN206 - returns cls
+        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass
+class Task(_Record):
+    """One problem instance of an environment. ``data`` is domain-specific and JSON-serialisable."""
+
+    id: str
+    split: str
+    data: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Trajectory(_Record):
+    """A full episode as chat messages; the unit that expert data, rollouts and SFT share."""
+
+    id: str
+    env_id: str
+    task_id: str
+    messages: list[Message]
+    reward: float = 0.0
+    source: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def assistant_turns(self) -> list[int]:
+        """Indices in ``messages`` of the assistant messages (the candidate pivot states)."""
+        return [i for i, m in enumerate(self.messages) if m.get("role") == "assistant"]
+
+    def turn(self, n: int) -> Turn:
+        """The n-th assistant turn (0-based) as a state: its prefix and the expert message."""
+        index = self.assistant_turns()[n]
+        return Turn(
+            trajectory_id=self.id,
+            env_id=self.env_id,
+            task_id=self.task_id,
+            turn=n,
+            prefix=list(self.messages[:index]),
+            expert=self.messages[index],
+        )
+
+    def turns(self) -> list[Turn]:
+        return [self.turn(n) for n in range(len(self.assistant_turns()))]
+
+
+@dataclass
+class Turn(_Record):
+    """A candidate state s_t: the history before assistant turn ``turn`` and the expert's message there."""
+
+    trajectory_id: str
+    env_id: str
+    task_id: str
+    turn: int
+    prefix: list[Message]
+    expert: Message
+
+
+@dataclass
+class Verdict(_Record):
+    """A verifier's judgement of one candidate action.
+
+    ``reward`` is in [0, 1]; ``equivalent`` says whether the candidate achieves what the expert's action
+    achieved; ``reason`` is a short machine-friendly tag plus detail; ``components`` holds per-layer results.
+    """
+
+    reward: float
+    equivalent: bool
+    reason: str
+    components: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= float(self.reward) <= 1.0:
+            raise ValueError(f"Verdict.reward must be in [0, 1], got {self.reward}")
+        self.reward = float(self.reward)
+
+    @classmethod
+    def fail(cls, reason: str, **components: Any) -> Verdict:
+        return cls(0.0, False, reason, dict(components))
+
+    @classmethod
+    def ok(cls, reason: str = "equivalent", **components: Any) -> Verdict:
+        return cls(1.0, True, reason, dict(components))
+
+
+@dataclass
+class Completion(_Record):
+    """One sampled continuation: text plus the exact token ids and their logprobs (token in, token out)."""
+
+    text: str
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    finish_reason: str = "stop"  # "stop" | "length" | "error"
+    prompt_token_ids: list[int] = field(default_factory=list)
+
+
+@dataclass
+class TurnProfile(_Record):
+    """The profiler's record for one candidate turn (contract: the "Turn profile" JSONL row)."""
+
+    trajectory_id: str
+    turn: int
+    env_id: str
+    task_id: str
+    k: int
+    rewards: list[float]
+    mean: float
+    var: float
+    reasons: list[str]
+    reference: dict[str, Any]
+    verifier: dict[str, Any]
+    key: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def informative(self) -> bool:
+        """True when the rewards are mixed (some signal for a group-relative policy gradient)."""
+        return self.var > 0
+
+
+@dataclass
+class PivotSet:
+    """Selected turn profiles plus the rule that selected them (contract: the "Pivot set").
+
+    On disk it is JSON lines: one turn-profile row per pivot, each carrying the rule under ``"selection"``,
+    so the file stays loadable with ``datasets.load_dataset("json", ...)``.
+    """
+
+    rule: dict[str, Any]
+    pivots: list[TurnProfile]
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def new_id(prefix: str = "") -> str:
+    """A short random id, optionally prefixed."""
+    return f"{prefix}{uuid.uuid4().hex[:12]}"
