@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-import click
 import typer
 
 app = typer.Typer(
@@ -86,7 +85,7 @@ def envs_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-readabl
     if as_json:
         emit_json([s.to_dict() for s in specs])
         return
-    rows = [[s.id, s.plugin, s.verifier or "-", ",".join(s.splits or ())] for s in specs]
+    rows = [[s.id, s.plugin, s.verifier or "-", ",".join(s.resolved_splits())] for s in specs]
     typer.echo(_table(rows, ["id", "plugin", "verifier", "splits"]))
 
 
@@ -161,15 +160,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _load_command_modules()
         app(args=argv, prog_name="pivotgym", standalone_mode=False)
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         return exc.exit_code
-    except click.ClickException as exc:
-        exc.show()
-        return exc.exit_code
-    except (click.exceptions.Abort, KeyboardInterrupt):
+    except (typer.Abort, KeyboardInterrupt):
         typer.echo("aborted", err=True)
         return 130
     except Exception as exc:  # noqa: BLE001 - the user gets one clear line, not a traceback
+        if callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None), int):
+            exc.show()  # a usage error from click/typer: it prints its own usage line
+            return exc.exit_code
         if _state["debug"]:
             raise
         message = str(exc) or type(exc).__name__

@@ -154,8 +154,8 @@ class AgentEnv(gym.Env[list, str]):
         self.turn = 0
         self.done = False
         self._actions = []
-        obs = [dict(m) for m in self.initial_messages(task)]
-        self.messages = copy.deepcopy(obs)
+        obs = _copy_messages(self.initial_messages(task))
+        self.messages = _copy_messages(obs)
         return obs, {"task_id": task.id, "split": task.split, "turn": 0}
 
     def step(self, action: str) -> tuple[list, float, bool, bool, dict]:
@@ -188,8 +188,8 @@ class AgentEnv(gym.Env[list, str]):
         assistant = dict(outcome.assistant) if outcome.assistant else message("assistant", action)
         assistant.setdefault("content", action)
         self.messages.append(assistant)  # type: ignore[arg-type]
-        obs = [dict(m) for m in outcome.observation]
-        self.messages.extend(copy.deepcopy(obs))
+        obs = _copy_messages(outcome.observation)
+        self.messages.extend(_copy_messages(obs))
         terminated = bool(outcome.terminated)
         truncated = not terminated and self.turn >= self.max_turns
         self.done = terminated or truncated
@@ -283,7 +283,7 @@ class AgentEnv(gym.Env[list, str]):
             self.turn += 1
         obs = [message(self.error_role, f"Error: {text}")]
         if not self.done:
-            self.messages.extend(copy.deepcopy(obs))
+            self.messages.extend(_copy_messages(obs))
         truncated = not self.done and self.turn >= self.max_turns
         if truncated:
             self.done = True
@@ -312,6 +312,11 @@ class AgentEnv(gym.Env[list, str]):
 
 class _StepTimeout(Exception):
     pass
+
+
+def _copy_messages(messages: Sequence[Message]) -> list[Message]:
+    """Copies that callers may mutate without touching the env's history (deep only where needed)."""
+    return [dict(m) if all(type(v) is str for v in m.values()) else copy.deepcopy(m) for m in messages]  # type: ignore[misc]
 
 
 __all__ = ["AgentEnv", "InvalidAction", "StepOutcome", "TaskNotFound"]

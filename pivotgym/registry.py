@@ -51,13 +51,22 @@ class EnvSpec:
     description: str = ""
     kwargs: dict[str, Any] = field(default_factory=dict)
 
+    def resolved_splits(self) -> tuple[str, ...]:
+        """The declared splits, else the ``splits`` attribute of the factory (imported on demand)."""
+        if self.splits is None:
+            try:
+                self.splits = tuple(getattr(resolve(self.factory), "splits", ()) or ())
+            except Exception:  # noqa: BLE001 - listing must not fail on one broken env; `make` will say why
+                return ()
+        return self.splits
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "plugin": self.plugin,
             "verifier": self.verifier,
             "exact_verifier": self.exact_verifier,
-            "splits": list(self.splits or ()),
+            "splits": list(self.resolved_splits()),
             "description": self.description,
         }
 

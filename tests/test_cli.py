@@ -1,0 +1,38 @@
+import json
+import subprocess
+import sys
+
+from conftest import cli_env
+
+
+def _run(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "pivotgym.cli", *args], capture_output=True, text=True, env=env)
+
+
+def test_unknown_env_prints_one_line_and_exits_nonzero():
+    r = _run("check", "nope/missing-v0")
+    assert r.returncode == 1
+    assert r.stderr.startswith("error: unknown env 'nope/missing-v0'") and "Traceback" not in r.stderr
+
+
+def test_debug_shows_the_traceback():
+    r = _run("--debug", "check", "nope/missing-v0")
+    assert r.returncode != 0 and "Traceback" in r.stderr
+
+
+def test_usage_errors_exit_2():
+    r = _run("envs", "--no-such-flag")
+    assert r.returncode == 2 and "No such option" in r.stderr
+
+
+def test_check_json_and_expert_on_a_third_party_env(plugin_site, tmp_path):
+    env = cli_env(plugin_site, PIVOTGYM_LOAD_PLUGINS="arith")
+    r = _run("check", "arith/chain-v0", "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)[0]
+    assert report["ok"] and {x["name"] for x in report["results"]} >= {"expert_replay", "verifier"}
+    out = tmp_path / "experts.jsonl"
+    r = _run("expert", "arith/chain-v0", "--split", "test", "--out", str(out), "--limit", "3", env=env)
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 3 and all(row["reward"] == 1.0 and row["env_id"] == "arith/chain-v0" for row in rows)

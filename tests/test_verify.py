@@ -1,0 +1,100 @@
+import pickle
+
+import pytest
+
+from pivotgym.types import ToolCall, Trajectory, Verdict, message
+from pivotgym.verify import (
+    ExactMatchVerifier, VerifyContext, arguments_equivalent, calls_equivalent, coerce_value, normalize_string,
+    values_equivalent, verify_safely,
+)
+
+SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer", "default": 1},
+                                           "metric": {"type": "boolean"}, "temp": {"type": "number"}}}
+
+
+@pytest.mark.parametrize("value,type_name,expected", [
+    ("2", "integer", 2), (2.0, "integer", 2), (2, "number", 2.0), ("true", "boolean", True),
+    (3, "string", "3"), ("abc", "integer", "abc"), (True, "integer", True),
+])
+def test_coerce_value(value, type_name, expected):
+    got = coerce_value(value, type_name)
+    assert got == expected and type(got) is type(expected)
+
+
+def test_values_equivalent_numbers_strings_and_structures():
+    assert values_equivalent(2, 2.0)
+    assert not values_equivalent(True, 1)
+    assert values_equivalent("New York, NY", "new york ny")
+    assert not values_equivalent("New York", "Newark")
+    assert values_equivalent([1, {"a": "X"}], [1.0, {"a": "x"}])
+    assert not values_equivalent([1, 2], [2, 1])
+    assert not values_equivalent("ab", "AB", loose_strings=False)
+    assert normalize_string("  Hello-World. ") == "helloworld"
+
+
+def test_arguments_equivalent_uses_schema_defaults_and_types():
+    assert arguments_equivalent({"city": "Paris", "days": "1"}, {"city": "paris"}, schema=SCHEMA).ok
+    assert arguments_equivalent({"city": "Paris", "temp": 20}, {"city": "Paris", "temp": 20.0}, schema=SCHEMA).ok
+    wrong = arguments_equivalent({"city": "Paris", "days": 2}, {"city": "Paris"}, schema=SCHEMA)
+    assert not wrong.ok and wrong.reason == "argument_value"
+    extra = arguments_equivalent({"city": "Paris", "metric": True}, {"city": "Paris"}, schema=SCHEMA)
+    assert not extra.ok and extra.reason == "argument_names"
+
+
+def test_calls_equivalent_parallel_calls_in_any_order():
+    a = [ToolCall("w", {"city": "Paris"}), ToolCall("w", {"city": "Rome"})]
+    b = [ToolCall("w", {"city": "Rome"}), ToolCall("w", {"city": "Paris"})]
+    assert calls_equivalent(a, b).ok
+    assert not calls_equivalent(a, b, order_free=False).ok
+    assert calls_equivalent(a, a[:1]).reason == "call_count"
+    assert calls_equivalent([ToolCall("x", {})], [ToolCall("w", {})]).reason == "function_name"
+    near = calls_equivalent([ToolCall("w", {"city": "Paris"}), ToolCall("w", {"city": "Oslo"})], b)
+    assert not near.ok and near.reason == "argument_value"
+
+
+def _arith_turn(registry, n=0):
+    env = registry.make("arith/chain-v0")
+    traj = next(env.expert_trajectories("train", limit=1))
+    return traj.turn(n)
+
+
+def test_exact_match_verifier_is_whitespace_tolerant_only(arith_registry):
+    turn = _arith_turn(arith_registry)
+    ctx = VerifyContext(turn)
+    expected = ctx.expert_text
+    v = ExactMatchVerifier()
+    assert v.verify(ctx, f"  {expected}\n").reward == 1.0
+    assert v.verify(ctx, f"{expected} + 0").reward == 0.0
+
+
+def test_functional_verifier_credits_equivalent_expressions_from_the_turn_state(arith_registry):
+    turn = _arith_turn(arith_registry, n=1)
+    verifier = arith_registry.make_verifier("arith/value")
+    ctx = VerifyContext(turn)
+    value = int(ctx.expert_text)
+    assert verifier.verify(ctx, f"({value} - 1) + 1").equivalent
+    assert not verifier.verify(ctx, str(value + 1)).equivalent
+    # the context is picklable (for process pools) and rebuilds its env on the other side
+    clone = pickle.loads(pickle.dumps(ctx))
+    assert verifier.verify(clone, str(value)).reward == 1.0
+
+
+class _Broken:
+    name, version = "broken", "0"
+
+    def verify(self, context, candidate):
+        raise ZeroDivisionError("oops")
+
+
+class _WrongType:
+    name, version = "wrong", "0"
+
+    def verify(self, context, candidate):
+        return 1.0
+
+
+def test_verify_safely_turns_errors_into_failing_verdicts():
+    ctx = VerifyContext(Trajectory("t", "x/y-v0", "k", [message("user", "q"), message("assistant", "a")]).turn(0))
+    v = verify_safely(_Broken(), ctx, "x")
+    assert isinstance(v, Verdict) and v.reward == 0 and "ZeroDivisionError" in v.reason
+    assert "returned float" in verify_safely(_WrongType(), ctx, "x").reason
