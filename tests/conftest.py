@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -61,11 +60,3 @@ def all_test_plugins(plugin_site: Path, monkeypatch: pytest.MonkeyPatch) -> Iter
     _use_site(plugin_site, monkeypatch, None)
     yield get_registry()
     reset_registry()
-
-
-def cli_env(site: Path, **extra: str) -> dict[str, str]:
-    """Environment for a `pivotgym` subprocess that sees the test plugins."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env.update(extra)
-    return env

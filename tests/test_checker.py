@@ -2,7 +2,7 @@ import random
 
 from pivotgym import InvalidAction, StepOutcome, Task, Verdict, check_env
 from pivotgym.types import message
-from test_env import CounterEnv
+from core_helpers import CounterEnv
 
 
 class _GoodVerifier:

@@ -2,7 +2,7 @@ import json
 import subprocess
 import sys
 
-from conftest import cli_env
+from core_helpers import cli_env
 
 
 def _run(*args, env=None):

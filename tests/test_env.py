@@ -1,47 +1,9 @@
-import re
 import time
 
 import gymnasium as gym
 import pytest
 
-from pivotgym import AgentEnv, InvalidAction, StepOutcome, Task
-from pivotgym.types import message
-
-
-class CounterEnv(AgentEnv):
-    """Reach a target by actions `add K` (K in 1..3); `sleep` hangs, `crash` raises (to test the guards)."""
-
-    splits = ("train", "test")
-    max_turns = 6
-
-    def load_tasks(self, split):
-        base = 0 if split == "train" else 100
-        return [Task(f"{split}-{i}", split, {"target": 3 + i}) for i in range(base, base + 4)]
-
-    def initial_messages(self, task):
-        self.value = 0
-        return [message("user", f"Reach {task.data['target']} with `add K`, K in 1..3.")]
-
-    def apply_action(self, action):
-        if action.strip() == "sleep":
-            time.sleep(5)
-        if action.strip() == "crash":
-            raise RuntimeError("domain bug")
-        m = re.fullmatch(r"\s*add\s+([123])\s*", action)
-        if not m:
-            raise InvalidAction("write `add K` with K in 1..3")
-        self.value += int(m.group(1))
-        done = self.value >= self.task.data["target"]
-        reward = 1.0 if self.value == self.task.data["target"] else 0.0
-        return StepOutcome([message("user", f"value={self.value}")], reward=reward if done else 0.0, terminated=done)
-
-    def expert_actions(self, task):
-        left, out = task.data["target"], []
-        while left:
-            k = min(3, left)
-            out.append(message("assistant", f"add {k}"))
-            left -= k
-        return out
+from core_helpers import CounterEnv
 
 
 def test_reset_is_seed_deterministic_and_task_id_selects():

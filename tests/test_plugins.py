@@ -5,7 +5,7 @@ import sys
 import gymnasium as gym
 import pytest
 
-from conftest import cli_env
+from core_helpers import cli_env
 from pivotgym.plugins import PluginManager
 from pivotgym.registry import Registry, RegistryError
 
