@@ -67,13 +67,13 @@ def plugins_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-read
     rows = [[i.name, i.version or "-", i.distribution or "-", "ok" if not i.errors else "ERROR"] for i in infos]
     typer.echo(_table(rows, ["plugin", "version", "distribution", "status"]))
     for info in infos:
-        for err, tb in zip(info.errors, info.tracebacks + [""] * len(info.errors)):
+        for err in info.errors:
             typer.echo(f"\n{info.name}: {err}", err=True)
-            if tb and _state["debug"]:
-                typer.echo(tb, err=True)
+        for tb in info.tracebacks:
+            typer.echo(tb.rstrip(), err=True)
     if any(i.errors for i in infos):
-        typer.echo("\nhint: fix or uninstall the failing plugin; `pivotgym --debug plugins` shows tracebacks.",
-                   err=True)
+        typer.echo("\nhint: fix, upgrade or uninstall the failing plugin; the others loaded normally. "
+                   f"PIVOTGYM_LOAD_PLUGINS=a,b loads only the named ones.", err=True)
 
 
 @app.command("envs")

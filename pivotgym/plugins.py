@@ -53,6 +53,7 @@ class PluginInfo:
             "module": self.module,
             "distribution": self.distribution,
             "error": self.error,
+            "traceback": "\n".join(self.tracebacks) or None,
         }
 
 

@@ -93,7 +93,7 @@ def test_cli_lists_plugins_and_envs_as_json(plugin_site):
                                         capture_output=True, text=True, check=True).stdout)
     by_name = {p["name"]: p for p in plugins}
     assert {"name", "version", "error"} <= set(by_name["arith"]) and by_name["arith"]["error"] is None
-    assert by_name["broken-import"]["error"]
+    assert by_name["broken-import"]["error"] and "Traceback" in by_name["broken-import"]["traceback"]
     envs = json.loads(subprocess.run([sys.executable, "-m", "pivotgym.cli", "envs", "--json"], env=env,
                                      capture_output=True, text=True, check=True).stdout)
     arith = next(e for e in envs if e["id"] == "arith/chain-v0")
