@@ -1,0 +1,472 @@
+"""Fan-out of independent tasks (verifications, rollouts) over processes or a Ray cluster.
+
+Three backends share one small interface, :class:`Executor`:
+
+* ``serial``  - in the calling process (debugging; a deadline is reported but the task cannot be stopped);
+* ``process`` - the default: a pool of local worker processes that the supervisor kills and replaces when a
+  task overruns its deadline or its process dies, so one hung or crashing verifier costs one failed result
+  and never the run;
+* ``ray``     - Ray tasks on a local or remote cluster (``ray.init(address=...)``), with the same deadline
+  and crash handling (``ray.cancel(force=True)`` kills an overdue task's worker).
+
+``Executor.map(fn, items, timeout=...)`` returns one :class:`TaskResult` per item, in input order. ``fn``
+must be a module-level function (it is pickled by reference). Workers see the same plugins as the caller:
+each task carries a :class:`WorkerSetup` (``sys.path`` additions and the ``PIVOTGYM_*`` environment
+variables) that a worker applies, rebuilding its plugin registry when they changed, before it unpickles
+the task. A registry installed programmatically with ``reset_registry(custom)`` is not visible to workers;
+use the ``serial`` executor for that.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import pickle
+import sys
+import threading
+import time
+import traceback
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+__all__ = [
+    "Executor", "ProcessExecutor", "RayExecutor", "SerialExecutor", "TaskResult", "WorkerSetup",
+    "make_executor", "EXECUTORS",
+]
+
+EXECUTORS = ("process", "ray", "serial")
+
+
+@dataclass
+class TaskResult:
+    """The outcome of one task: ``ok`` with ``value``, or a failure with ``error`` saying why.
+
+    ``error`` starts with a tag: ``timeout:``, ``crashed:`` (the worker died) or ``exception:``.
+    """
+
+    index: int
+    ok: bool
+    value: Any = None
+    error: str | None = None
+    elapsed: float = 0.0
+
+
+# ---------------------------------------------------------------------------------------- worker setup
+@dataclass(frozen=True)
+class WorkerSetup:
+    """What a worker needs to see the caller's plugins: extra ``sys.path`` entries and env variables."""
+
+    sys_path: tuple[str, ...] = ()
+    env: tuple[tuple[str, str | None], ...] = ()
+
+    @classmethod
+    def capture(cls) -> WorkerSetup:
+        names = sorted({k for k in os.environ if k.startswith("PIVOTGYM_")} | _PLUGIN_VARS)
+        return cls(tuple(p for p in sys.path if p), tuple((k, os.environ.get(k)) for k in names))
+
+    def apply(self) -> None:
+        """Make this process match the caller; rebuild the plugin registry if anything changed."""
+        global _applied
+        if _applied == self:
+            return
+        changed = False
+        for path in reversed(self.sys_path):
+            if path not in sys.path:
+                sys.path.insert(0, path)
+                changed = True
+        for name, value in self.env:
+            if os.environ.get(name) != value:
+                changed = True
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+        if changed or _applied is None:
+            import importlib
+
+            importlib.invalidate_caches()
+            if "pivotgym.registry" in sys.modules:
+                sys.modules["pivotgym.registry"].reset_registry()
+        _applied = self
+
+
+_PLUGIN_VARS = {"PIVOTGYM_LOAD_PLUGINS", "PIVOTGYM_DISABLE_PLUGIN_AUTOLOAD"}
+_applied: WorkerSetup | None = None
+
+
+def _run_payload(setup: WorkerSetup, payload: bytes) -> tuple[bool, Any, str | None, float]:
+    """Apply the setup, unpickle ``(fn, item)`` and run it; never raises."""
+    start = time.perf_counter()
+    try:
+        setup.apply()
+        fn, item = pickle.loads(payload)
+        value = fn(item)
+        return True, value, None, time.perf_counter() - start
+    except Exception as exc:  # noqa: BLE001 - reported as a failed task
+        tb = traceback.format_exc(limit=6)
+        return False, None, f"exception: {exc!r}\n{tb}", time.perf_counter() - start
+
+
+# ---------------------------------------------------------------------------------------- the interface
+class Executor(ABC):
+    """Runs ``fn(item)`` for many items concurrently, each under an optional deadline."""
+
+    name: str = "executor"
+
+    def __init__(self, workers: int | None = None, timeout: float | None = None) -> None:
+        self.workers = max(1, int(workers or os.cpu_count() or 1))
+        self.timeout = timeout
+
+    @abstractmethod
+    def map(
+        self,
+        fn: Callable[[Any], Any],
+        items: Sequence[Any],
+        *,
+        timeout: float | None = None,
+        on_result: Callable[[TaskResult], None] | None = None,
+    ) -> list[TaskResult]:
+        """Run ``fn`` on every item; results in input order. ``timeout`` (seconds, per task) overrides the
+        executor's default; ``on_result`` is called in the caller's thread as each task finishes."""
+
+    def close(self) -> None:
+        """Release workers (idempotent)."""
+
+    def describe(self) -> dict[str, Any]:
+        return {"executor": self.name, "workers": self.workers}
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _deadline(self, timeout: float | None) -> float | None:
+        return timeout if timeout is not None else self.timeout
+
+
+class SerialExecutor(Executor):
+    """Runs tasks one after another in this process. A deadline marks an overrunning task failed, but the
+    thread running it cannot be stopped (use ``process`` for verifiers that may hang)."""
+
+    name = "serial"
+
+    def __init__(self, workers: int | None = None, timeout: float | None = None) -> None:
+        super().__init__(1, timeout)
+
+    def map(self, fn, items, *, timeout=None, on_result=None):  # noqa: ANN001, ANN201 - see Executor.map
+        deadline = self._deadline(timeout)
+        results = []
+        for index, item in enumerate(items):
+            start = time.perf_counter()
+            box: dict[str, Any] = {}
+
+            def target(item: Any = item) -> None:
+                try:
+                    box["value"] = fn(item)
+                except Exception as exc:  # noqa: BLE001
+                    box["error"] = f"exception: {exc!r}\n{traceback.format_exc(limit=6)}"
+
+            if deadline is None:
+                target()
+            else:
+                thread = threading.Thread(target=target, daemon=True, name="pivotgym-serial-task")
+                thread.start()
+                thread.join(deadline)
+                if thread.is_alive():
+                    box = {"error": f"timeout: task did not finish within {deadline}s"}
+            elapsed = time.perf_counter() - start
+            if "error" in box:
+                result = TaskResult(index, False, None, box["error"], elapsed)
+            else:
+                result = TaskResult(index, True, box.get("value"), None, elapsed)
+            results.append(result)
+            if on_result:
+                on_result(result)
+        return results
+
+
+# ---------------------------------------------------------------------------------------- process pool
+def _worker_main(conn: Connection) -> None:
+    """A pool worker: receive ``(index, setup, payload)``, send back ``(index, ok, value, error, elapsed)``."""
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message is None:
+            return
+        index, setup, payload = message
+        ok, value, error, elapsed = _run_payload(setup, payload)
+        try:
+            conn.send((index, ok, value, error, elapsed))
+        except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable return value
+            conn.send((index, False, None, f"exception: result could not be sent back ({exc!r})", elapsed))
+
+
+@dataclass
+class _Worker:
+    process: Any
+    conn: Connection
+    task: tuple[int, float, float | None] | None = None  # (index, started, deadline)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class ProcessExecutor(Executor):
+    """A pool of local worker processes with per-task deadlines and crash isolation.
+
+    Workers start lazily on the first :meth:`map` and persist across calls (so per-worker caches, like a
+    verifier's replayed env state, stay warm). The start method defaults to ``forkserver`` on Linux (workers
+    forked from a small clean server, so a model loaded in the caller is neither copied nor inherited with
+    its threads) and ``spawn`` elsewhere.
+    """
+
+    name = "process"
+
+    def __init__(self, workers: int | None = None, timeout: float | None = None,
+                 start_method: str | None = None) -> None:
+        super().__init__(workers, timeout)
+        if start_method is None:
+            start_method = "forkserver" if sys.platform.startswith("linux") else "spawn"
+        self.start_method = start_method
+        self._ctx = mp.get_context(start_method)
+        if start_method == "forkserver":
+            self._ctx.set_forkserver_preload(["pivotgym.execution"])
+        self._workers: list[_Worker] = []
+        self.restarts = 0
+
+    def _spawn(self) -> _Worker:
+        parent, child = self._ctx.Pipe(duplex=True)
+        process = self._ctx.Process(target=_worker_main, args=(child,), daemon=True, name="pivotgym-worker")
+        process.start()
+        child.close()
+        return _Worker(process, parent)
+
+    def _ensure_workers(self, n: int) -> None:
+        self._workers = [w for w in self._workers if w.process.is_alive()]
+        while len(self._workers) < n:
+            self._workers.append(self._spawn())
+
+    def _replace(self, worker: _Worker) -> None:
+        """Kill a worker (hung or dead) and start a fresh one in its place."""
+        try:
+            worker.process.kill()
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+        worker.process.join(5)
+        worker.conn.close()
+        self._workers[self._workers.index(worker)] = self._spawn()
+        self.restarts += 1
+
+    def map(self, fn, items, *, timeout=None, on_result=None):  # noqa: ANN001, ANN201 - see Executor.map
+        items = list(items)
+        results: list[TaskResult | None] = [None] * len(items)
+        if not items:
+            return []
+        deadline_s = self._deadline(timeout)
+        setup = WorkerSetup.capture()
+        pending = deque(range(len(items)))
+        self._ensure_workers(min(self.workers, len(items)))
+
+        def finish(result: TaskResult) -> None:
+            results[result.index] = result
+            if on_result:
+                on_result(result)
+
+        while pending or any(w.task for w in self._workers):
+            for worker in list(self._workers):
+                if worker.task is None and pending:
+                    index = pending.popleft()
+                    try:
+                        payload = pickle.dumps((fn, items[index]))
+                    except Exception as exc:  # noqa: BLE001
+                        finish(TaskResult(index, False, None, f"exception: task could not be pickled ({exc!r})"))
+                        continue
+                    now = time.monotonic()
+                    worker.task = (index, now, None if deadline_s is None else now + deadline_s)
+                    try:
+                        worker.conn.send((index, setup, payload))
+                    except (BrokenPipeError, OSError) as exc:
+                        worker.task = None
+                        finish(TaskResult(index, False, None, f"crashed: could not reach worker ({exc!r})"))
+                        self._replace(worker)
+            busy = [w for w in self._workers if w.task is not None]
+            if not busy:
+                continue
+            deadlines = [w.task[2] for w in busy if w.task[2] is not None]
+            wait_s = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+            ready = wait([w.conn for w in busy], timeout=wait_s)
+            now = time.monotonic()
+            for worker in busy:
+                index, started, deadline = worker.task  # type: ignore[misc]
+                if worker.conn in ready:
+                    try:
+                        r_index, ok, value, error, elapsed = worker.conn.recv()
+                    except (EOFError, OSError):
+                        worker.process.join(1)
+                        code = worker.process.exitcode
+                        worker.task = None
+                        finish(TaskResult(index, False, None,
+                                          f"crashed: worker process died (exit code {code})", now - started))
+                        self._replace(worker)
+                        continue
+                    worker.task = None
+                    finish(TaskResult(r_index, ok, value, error, elapsed))
+                elif deadline is not None and now >= deadline:
+                    worker.task = None
+                    finish(TaskResult(index, False, None,
+                                      f"timeout: task did not finish within {deadline_s}s; its worker was killed",
+                                      now - started))
+                    self._replace(worker)
+        return results  # type: ignore[return-value]
+
+    def close(self) -> None:
+        for worker in self._workers:
+            try:
+                worker.conn.send(None)
+            except Exception:  # noqa: BLE001
+                pass
+        for worker in self._workers:
+            worker.process.join(2)
+            if worker.process.is_alive():
+                worker.process.kill()
+                worker.process.join(2)
+            worker.conn.close()
+        self._workers = []
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "start_method": self.start_method}
+
+
+# ---------------------------------------------------------------------------------------- ray
+def _ray_call(setup: WorkerSetup, payload: bytes) -> tuple[bool, Any, str | None, float]:
+    return _run_payload(setup, payload)
+
+
+class RayExecutor(Executor):
+    """Ray tasks: a local cluster started on first use (``address=None``), or an existing one
+    (``address="auto"`` or ``"ray://host:10001"``). At most ``workers`` tasks are in flight, so a deadline
+    counts from when a task can actually start."""
+
+    name = "ray"
+
+    def __init__(self, workers: int | None = None, timeout: float | None = None, address: str | None = None,
+                 **init_kwargs: Any) -> None:
+        super().__init__(workers, timeout)
+        self.address = address
+        self.init_kwargs = init_kwargs
+        self._started = False
+        self._remote: Any = None
+
+    def _ray(self) -> Any:
+        try:
+            import ray
+        except ImportError as exc:  # pragma: no cover - ray is in requirements/base.txt
+            raise RuntimeError("the ray executor needs Ray: pip install 'ray==2.60.0'") from exc
+        if not ray.is_initialized():
+            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
+                                      "configure_logging": False}
+            if self.address:
+                kwargs["address"] = self.address
+            else:
+                kwargs["num_cpus"] = self.workers
+            kwargs.update(self.init_kwargs)
+            ray.init(**kwargs)
+            self._started = True
+        if self._remote is None:
+            self._remote = ray.remote(max_retries=0, num_cpus=1)(_ray_call)
+        return ray
+
+    def map(self, fn, items, *, timeout=None, on_result=None):  # noqa: ANN001, ANN201 - see Executor.map
+        items = list(items)
+        if not items:
+            return []
+        ray = self._ray()
+        deadline_s = self._deadline(timeout)
+        setup = WorkerSetup.capture()
+        results: list[TaskResult | None] = [None] * len(items)
+        pending = deque(range(len(items)))
+        in_flight: dict[Any, tuple[int, float]] = {}
+
+        def finish(result: TaskResult) -> None:
+            results[result.index] = result
+            if on_result:
+                on_result(result)
+
+        while pending or in_flight:
+            while pending and len(in_flight) < self.workers:
+                index = pending.popleft()
+                try:
+                    payload = pickle.dumps((fn, items[index]))
+                except Exception as exc:  # noqa: BLE001
+                    finish(TaskResult(index, False, None, f"exception: task could not be pickled ({exc!r})"))
+                    continue
+                in_flight[self._remote.remote(setup, payload)] = (index, time.monotonic())
+            refs = list(in_flight)
+            if not refs:
+                continue
+            wait_s = None
+            if deadline_s is not None:
+                wait_s = max(0.0, min(t for _, t in in_flight.values()) + deadline_s - time.monotonic())
+            ready, _ = ray.wait(refs, num_returns=1, timeout=wait_s)
+            now = time.monotonic()
+            for ref in ready:
+                index, started = in_flight.pop(ref)
+                try:
+                    ok, value, error, elapsed = ray.get(ref)
+                    finish(TaskResult(index, ok, value, error, elapsed))
+                except Exception as exc:  # noqa: BLE001 - WorkerCrashedError and friends
+                    finish(TaskResult(index, False, None, f"crashed: {type(exc).__name__}: {exc}"[:2000],
+                                      now - started))
+            if deadline_s is not None:
+                for ref, (index, started) in list(in_flight.items()):
+                    if now - started >= deadline_s:
+                        in_flight.pop(ref)
+                        ray.cancel(ref, force=True)
+                        finish(TaskResult(index, False, None,
+                                          f"timeout: task did not finish within {deadline_s}s; its worker was killed",
+                                          now - started))
+        return results  # type: ignore[return-value]
+
+    def close(self) -> None:
+        if self._started:
+            import ray
+
+            ray.shutdown()
+            self._started = False
+        self._remote = None
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "address": self.address or "local"}
+
+
+def make_executor(spec: str | Executor | None = None, *, workers: int | None = None,
+                  timeout: float | None = None, **kwargs: Any) -> Executor:
+    """Build an executor from a name: ``process`` (default), ``serial``, ``ray`` or ``ray:ADDRESS``."""
+    if isinstance(spec, Executor):
+        return spec
+    spec = (spec or "process").strip()
+    name, _, address = spec.partition(":")
+    if name == "process":
+        return ProcessExecutor(workers, timeout, **kwargs)
+    if name == "serial":
+        return SerialExecutor(workers, timeout)
+    if name == "ray":
+        return RayExecutor(workers, timeout, address=address or kwargs.pop("address", None), **kwargs)
+    raise ValueError(f"unknown executor {spec!r}; choose one of {', '.join(EXECUTORS)} (or ray:ADDRESS)")
+
+
+def chunks(items: Iterable[Any], size: int) -> Iterable[list[Any]]:
+    """Split ``items`` into lists of at most ``size``."""
+    batch: list[Any] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
