@@ -9,3 +9,36 @@ from pivotgym.hookspecs import Register, hookimpl
 def register_verifiers(register: Register) -> None:
     register("exact", "pivotgym.verify:ExactMatchVerifier",
              description="reward 1 only for the expert's exact text (whitespace-normalised); the ablation baseline")
+    register("declarative/answer", "pivotgym.declarative:AnswerVerifier",
+             description="YAML envs: credits any reply the task's own scorer accepts (option letter or text, 3 for three)")
+
+
+@hookimpl
+def register_sandboxes(register: Register) -> None:
+    register("bwrap", "pivotgym.sandbox.bwrap:BwrapSandbox",
+             description="bubblewrap: no network, read-only system, writes only in the work dir (default)")
+    register("docker", "pivotgym.sandbox.docker:DockerSandbox",
+             description="a fresh container per run (docker SDK + a reachable engine)")
+    register("local", "pivotgym.sandbox.local:LocalSandbox",
+             description="NO isolation: rlimits and a deadline only; explicit opt-in for trusted code")
+
+
+@hookimpl
+def register_environments(register: Register) -> None:
+    """The YAML envs shipped in pivotgym/data/envs and found in $PIVOTGYM_ENV_PATH (see pivotgym.declarative)."""
+    from pivotgym.declarative import ConfigError, discover
+
+    errors: list[ConfigError] = []
+    for config in discover(errors=errors)[0]:
+        register(config.id, "pivotgym.declarative:DeclarativeEnv", **config.register_kwargs())
+    if errors:
+        raise ConfigError("; ".join(str(e) for e in errors))
+
+
+@hookimpl
+def register_suites(register: Register) -> None:
+    """The YAML suites shipped in pivotgym/data/envs and found in $PIVOTGYM_ENV_PATH."""
+    from pivotgym.declarative import discover
+
+    for suite in discover(errors=[])[1]:
+        register(suite.name, suite.members, description=suite.description, **suite.options)

@@ -1,0 +1,252 @@
+"""The sandbox contract: run one command on a work dir under limits, get a :class:`RunResult` back.
+
+Every backend shares the same process handling: the command runs in its own session (process group) with
+POSIX rlimits applied before ``exec`` (CPU seconds, address space, processes, file size, no core dumps),
+stdout/stderr are drained by threads and truncated to ``limits.output_bytes`` each, and a wall-clock deadline
+kills the whole group. Backends differ in what they wrap around the command (bubblewrap namespaces, a
+Docker container, or nothing).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shlex
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import IO, Any
+
+Command = str | Sequence[str]
+
+
+class SandboxError(RuntimeError):
+    """A sandbox could not run a command at all (missing backend, bad work dir)."""
+
+
+class SandboxUnavailable(SandboxError):
+    """The backend is not usable on this machine; the message says how to install or enable it."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one run. ``None`` disables a limit."""
+
+    wall_seconds: float | None = 60.0  # wall-clock deadline; the whole process tree is killed after it
+    cpu_seconds: int | None = 60  # RLIMIT_CPU, per process
+    memory_bytes: int | None = 2 << 30  # RLIMIT_AS (address space), per process
+    max_processes: int | None = 128  # RLIMIT_NPROC (enforced for the unprivileged sandbox user)
+    file_size_bytes: int | None = 64 << 20  # RLIMIT_FSIZE: the largest file a process may write
+    output_bytes: int = 64 << 10  # stdout and stderr are each truncated to this many bytes
+
+    def with_(self, **changes: Any) -> Limits:
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class RunResult:
+    """What a sandboxed command did. ``returncode`` is negative for a signal (e.g. -9 after a kill)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    truncated: bool = False
+    duration: float = 0.0
+    backend: str = ""
+    command: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+    @property
+    def output(self) -> str:
+        """stdout then stderr, as a terminal would interleave them roughly."""
+        return self.stdout + (("\n" if self.stdout and not self.stdout.endswith("\n") else "") + self.stderr
+                              if self.stderr else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def command_text(cmd: Command) -> str:
+    return cmd if isinstance(cmd, str) else shlex.join(list(cmd))
+
+
+def command_argv(cmd: Command) -> list[str]:
+    """A shell string runs under ``/bin/sh -c``; a sequence runs as given."""
+    return ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+
+
+def _rlimit_setter(limits: Limits):  # noqa: ANN202 - returns a preexec_fn
+    def apply() -> None:
+        def setl(kind: int, value: int | float | None) -> None:
+            if value is not None:
+                v = int(value)
+                resource.setrlimit(kind, (v, v))
+
+        setl(resource.RLIMIT_CORE, 0)
+        setl(resource.RLIMIT_CPU, limits.cpu_seconds)
+        setl(resource.RLIMIT_AS, limits.memory_bytes)
+        setl(resource.RLIMIT_NPROC, limits.max_processes)
+        setl(resource.RLIMIT_FSIZE, limits.file_size_bytes)
+
+    return apply
+
+
+class _Capture:
+    """Drain a pipe in a thread, keeping at most ``cap`` bytes (the rest is read and dropped)."""
+
+    def __init__(self, stream: IO[bytes], cap: int) -> None:
+        self.stream, self.cap = stream, cap
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.dropped = 0
+        self.thread = threading.Thread(target=self._drain, daemon=True)
+        self.thread.start()
+
+    def _drain(self) -> None:
+        try:
+            while True:
+                chunk = self.stream.read1(65536) if hasattr(self.stream, "read1") else self.stream.read(65536)
+                if not chunk:
+                    break
+                room = self.cap - self.size
+                if room > 0:
+                    self.chunks.append(chunk[:room])
+                    self.size += min(room, len(chunk))
+                self.dropped += max(0, len(chunk) - max(room, 0))
+        except (OSError, ValueError):
+            pass
+
+    def text(self) -> str:
+        data = b"".join(self.chunks).decode("utf-8", errors="replace")
+        if self.dropped:
+            data += f"\n[... output truncated: {self.dropped} more bytes ...]\n"
+        return data
+
+
+def run_process(
+    argv: list[str],
+    *,
+    cwd: str | os.PathLike[str] | None,
+    limits: Limits,
+    env: Mapping[str, str] | None,
+    stdin: str | None = None,
+    backend: str,
+    command: str,
+    rlimits: bool = True,
+) -> RunResult:
+    """Run ``argv`` in a new session under ``limits``; kill its process group at the deadline."""
+    start = time.perf_counter()
+    try:
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=_rlimit_setter(limits) if rlimits else None,
+            close_fds=True,
+        )
+    except OSError as exc:
+        raise SandboxError(f"could not start {argv[0]!r}: {exc}") from exc
+    out, err = _Capture(proc.stdout, limits.output_bytes), _Capture(proc.stderr, limits.output_bytes)  # type: ignore[arg-type]
+    if stdin is not None:
+        try:
+            proc.stdin.write(stdin.encode())  # type: ignore[union-attr]
+            proc.stdin.close()  # type: ignore[union-attr]
+        except OSError:
+            pass
+    timed_out = False
+    try:
+        proc.wait(timeout=limits.wall_seconds)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        kill_group(proc)
+        proc.wait()
+    # the main process is gone; stop lingering children that still hold the pipes
+    kill_group(proc)
+    for cap in (out, err):
+        cap.thread.join(timeout=2.0)
+    return RunResult(
+        returncode=proc.returncode,
+        stdout=out.text(),
+        stderr=err.text(),
+        timed_out=timed_out,
+        truncated=bool(out.dropped or err.dropped),
+        duration=time.perf_counter() - start,
+        backend=backend,
+        command=command,
+    )
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+@dataclass
+class Sandbox:
+    """Base class of the backends. ``run`` executes ``cmd`` with ``workdir`` as the only writable place.
+
+    ``env`` replaces the environment (a minimal one by default: PATH, HOME, LANG, TMPDIR); ``limits``
+    defaults to the sandbox's own ``limits``.
+    """
+
+    limits: Limits = field(default_factory=Limits)
+    name = "base"
+
+    def run(
+        self,
+        cmd: Command,
+        workdir: str | os.PathLike[str],
+        *,
+        timeout: float | None = None,
+        limits: Limits | None = None,
+        env: Mapping[str, str] | None = None,
+        stdin: str | None = None,
+    ) -> RunResult:
+        limits = limits or self.limits
+        if timeout is not None:
+            limits = limits.with_(wall_seconds=timeout)
+        path = Path(workdir).resolve()
+        if not path.is_dir():
+            raise SandboxError(f"work dir {path} does not exist; create it (or fork one) before running")
+        return self._run(cmd, path, limits, env, stdin)
+
+    def _run(self, cmd: Command, workdir: Path, limits: Limits, env: Mapping[str, str] | None,
+             stdin: str | None) -> RunResult:
+        raise NotImplementedError
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "limits": self.limits.to_dict()}
+
+
+def base_env(workdir: Path, extra: Mapping[str, str] | None = None, *, tmpdir: str = "/tmp") -> dict[str, str]:
+    """The minimal environment a sandboxed command sees (no host secrets, no proxies)."""
+    import sys
+
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(workdir),
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "TMPDIR": tmpdir,
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+    }
+    env.update(extra or {})
+    return env

@@ -1,0 +1,118 @@
+"""The default backend: bubblewrap (Debian package ``bubblewrap``).
+
+What a command sees:
+
+* no network (its own empty network namespace), its own pid/ipc/uts namespaces, a new session;
+* a read-only view of only what running code needs: ``/usr`` (and the merged ``/bin``, ``/lib`` links), a
+  few files of ``/etc``, the Python installation and the active virtual environment. Nothing else of the
+  host exists inside: no home directories, no other work dirs, no ``/work``;
+* the work dir mounted read-write at ``/repo`` (a fixed path, so outputs do not depend on where the host
+  keeps it) and a size-capped tmpfs at ``/tmp``;
+* when the host runs as root, the command runs as an unprivileged user (``nobody``) with no capabilities
+  and ``no_new_privs``, so the process limit (RLIMIT_NPROC) holds and set-uid binaries cannot regain root.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pivotgym.sandbox.base import Command, Limits, RunResult, Sandbox, SandboxUnavailable, base_env, command_argv, \
+    command_text, run_process
+
+MOUNT_POINT = "/repo"
+ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alternatives", "passwd", "group",
+             "nsswitch.conf", "mime.types")
+UNPRIVILEGED_UID = 65534
+
+
+def python_paths() -> list[str]:
+    """Directories the current Python interpreter and environment live in (bound read-only)."""
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+             str(Path(os.path.realpath(sys.executable)).parent.parent)}
+    return sorted(p for p in paths if p and not p.startswith("/usr") and os.path.isdir(p))
+
+
+def chown_tree(root: Path, uid: int, gid: int) -> None:
+    """Hand a work dir to the sandbox user (only files not already theirs are touched)."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in [dirpath, *(os.path.join(dirpath, n) for n in dirnames + filenames)]:
+            try:
+                st = os.lstat(name)
+                if st.st_uid != uid or st.st_gid != gid:
+                    os.lchown(name, uid, gid)
+            except FileNotFoundError:
+                pass
+
+
+@dataclass
+class BwrapSandbox(Sandbox):
+    """Run commands under bubblewrap. ``ro_binds`` adds host paths visible read-only (same path inside)."""
+
+    limits: Limits = field(default_factory=Limits)
+    ro_binds: Sequence[str] = ()
+    executable: str | None = None
+    uid: int = UNPRIVILEGED_UID
+    name = "bwrap"
+
+    def __post_init__(self) -> None:
+        self.executable = self.executable or shutil.which("bwrap")
+        if not self.executable:
+            raise SandboxUnavailable("bubblewrap is not installed: `apt-get install bubblewrap` (or `make "
+                                     "system-deps`), or choose another backend (docker; local = no isolation)")
+        self._drop = os.geteuid() == 0
+        self._setpriv = shutil.which("setpriv") if self._drop else None
+        if self._drop and not self._setpriv:
+            raise SandboxUnavailable("running as root needs `setpriv` (util-linux) to drop privileges inside "
+                                     "the sandbox: `apt-get install util-linux`")
+
+    def argv(self, cmd: Command, workdir: Path, limits: Limits) -> list[str]:
+        """The full bwrap command line for ``cmd`` (exposed for tests and debugging)."""
+        args = [self.executable, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+                "--unshare-cgroup-try", "--die-with-parent", "--new-session",
+                "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev"]
+        for link in ("bin", "lib", "lib64", "sbin", "lib32"):
+            target = Path("/") / link
+            if target.is_symlink():
+                args += ["--symlink", os.readlink(target), str(target)]
+            elif target.is_dir():
+                args += ["--ro-bind", str(target), str(target)]
+        for name in ETC_FILES:
+            path = Path("/etc") / name
+            if path.exists():
+                args += ["--ro-bind", str(path), str(path)]
+        for path in [*python_paths(), *self.ro_binds]:
+            args += ["--ro-bind", path, path]
+        tmp_size = limits.file_size_bytes or (256 << 20)
+        args += ["--size", str(tmp_size), "--tmpfs", "/tmp",
+                 "--bind", str(workdir), MOUNT_POINT, "--chdir", MOUNT_POINT]
+        if self._drop:
+            args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
+                     self._setpriv, f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups",
+                     "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--"]
+        else:
+            args += ["--"]
+        return args + command_argv(cmd)
+
+    def _run(self, cmd: Command, workdir: Path, limits: Limits, env: Mapping[str, str] | None,
+             stdin: str | None) -> RunResult:
+        if self._drop:
+            chown_tree(workdir, self.uid, self.uid)
+            mode = workdir.stat().st_mode & 0o7777
+            if mode & 0o755 != 0o755:
+                os.chmod(workdir, mode | 0o755)  # bwrap enters it with no capabilities before dropping to the user
+        environment = base_env(Path(MOUNT_POINT), env)
+        return run_process(self.argv(cmd, workdir, limits), cwd=workdir, limits=limits, env=environment,
+                           stdin=stdin, backend=self.name, command=command_text(cmd))
+
+
+def bwrap_available() -> bool:
+    try:
+        BwrapSandbox()
+    except SandboxUnavailable:
+        return False
+    return True

@@ -1,0 +1,37 @@
+"""The ``local`` backend: rlimits and a deadline only, no isolation at all. Explicit opt-in, with a warning.
+
+Use it where neither bubblewrap nor Docker exists and the code run is trusted (your own tests). The command
+can read and write anything the host user can, and reach the network.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pivotgym.sandbox.base import Command, Limits, RunResult, Sandbox, base_env, command_argv, command_text, \
+    run_process
+
+
+class UnsafeSandboxWarning(UserWarning):
+    """Emitted when the no-isolation ``local`` backend is created."""
+
+
+@dataclass
+class LocalSandbox(Sandbox):
+    limits: Limits = field(default_factory=Limits)
+    warn: bool = True
+    name = "local"
+
+    def __post_init__(self) -> None:
+        if self.warn:
+            warnings.warn("the 'local' sandbox does not isolate anything: commands can read and write host "
+                          "files and use the network. Use 'bwrap' (default) or 'docker' for untrusted code.",
+                          UnsafeSandboxWarning, stacklevel=3)
+
+    def _run(self, cmd: Command, workdir: Path, limits: Limits, env: Mapping[str, str] | None,
+             stdin: str | None) -> RunResult:
+        return run_process(command_argv(cmd), cwd=workdir, limits=limits, env=base_env(workdir, env),
+                           stdin=stdin, backend=self.name, command=command_text(cmd))

@@ -1,0 +1,100 @@
+"""Functional behaviour of the sandbox backends and of work-dir forking."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+
+from pivotgym.registry import get_registry
+from pivotgym.sandbox import Limits, RunResult, SandboxError, fork_dir, get_sandbox, remove_dir
+from pivotgym.sandbox.bwrap import MOUNT_POINT, bwrap_available
+from pivotgym.sandbox.local import UnsafeSandboxWarning
+
+needs_bwrap = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed")
+
+
+def test_backends_are_registered_through_the_hook():
+    assert {"bwrap", "docker", "local"} <= set(get_registry().sandboxes)
+    assert get_registry().sandboxes["bwrap"].plugin == "builtins"
+
+
+@needs_bwrap
+def test_bwrap_runs_python_in_the_work_dir(tmp_path):
+    (tmp_path / "m.py").write_text("print(sum(range(10)))\n")
+    result = get_sandbox("bwrap").run(["python3", "m.py"], tmp_path)
+    assert isinstance(result, RunResult)
+    assert result.ok and result.stdout == "45\n" and result.backend == "bwrap"
+    pwd = get_sandbox().run("pwd; echo $HOME", tmp_path)
+    assert pwd.stdout.split() == [MOUNT_POINT, MOUNT_POINT]
+
+
+@needs_bwrap
+def test_bwrap_passes_stdin_env_and_exit_codes(tmp_path):
+    box = get_sandbox("bwrap")
+    assert box.run("cat", tmp_path, stdin="hello").stdout == "hello"
+    assert box.run("echo $GREETING", tmp_path, env={"GREETING": "hi"}).stdout == "hi\n"
+    assert box.run("exit 3", tmp_path).returncode == 3
+
+
+def test_local_backend_warns_and_runs(tmp_path):
+    with pytest.warns(UnsafeSandboxWarning):
+        box = get_sandbox("local")
+    result = box.run("echo hi > f && cat f", tmp_path, limits=Limits(wall_seconds=5))
+    assert result.stdout == "hi\n" and (tmp_path / "f").exists()
+    timed = box.run("sleep 5", tmp_path, timeout=0.3)
+    assert timed.timed_out and timed.duration < 3
+
+
+def test_missing_work_dir_is_a_clear_error(tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(SandboxError, match="does not exist"):
+            get_sandbox("local").run("true", tmp_path / "nope")
+
+
+@pytest.mark.parametrize("method", ["auto", "copy", "hardlink"])
+def test_fork_dir_copies_a_tree(tmp_path, method):
+    src = tmp_path / "src"
+    (src / "pkg").mkdir(parents=True)
+    (src / "pkg" / "a.py").write_text("A = 1\n")
+    (src / "link").symlink_to("pkg/a.py")
+    dst = fork_dir(src, tmp_path / "dst", method=method)
+    assert (dst / "pkg" / "a.py").read_text() == "A = 1\n"
+    assert (dst / "link").is_symlink()
+    # an edit that replaces the file (what the SWE env does) leaves the source intact for every method
+    tmp = dst / "pkg" / "a.py.tmp"
+    tmp.write_text("A = 2\n")
+    tmp.replace(dst / "pkg" / "a.py")
+    assert (src / "pkg" / "a.py").read_text() == "A = 1\n"
+    if method != "hardlink":
+        with open(dst / "link", "a") as fh:  # in-place write through the fork
+            fh.write("B = 3\n")
+        assert (src / "pkg" / "a.py").read_text() == "A = 1\n"
+    remove_dir(dst)
+    assert not dst.exists()
+    with pytest.raises(FileExistsError):
+        fork_dir(src, src)
+
+
+def test_docker_container_options_enforce_limits():
+    pytest.importorskip("docker")
+    from pivotgym.sandbox.docker import DockerSandbox
+
+    box = DockerSandbox(limits=Limits(memory_bytes=1 << 30, max_processes=50, cpu_seconds=7, file_size_bytes=1 << 20))
+    opts = box.container_options(box.limits, {"A": "1"})
+    assert opts["network_disabled"] is True and opts["read_only"] is True
+    assert opts["mem_limit"] == 1 << 30 and opts["pids_limit"] == 50
+    assert {u["Name"]: u["Hard"] for u in opts["ulimits"]} == {"core": 0, "cpu": 7, "fsize": 1 << 20}
+    assert opts["environment"] == {"A": "1"}
+
+
+@pytest.mark.docker
+def test_docker_backend_runs_when_an_engine_exists(tmp_path):
+    from pivotgym.sandbox.docker import docker_available
+
+    if not docker_available():
+        pytest.skip("no reachable Docker engine")
+    result = get_sandbox("docker").run("echo hi", tmp_path)
+    assert result.stdout.strip() == "hi"
