@@ -1,0 +1,189 @@
+"""Structural comparison of tool calls against BFCL's acceptable answers.
+
+BFCL gives, per expected call, each parameter's list of acceptable values; ``""`` in a list means the
+parameter may be omitted. These rules are our own reading of that format:
+
+* values are coerced to the parameter's JSON type where lossless (``2`` for a number, ``"5"`` for an
+  integer), strings compare after :func:`pivotgym.verify.normalize_string`;
+* lists compare element-wise, dicts key-wise against nested acceptable lists;
+* an omitted parameter is fine when ``""`` is acceptable or the schema default is an acceptable value; an
+  extra parameter is fine when it equals the schema default;
+* parallel calls are matched order-free (a perfect bipartite matching of calls to expected calls).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pivotgym.types import ToolCall
+from pivotgym.verify import coerce_value, normalize_string
+
+
+@dataclass
+class Match:
+    """``ok`` plus a reason tag (``function_name``, ``argument_value``...) and a human-readable detail."""
+
+    ok: bool
+    reason: str
+    detail: str = ""
+
+
+_MISSING = object()
+
+
+def _default(spec: Mapping[str, Any] | None) -> Any:
+    return spec.get("default", _MISSING) if isinstance(spec, Mapping) else _MISSING
+
+
+def _same_scalar(v: Any, a: Any) -> bool:
+    if isinstance(v, bool) or isinstance(a, bool):
+        return isinstance(v, bool) and isinstance(a, bool) and v == a
+    if isinstance(v, (int, float)) and isinstance(a, (int, float)):
+        return math.isclose(float(v), float(a), rel_tol=1e-9, abs_tol=1e-12)
+    if isinstance(v, str) and isinstance(a, str):
+        return normalize_string(v) == normalize_string(a)
+    return v == a
+
+
+def value_matches(value: Any, answer: Any, spec: Mapping[str, Any] | None = None) -> bool:
+    """Does ``value`` equal one acceptable ``answer`` (a single value, possibly a nested BFCL answer)?"""
+    spec = spec if isinstance(spec, Mapping) else {}
+    type_name = spec.get("type")
+    v, a = coerce_value(value, type_name), coerce_value(answer, type_name)
+    if isinstance(a, Mapping):
+        if not isinstance(v, Mapping):
+            return False
+        return dict_matches(v, a, spec.get("properties") or {})
+    if isinstance(a, (list, tuple)):
+        if not isinstance(v, (list, tuple)) or len(v) != len(a):
+            return False
+        items = spec.get("items") if isinstance(spec.get("items"), Mapping) else {}
+        return all(value_matches(x, y, items) for x, y in zip(v, a))
+    return _same_scalar(v, a)
+
+
+def acceptable(value: Any, answers: Sequence[Any], spec: Mapping[str, Any] | None = None) -> bool:
+    """Does ``value`` match any of a parameter's acceptable values?"""
+    return any(value_matches(value, a, spec) for a in answers)
+
+
+def _omittable(answers: Sequence[Any], spec: Mapping[str, Any] | None) -> bool:
+    if "" in answers:
+        return True
+    default = _default(spec)
+    return default is not _MISSING and acceptable(default, answers, spec)
+
+
+def dict_matches(value: Mapping[str, Any], answer: Mapping[str, Any], props: Mapping[str, Any]) -> bool:
+    """A dict value against a BFCL nested answer (each key mapped to a list of acceptable values)."""
+    for key, accepted in answer.items():
+        accepted = accepted if isinstance(accepted, list) else [accepted]
+        if key in value:
+            if not acceptable(value[key], accepted, props.get(key)):
+                return False
+        elif not _omittable(accepted, props.get(key)):
+            return False
+    for key in value:
+        if key not in answer:
+            default = _default(props.get(key))
+            if default is _MISSING or not value_matches(value[key], default, props.get(key)):
+                return False
+    return True
+
+
+def match_call(call: ToolCall, name: str, answer: Mapping[str, Sequence[Any]],
+               params: Mapping[str, Any] | None = None) -> Match:
+    """One call against one expected call (``name`` plus ``{param: [acceptable values]}``)."""
+    if call.name != name:
+        return Match(False, "function_name", f"got {call.name}, expected {name}")
+    props = (params or {}).get("properties") or {}
+    for param, value in call.arguments.items():
+        if param in answer:
+            if not acceptable(value, answer[param], props.get(param)):
+                shown = [a for a in answer[param] if a != ""]
+                return Match(False, "argument_value", f"{name}.{param}: got {value!r}, expected one of {shown!r}")
+        else:
+            default = _default(props.get(param))
+            if default is _MISSING or not value_matches(value, default, props.get(param)):
+                return Match(False, "unexpected_argument", f"{name}.{param}={value!r} is not expected")
+    for param, accepted in answer.items():
+        if param not in call.arguments and not _omittable(accepted, props.get(param)):
+            return Match(False, "missing_argument", f"{name}: argument {param!r} is required here")
+    return Match(True, "arguments_equivalent")
+
+
+def answer_calls(answers: Sequence[Mapping[str, Mapping[str, Sequence[Any]]]]) -> list[tuple[str, dict]]:
+    """BFCL's ``[{name: {param: [values]}}]`` as ``[(name, {param: [values]})]``."""
+    return [(name, dict(args)) for entry in answers for name, args in entry.items()]
+
+
+def match_answers(calls: Sequence[ToolCall], answers: Sequence[Mapping[str, Any]],
+                  schemas: Mapping[str, Mapping[str, Any]] | None = None) -> Match:
+    """Calls against BFCL's expected calls: same count, same names (as a multiset) and an order-free
+    perfect matching where every pair's arguments are acceptable."""
+    schemas = schemas or {}
+    expected = answer_calls(answers)
+    if len(calls) != len(expected):
+        return Match(False, "call_count", f"got {len(calls)} call(s), expected {len(expected)}")
+    got, want = Counter(c.name for c in calls), Counter(n for n, _ in expected)
+    if got != want:
+        return Match(False, "function_name", f"got {sorted(got.elements())}, expected {sorted(want.elements())}")
+    ok: list[list[bool]] = []
+    first_failure: Match | None = None
+    for call in calls:
+        row = []
+        for name, args in expected:
+            m = match_call(call, name, args, schemas.get(name)) if call.name == name else Match(False, "function_name")
+            row.append(m.ok)
+            if not m.ok and call.name == name and first_failure is None:
+                first_failure = m
+        ok.append(row)
+    if _perfect_matching(ok):
+        return Match(True, "arguments_equivalent")
+    return first_failure or Match(False, "argument_value", "no consistent assignment of calls to expected calls")
+
+
+def _perfect_matching(ok: list[list[bool]]) -> bool:
+    """Kuhn's augmenting paths: can every row be assigned a distinct True column?"""
+    n = len(ok)
+    owner = [-1] * n
+
+    def augment(row: int, seen: list[bool]) -> bool:
+        for col in range(n):
+            if ok[row][col] and not seen[col]:
+                seen[col] = True
+                if owner[col] < 0 or augment(owner[col], seen):
+                    owner[col] = row
+                    return True
+        return False
+
+    return all(augment(r, [False] * n) for r in range(n))
+
+
+def expert_call(name: str, answer: Mapping[str, Sequence[Any]]) -> ToolCall:
+    """A concrete call from an expected call: each parameter at its first acceptable value; parameters
+    whose first acceptable value is ``""`` (omittable) are left out."""
+    args = {}
+    for param, accepted in answer.items():
+        accepted = list(accepted) if isinstance(accepted, list) else [accepted]
+        if not accepted or accepted[0] == "":
+            continue
+        args[param] = _concrete(accepted[0])
+    return ToolCall(name=name, arguments=args)
+
+
+def _concrete(value: Any) -> Any:
+    if isinstance(value, Mapping):  # nested answer: each key's first acceptable value
+        out = {}
+        for k, accepted in value.items():
+            accepted = accepted if isinstance(accepted, list) else [accepted]
+            if accepted and accepted[0] != "":
+                out[k] = _concrete(accepted[0])
+        return out
+    if isinstance(value, list):
+        return [_concrete(v) for v in value]
+    return value
