@@ -89,16 +89,16 @@ class SingleTurnEnv(ToolUseEnv):
 
     max_turns = 3
 
-    def __init__(self, category: str = "simple_python", ood: Mapping[str, Sequence[str]] | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(self, category: str | Sequence[str] = "simple_python",
+                 ood: Mapping[str, Sequence[str]] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.category = category
+        self.categories = (category,) if isinstance(category, str) else tuple(category)
         self.ood = {k: tuple(v) for k, v in (ood or {}).items()}
         self.splits = ("train", "test", *self.ood)
 
     def load_tasks(self, split: str) -> list[Task]:
         if split in ("train", "test"):
-            entries = [(self.category, e) for e in bfcl.load_category(self.category)
+            entries = [(cat, e) for cat in self.categories for e in bfcl.load_category(cat)
                        if bfcl.in_test_split(e["id"]) == (split == "test")]
         else:
             entries = [(cat, e) for cat in self.ood[split] for e in bfcl.load_category(cat)]

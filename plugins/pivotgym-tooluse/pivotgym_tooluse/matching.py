@@ -66,9 +66,17 @@ def value_matches(value: Any, answer: Any, spec: Mapping[str, Any] | None = None
     return _same_scalar(v, a)
 
 
+def acceptable_values(answers: Any) -> list[Any]:
+    """A parameter's acceptable values as a list. BFCL writes ``[]`` for a few required list parameters
+    whose only sensible value is the empty list; we read it as ``[[]]`` (BFCL's checker accepts nothing)."""
+    if not isinstance(answers, list):
+        return [answers]
+    return answers if answers else [[]]
+
+
 def acceptable(value: Any, answers: Sequence[Any], spec: Mapping[str, Any] | None = None) -> bool:
     """Does ``value`` match any of a parameter's acceptable values?"""
-    return any(value_matches(value, a, spec) for a in answers)
+    return any(value_matches(value, a, spec) for a in acceptable_values(answers))
 
 
 def _omittable(answers: Sequence[Any], spec: Mapping[str, Any] | None) -> bool:
@@ -81,7 +89,7 @@ def _omittable(answers: Sequence[Any], spec: Mapping[str, Any] | None) -> bool:
 def dict_matches(value: Mapping[str, Any], answer: Mapping[str, Any], props: Mapping[str, Any]) -> bool:
     """A dict value against a BFCL nested answer (each key mapped to a list of acceptable values)."""
     for key, accepted in answer.items():
-        accepted = accepted if isinstance(accepted, list) else [accepted]
+        accepted = acceptable_values(accepted)
         if key in value:
             if not acceptable(value[key], accepted, props.get(key)):
                 return False
@@ -104,14 +112,14 @@ def match_call(call: ToolCall, name: str, answer: Mapping[str, Sequence[Any]],
     for param, value in call.arguments.items():
         if param in answer:
             if not acceptable(value, answer[param], props.get(param)):
-                shown = [a for a in answer[param] if a != ""]
+                shown = [a for a in acceptable_values(answer[param]) if a != ""]
                 return Match(False, "argument_value", f"{name}.{param}: got {value!r}, expected one of {shown!r}")
         else:
             default = _default(props.get(param))
             if default is _MISSING or not value_matches(value, default, props.get(param)):
                 return Match(False, "unexpected_argument", f"{name}.{param}={value!r} is not expected")
     for param, accepted in answer.items():
-        if param not in call.arguments and not _omittable(accepted, props.get(param)):
+        if param not in call.arguments and not _omittable(acceptable_values(accepted), props.get(param)):
             return Match(False, "missing_argument", f"{name}: argument {param!r} is required here")
     return Match(True, "arguments_equivalent")
 
@@ -169,8 +177,8 @@ def expert_call(name: str, answer: Mapping[str, Sequence[Any]]) -> ToolCall:
     whose first acceptable value is ``""`` (omittable) are left out."""
     args = {}
     for param, accepted in answer.items():
-        accepted = list(accepted) if isinstance(accepted, list) else [accepted]
-        if not accepted or accepted[0] == "":
+        accepted = acceptable_values(accepted)
+        if accepted[0] == "":
             continue
         args[param] = _concrete(accepted[0])
     return ToolCall(name=name, arguments=args)
@@ -180,8 +188,8 @@ def _concrete(value: Any) -> Any:
     if isinstance(value, Mapping):  # nested answer: each key's first acceptable value
         out = {}
         for k, accepted in value.items():
-            accepted = accepted if isinstance(accepted, list) else [accepted]
-            if accepted and accepted[0] != "":
+            accepted = acceptable_values(accepted)
+            if accepted[0] != "":
                 out[k] = _concrete(accepted[0])
         return out
     if isinstance(value, list):

@@ -10,7 +10,7 @@ import pivotgym
 ENV = "pivotgym_tooluse.envs:SingleTurnEnv"
 FUNCTIONAL, EXACT = "tooluse/functional", "tooluse/exact"
 
-#: env id -> (BFCL category for train/test, {OOD split: categories}, description)
+#: env id -> (BFCL category or categories for train/test, {OOD split: categories}, description)
 SINGLE_TURN = {
     "tooluse/bfcl-simple-v0": ("simple_python", {"java": ["simple_java"], "javascript": ["simple_javascript"],
                                                  "live": ["live_simple"]}, "one call to the one given function"),
@@ -18,9 +18,8 @@ SINGLE_TURN = {
     "tooluse/bfcl-parallel-v0": ("parallel", {"live": ["live_parallel"]}, "several calls of one function at once"),
     "tooluse/bfcl-parallel-multiple-v0": ("parallel_multiple", {"live": ["live_parallel_multiple"]},
                                           "several calls of several functions at once"),
-    "tooluse/bfcl-live-v0": ("live_simple", {"live_multiple": ["live_multiple"], "live_parallel": ["live_parallel"],
-                                             "live_parallel_multiple": ["live_parallel_multiple"],
-                                             "java": ["simple_java"], "javascript": ["simple_javascript"]},
+    "tooluse/bfcl-live-v0": (["live_simple", "live_multiple", "live_parallel", "live_parallel_multiple"],
+                             {"java": ["simple_java"], "javascript": ["simple_javascript"]},
                              "user-contributed (live) functions and questions"),
     "tooluse/bfcl-irrelevance-v0": ("irrelevance", {"live": ["live_irrelevance"]},
                                     "no function fits: a plain message (abstaining) is correct"),
@@ -31,7 +30,7 @@ SINGLE_TURN = {
 def register_environments(register):  # noqa: ANN001, ANN201 - pluggy hook
     for env_id, (category, ood, description) in SINGLE_TURN.items():
         register(env_id, ENV, verifier=FUNCTIONAL, exact_verifier=EXACT, splits=("train", "test", *ood),
-                 description=f"BFCL {category}: {description}", category=category, ood=ood)
+                 description=f"BFCL {category if isinstance(category, str) else '+'.join(category)}: {description}", category=category, ood=ood)
     register("tooluse/bfcl-multi-turn-v0", "pivotgym_tooluse.envs:MultiTurnEnv", verifier=FUNCTIONAL,
              exact_verifier=EXACT, description="BFCL multi-turn with executable simulators (file system, "
              "trading, travel, vehicle, messaging...); long_context/miss_func/miss_param as OOD splits")
