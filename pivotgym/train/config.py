@@ -1,0 +1,214 @@
+"""Trainer configuration: one dataclass per algorithm, sharing the fields of the common loop.
+
+A config is a plain YAML mapping whose keys are the dataclass fields (unknown keys are an error that names
+the known ones, so a typo never silently falls back to a default)::
+
+    model: smollm2-135m
+    pivots: runs/pivots.jsonl
+    trajectories: runs/expert.jsonl
+    steps: 50
+    group_size: 8
+    output_dir: runs/pivot
+
+``load_config(path, "pivot")`` returns a :class:`PivotConfig`; the CLI does the same for
+``pivotgym train pivot --config cfg.yaml``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A config value is missing, unknown or out of range; the message says which and how to fix it."""
+
+
+@dataclass
+class TrainConfig:
+    """Fields every trainer shares (the loop, optimiser, checkpointing, logging and evaluation)."""
+
+    #: model alias (e.g. ``smollm2-135m``) or a local HF folder; ignored when a model object is passed in
+    model: str = "smollm2-135m"
+    output_dir: str = "runs/train"
+    seed: int = 0
+    steps: int = 10
+    learning_rate: float = 1e-5
+    weight_decay: float = 0.0
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    warmup_steps: int = 0
+    #: ``constant`` or ``linear`` (decay to 0 at ``steps``) or ``cosine``; all after the warm-up
+    lr_schedule: str = "constant"
+    max_grad_norm: float | None = 1.0
+    #: completions (sequences) per forward/backward pass; the step's loss is still normalised over the
+    #: whole global batch, so this changes memory, never the update (gradient accumulation)
+    micro_batch_size: int = 8
+    #: ``auto`` (bf16 on a GPU that supports it, fp32 on CPU), ``no``, ``bf16`` or ``fp16``
+    mixed_precision: str = "auto"
+    #: LoRA through peft instead of full fine-tuning
+    lora: bool = False
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.0
+    lora_target_modules: list[str] | None = None
+    gradient_checkpointing: bool = False
+    #: save a checkpoint every this many steps (0: only at the end); the last ``keep_checkpoints`` are kept
+    checkpoint_every: int = 0
+    keep_checkpoints: int = 2
+    #: ``auto`` resumes from the newest checkpoint in ``output_dir`` when there is one; ``never``; or a path
+    resume: str = "auto"
+    #: evaluate every this many steps (0: only before and after training)
+    eval_every: int = 0
+    #: ``jsonl`` is always written; ``auto`` adds TensorBoard and W&B when they are installed
+    report_to: list[str] = field(default_factory=lambda: ["auto"])
+    progress: bool = True
+
+    # ------------------------------------------------------------------ io
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - set(known))
+        if unknown:
+            raise ConfigError(f"{cls.__name__}: unknown key(s) {unknown}; known keys are {sorted(known)}")
+        values = dict(data)
+        if "adam_betas" in values:
+            values["adam_betas"] = tuple(values["adam_betas"])
+        config = cls(**values)
+        config.validate()
+        return config
+
+    def replace(self, **changes: Any) -> TrainConfig:
+        new = dataclasses.replace(self, **changes)
+        new.validate()
+        return new
+
+    def validate(self) -> None:
+        """Raise :class:`ConfigError` for values no run could use."""
+        if self.steps < 0:
+            raise ConfigError(f"steps must be >= 0, got {self.steps}")
+        if self.micro_batch_size < 1:
+            raise ConfigError(f"micro_batch_size must be >= 1, got {self.micro_batch_size}")
+        if self.lr_schedule not in ("constant", "linear", "cosine"):
+            raise ConfigError(f"lr_schedule must be constant, linear or cosine, got {self.lr_schedule!r}")
+        if self.mixed_precision not in ("auto", "no", "bf16", "fp16"):
+            raise ConfigError(f"mixed_precision must be auto, no, bf16 or fp16, got {self.mixed_precision!r}")
+
+
+@dataclass
+class RLConfig(TrainConfig):
+    """Fields of the policy-gradient trainers (pivot and e2e): sampling, advantages and the surrogate."""
+
+    group_size: int = 8
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 128
+    #: ``std`` (GRPO), ``no_std`` (Dr. GRPO: mean-centred only) or ``loo`` (leave-one-out baseline)
+    advantage: str = "std"
+    #: asymmetric clip: the ratio is clipped to [1 - clip_low, 1 + clip_high]
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    #: weight of the k3 KL estimate to the frozen reference policy (0 disables it and the reference)
+    kl_coef: float = 0.0
+    #: optimisation passes over each sampled batch (1 = on-policy; >1 makes the clip matter)
+    updates_per_batch: int = 1
+    #: share one prefix forward among the G completions of a prompt (same result, less compute)
+    shared_prefix: bool = True
+    #: functional verifier (``functional``), exact match (``exact``) or a verifier name
+    verifier: str = "functional"
+    #: evaluation: samples per eval state and their temperature (0 = greedy)
+    eval_samples: int = 4
+    eval_temperature: float = 1.0
+
+    def validate(self) -> None:
+        super().validate()
+        if self.group_size < 2:
+            raise ConfigError(f"group_size must be >= 2 for group-relative advantages, got {self.group_size}")
+        if self.advantage not in ("std", "no_std", "loo"):
+            raise ConfigError(f"advantage must be std, no_std or loo, got {self.advantage!r}")
+        if self.clip_low < 0 or self.clip_high < 0:
+            raise ConfigError("clip_low and clip_high must be >= 0")
+        if self.updates_per_batch < 1:
+            raise ConfigError(f"updates_per_batch must be >= 1, got {self.updates_per_batch}")
+
+
+@dataclass
+class PivotConfig(RLConfig):
+    """PivotRL: GRPO on the pivot states of a pivot set."""
+
+    #: pivot set JSONL (from ``pivotgym select``) and the trajectories its rows point into
+    pivots: str = ""
+    trajectories: str = ""
+    #: optional turn-profile JSONL of the whole profiling run, to count profiling rollout turns exactly
+    profiles: str | None = None
+    #: pivot states per optimisation step (global, across processes)
+    pivots_per_step: int = 4
+    #: pivot states scored at each evaluation (the first N of the set; 0 = all)
+    eval_pivots: int = 16
+
+    def validate(self) -> None:
+        super().validate()
+        if self.pivots_per_step < 1:
+            raise ConfigError(f"pivots_per_step must be >= 1, got {self.pivots_per_step}")
+
+
+@dataclass
+class SFTConfig(TrainConfig):
+    """Supervised fine-tuning on expert trajectories (loss on assistant tokens only)."""
+
+    trajectories: str = ""
+    #: trajectories per optimisation step (global)
+    trajectories_per_step: int = 4
+    #: longer tokenised conversations are truncated (from the end) to this many tokens
+    max_length: int = 2048
+    #: optional evaluation on pivot states (same meaning as in :class:`PivotConfig`)
+    pivots: str | None = None
+    eval_pivots: int = 16
+    eval_samples: int = 4
+    eval_temperature: float = 1.0
+    max_new_tokens: int = 128
+    verifier: str = "functional"
+
+
+@dataclass
+class E2EConfig(RLConfig):
+    """End-to-end multi-turn RL: whole episodes with the current policy, outcome reward."""
+
+    env_id: str = ""
+    split: str = "train"
+    #: tasks per optimisation step (global); each runs ``group_size`` episodes
+    tasks_per_step: int = 2
+    #: cap on assistant turns per episode (default: the env's own limit)
+    max_turns: int | None = None
+    #: evaluation episodes: this split, at most ``eval_tasks`` tasks, ``eval_samples`` episodes each
+    eval_split: str = "test"
+    eval_tasks: int = 8
+
+    def validate(self) -> None:
+        super().validate()
+        if self.tasks_per_step < 1:
+            raise ConfigError(f"tasks_per_step must be >= 1, got {self.tasks_per_step}")
+
+
+CONFIGS: dict[str, type[TrainConfig]] = {"pivot": PivotConfig, "sft": SFTConfig, "e2e": E2EConfig}
+
+
+def load_config(path: str | Path, kind: str, **overrides: Any) -> TrainConfig:
+    """Read a YAML config for trainer ``kind`` (``pivot``, ``sft`` or ``e2e``); ``overrides`` win."""
+    if kind not in CONFIGS:
+        raise ConfigError(f"unknown trainer {kind!r}; choose one of {sorted(CONFIGS)}")
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a config must be a YAML mapping of field: value")
+    data.pop("trainer", None)  # allowed as documentation of which trainer a file is for
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    return CONFIGS[kind].from_dict(data)

@@ -1,0 +1,98 @@
+"""Per-token log-probabilities of completions under a causal LM, with or without a shared prefix.
+
+The G completions sampled from one state share its prompt. :func:`completion_logprobs` with
+``shared_prefix=True`` runs the prompt once, repeats its key/value cache G times (``repeat_interleave`` is
+differentiable, so the backward pass through the prompt also runs once) and runs only the completion tokens
+on top. With ``shared_prefix=False`` each sequence is ``prompt + completion`` run on its own. Both give the
+same log-probabilities and gradients (a test checks it); the shared form does ``P + G*L`` token positions
+instead of ``G*(P + L)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+
+def pad_right(seqs: Sequence[Sequence[int]], pad_id: int, device: torch.device | str | None = None
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad token lists into ``[B, T]`` ids and a 0/1 mask (right padding keeps positions intact)."""
+    width = max((len(s) for s in seqs), default=0)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = torch.as_tensor(list(s), dtype=torch.long)
+        mask[i, : len(s)] = 1
+    return ids.to(device), mask.to(device)
+
+
+def _gather_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """log softmax(logits)[target], computed in fp32 for stability whatever the model dtype."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    return logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+
+
+def completion_logprobs(
+    model: torch.nn.Module,
+    prompt_ids: Sequence[int],
+    completions: Sequence[Sequence[int]],
+    *,
+    shared_prefix: bool = True,
+    pad_id: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-probabilities ``[G, L]`` of each completion token given the prompt, and the token mask ``[G, L]``.
+
+    ``model`` is any causal LM returning ``.logits`` and accepting ``past_key_values`` (HF transformers,
+    possibly wrapped by DDP/FSDP/peft). Positions past a completion's end are masked (logprob 0).
+    """
+    if len(prompt_ids) == 0:
+        raise ValueError("the prompt must have at least one token")
+    device = _device_of(model)
+    comp_ids, comp_mask = pad_right(completions, pad_id, device)
+    g, width = comp_ids.shape
+    if width == 0:
+        return torch.zeros((g, 0), device=device), comp_mask
+    prompt = torch.as_tensor(list(prompt_ids), dtype=torch.long, device=device)[None, :]
+    p = prompt.shape[1]
+    if shared_prefix:
+        out = model(input_ids=prompt, use_cache=True)
+        cache = out.past_key_values
+        first_logits = out.logits[:, -1:, :].expand(g, 1, -1)  # predicts completion token 0
+        cache.batch_repeat_interleave(g)
+        attention = torch.cat([torch.ones((g, p), dtype=torch.long, device=device), comp_mask], dim=1)
+        if width > 1:
+            rest = model(input_ids=comp_ids[:, :-1], attention_mask=attention[:, :-1], past_key_values=cache,
+                         use_cache=True).logits  # position j predicts completion token j + 1
+            logits = torch.cat([first_logits, rest], dim=1)
+        else:
+            logits = first_logits
+    else:
+        full_ids = torch.cat([prompt.expand(g, p), comp_ids], dim=1)
+        attention = torch.cat([torch.ones((g, p), dtype=torch.long, device=device), comp_mask], dim=1)
+        logits = model(input_ids=full_ids[:, :-1], attention_mask=attention[:, :-1], use_cache=False).logits
+        logits = logits[:, p - 1:, :]
+    logprobs = _gather_logprobs(logits, comp_ids) * comp_mask
+    return logprobs, comp_mask
+
+
+def sequence_logprobs(model: torch.nn.Module, sequences: Sequence[Sequence[int]], pad_id: int = 0
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-probabilities ``[B, T-1]`` of tokens 1..T-1 of each sequence given the tokens before (SFT),
+    with the mask of real (non-pad) target positions."""
+    device = _device_of(model)
+    ids, mask = pad_right(sequences, pad_id, device)
+    logits = model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], use_cache=False).logits
+    targets = ids[:, 1:]
+    target_mask = mask[:, 1:]
+    return _gather_logprobs(logits, targets) * target_mask, target_mask
+
+
+def _device_of(model: torch.nn.Module) -> torch.device:
+    try:
+        return next(model.parameters()).device
+    except StopIteration:  # pragma: no cover - a model without parameters
+        return torch.device("cpu")
+
+
+__all__ = ["completion_logprobs", "pad_right", "sequence_logprobs"]

@@ -1,0 +1,172 @@
+"""The policy-gradient update shared by the pivot and e2e trainers.
+
+A step's data is a list of :class:`PolicySample` (prompt token ids exactly as sampled from, completion
+token ids exactly as generated, one advantage per sample) for *this process*. :meth:`RLTrainer.policy_update`
+turns it into one optimiser step with the clipped surrogate of :mod:`pivotgym.train.losses`, normalised by
+the number of completion tokens in the *global* batch (summed over micro-batches and processes).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from pivotgym.train.config import RLConfig
+from pivotgym.train.forward import completion_logprobs
+from pivotgym.train.loop import Trainer, chunks
+from pivotgym.train.losses import clipped_surrogate, group_advantages, is_informative, kl_k3
+
+
+@dataclass
+class PolicySample:
+    """One sampled completion to train on."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    advantage: float
+    reward: float = 0.0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class MicroBatch:
+    """Samples that share one prompt (one forward pass; the prompt runs once when the prefix is shared)."""
+
+    prompt_ids: list[int]
+    samples: list[PolicySample]
+    old_logprobs: torch.Tensor | None = None
+    ref_logprobs: torch.Tensor | None = None
+
+    @property
+    def n_tokens(self) -> int:
+        return sum(len(s.completion_ids) for s in self.samples)
+
+
+def make_micro_batches(samples: Sequence[PolicySample], size: int) -> list[MicroBatch]:
+    """Group samples by identical prompt (order of first appearance), then cut groups to ``size``."""
+    groups: OrderedDict[tuple[int, ...], list[PolicySample]] = OrderedDict()
+    for s in samples:
+        if s.completion_ids:
+            groups.setdefault(tuple(s.prompt_ids), []).append(s)
+    out = []
+    for prompt, members in groups.items():
+        for part in chunks(members, size):
+            out.append(MicroBatch(list(prompt), part))
+    return out
+
+
+def group_samples(prompt_ids: Sequence[int], completions: Sequence[Sequence[int]], rewards: Sequence[float],
+                  mode: str = "std", meta: dict[str, Any] | None = None) -> list[PolicySample]:
+    """The training samples of one group (G completions of one prompt with their rewards).
+
+    A group whose rewards all agree carries no signal and returns ``[]``: it adds neither gradient nor
+    tokens to the loss's denominator (it never dilutes the informative groups).
+    """
+    if len(completions) != len(rewards):
+        raise ValueError(f"{len(completions)} completions but {len(rewards)} rewards")
+    if not is_informative(rewards):
+        return []
+    advantages = group_advantages(rewards, mode)
+    return [PolicySample(list(prompt_ids), list(c), float(a), float(r), dict(meta or {}))
+            for c, a, r in zip(completions, advantages.tolist(), rewards)]
+
+
+class RLTrainer(Trainer):
+    """Adds the clipped-surrogate update (and the frozen reference for the optional KL) to :class:`Trainer`."""
+
+    config: RLConfig
+
+    def __init__(self, config: RLConfig, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        self._reference: Any = None
+        if config.kl_coef > 0 and not config.lora:
+            import copy
+
+            self._reference = copy.deepcopy(self.unwrapped_model).eval().requires_grad_(False)
+
+    # ------------------------------------------------------------------ log-probabilities
+    def _logprobs(self, model: Any, mb: MicroBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        with self.accelerator.autocast():
+            return completion_logprobs(model, mb.prompt_ids, [s.completion_ids for s in mb.samples],
+                                       shared_prefix=self.config.shared_prefix, pad_id=self.pad_id)
+
+    @torch.no_grad()
+    def _reference_logprobs(self, mb: MicroBatch) -> torch.Tensor:
+        if self._reference is not None:
+            return self._logprobs(self._reference, mb)[0]
+        model = self.unwrapped_model  # LoRA: the reference is the base model, adapters switched off
+        with model.disable_adapter():
+            return self._logprobs(model, mb)[0]
+
+    # ------------------------------------------------------------------ the update
+    def prepare_batches(self, samples: Sequence[PolicySample]) -> tuple[list[MicroBatch], float]:
+        """Micro-batches of this process's samples and the token count of the global batch; computes the
+        old (behaviour) log-probabilities when several passes are made, and the reference ones for the KL."""
+        cfg = self.config
+        batches = make_micro_batches(samples, cfg.micro_batch_size)
+        global_tokens = self.reduce_sum(sum(mb.n_tokens for mb in batches))
+        if global_tokens and (cfg.updates_per_batch > 1 or cfg.kl_coef > 0):
+            with torch.no_grad():
+                for mb in batches:
+                    if cfg.updates_per_batch > 1:
+                        mb.old_logprobs = self._logprobs(self.model, mb)[0].detach()
+                    if cfg.kl_coef > 0:
+                        mb.ref_logprobs = self._reference_logprobs(mb)
+        return batches, global_tokens
+
+    def accumulate_gradients(self, batches: Sequence[MicroBatch], global_tokens: float) -> dict[str, float]:
+        """Backward of the loss of one pass over the batch into ``.grad`` (all-reduced on the last
+        micro-batch). The loss is ``sum over tokens / global_tokens``; returns this process's sums."""
+        cfg = self.config
+        scale = self.world / global_tokens  # DDP averages gradients over processes: undo it, then / N
+        totals = {"pg": 0.0, "kl": 0.0, "clipped": 0.0}
+        if not batches:
+            self.dummy_backward()
+        for i, mb in enumerate(batches):
+            with self.sync_context(last=i == len(batches) - 1):
+                logp, mask = self._logprobs(self.model, mb)
+                old = mb.old_logprobs if mb.old_logprobs is not None else logp.detach()
+                adv = torch.tensor([s.advantage for s in mb.samples], device=logp.device)
+                pg, n_clipped = clipped_surrogate(logp, old, adv, mask, cfg.clip_low, cfg.clip_high)
+                loss = pg
+                totals["pg"] += float(pg.detach())
+                totals["clipped"] += float(n_clipped)
+                if cfg.kl_coef > 0 and mb.ref_logprobs is not None:
+                    kl = kl_k3(logp, mb.ref_logprobs, mask)
+                    loss = loss + cfg.kl_coef * kl
+                    totals["kl"] += float(kl.detach())
+                self.accelerator.backward(loss * scale)
+        return totals
+
+    def policy_update(self, samples: Sequence[PolicySample]) -> dict[str, Any]:
+        """``updates_per_batch`` optimiser steps on this process's samples; every process must call it,
+        even with no samples. Returns loss/clip/KL statistics over the global batch."""
+        cfg = self.config
+        batches, global_tokens = self.prepare_batches(samples)
+        stats: dict[str, Any] = {"tokens_in_loss": int(global_tokens)}
+        if global_tokens == 0:
+            stats.update(loss=0.0, skipped=1)
+            return stats
+        sums = {"pg": 0.0, "kl": 0.0, "clipped": 0.0}
+        opt_stats: dict[str, float] = {}
+        for _ in range(cfg.updates_per_batch):
+            for key, value in self.accumulate_gradients(batches, global_tokens).items():
+                sums[key] += value
+            opt_stats = self.optimizer_step()
+        denom = global_tokens * cfg.updates_per_batch
+        stats["loss"] = self.reduce_sum(sums["pg"]) / denom
+        stats["clip_fraction"] = self.reduce_sum(sums["clipped"]) / denom
+        if cfg.kl_coef > 0:
+            stats["kl"] = self.reduce_sum(sums["kl"]) / denom
+        stats.update({k: v for k, v in opt_stats.items() if not math.isnan(v)})
+        self.counters.tokens_trained += int(global_tokens)
+        self.counters.samples_trained += int(self.reduce_sum(sum(len(mb.samples) for mb in batches)))
+        return stats
+
+
+__all__ = ["MicroBatch", "PolicySample", "RLTrainer", "group_samples", "make_micro_batches"]
