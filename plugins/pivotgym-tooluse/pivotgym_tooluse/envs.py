@@ -134,11 +134,16 @@ class SingleTurnEnv(ToolUseEnv):
                for c in assistant.get("tool_calls", [])]
         return StepOutcome(obs, reward=reward, terminated=True, info=info, assistant=assistant)
 
-    def expert_actions(self, task: Task) -> list[Message]:
+    def expert_actions(self, task: Task) -> list[Message] | None:
+        """BFCL's answer as a call (None for the few tasks whose own answer contradicts the schema)."""
         answers = task.data.get("answers")
         if not answers:
             return [message("assistant", ABSTAIN_TEXT)]
-        return [assistant_message("", [expert_call(name, args) for name, args in answer_calls(answers)])]
+        schemas, language = self.schemas_for(task), self._language(task)
+        calls = [expert_call(name, args, schemas.get(name), language) for name, args in answer_calls(answers)]
+        if not self.judge(ParsedAction(calls=calls), task)[0]:
+            return None
+        return [assistant_message("", calls)]
 
 
 # ====================================================================================== multi turn

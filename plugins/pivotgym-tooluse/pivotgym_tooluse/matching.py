@@ -22,6 +22,8 @@ from typing import Any
 from pivotgym.types import ToolCall
 from pivotgym.verify import coerce_value, normalize_string
 
+from pivotgym_tooluse.sourcecode import from_source, to_source
+
 
 @dataclass
 class Match:
@@ -53,6 +55,10 @@ def value_matches(value: Any, answer: Any, spec: Mapping[str, Any] | None = None
     """Does ``value`` equal one acceptable ``answer`` (a single value, possibly a nested BFCL answer)?"""
     spec = spec if isinstance(spec, Mapping) else {}
     type_name = spec.get("type")
+    if "x-source-type" in spec:  # Java/JavaScript: the candidate writes source code in a string
+        value = from_source(value, spec["x-source-type"], spec.get("x-source-items"))
+        if not isinstance(answer, str):
+            type_name = None
     v, a = coerce_value(value, type_name), coerce_value(answer, type_name)
     if isinstance(a, Mapping):
         if not isinstance(v, Mapping):
@@ -109,7 +115,10 @@ def match_call(call: ToolCall, name: str, answer: Mapping[str, Sequence[Any]],
     if call.name != name:
         return Match(False, "function_name", f"got {call.name}, expected {name}")
     props = (params or {}).get("properties") or {}
+    required = set((params or {}).get("required") or [])
     for param, value in call.arguments.items():
+        if params is not None and param not in props:
+            return Match(False, "unexpected_argument", f"{name} has no parameter {param!r}")
         if param in answer:
             if not acceptable(value, answer[param], props.get(param)):
                 shown = [a for a in acceptable_values(answer[param]) if a != ""]
@@ -118,6 +127,8 @@ def match_call(call: ToolCall, name: str, answer: Mapping[str, Sequence[Any]],
             default = _default(props.get(param))
             if default is _MISSING or not value_matches(value, default, props.get(param)):
                 return Match(False, "unexpected_argument", f"{name}.{param}={value!r} is not expected")
+    for param in sorted(required - set(call.arguments)):
+        return Match(False, "missing_argument", f"{name}: argument {param!r} is required")
     for param, accepted in answer.items():
         if param not in call.arguments and not _omittable(acceptable_values(accepted), props.get(param)):
             return Match(False, "missing_argument", f"{name}: argument {param!r} is required here")
@@ -172,15 +183,25 @@ def _perfect_matching(ok: list[list[bool]]) -> bool:
     return all(augment(r, [False] * n) for r in range(n))
 
 
-def expert_call(name: str, answer: Mapping[str, Sequence[Any]]) -> ToolCall:
+def expert_call(name: str, answer: Mapping[str, Sequence[Any]], params: Mapping[str, Any] | None = None,
+                language: str = "python") -> ToolCall:
     """A concrete call from an expected call: each parameter at its first acceptable value; parameters
-    whose first acceptable value is ``""`` (omittable) are left out."""
+    whose first acceptable value is ``""`` (omittable) are left out unless the schema requires them.
+    Java/JavaScript values are written as source code, as BFCL expects."""
+    props = (params or {}).get("properties") or {}
+    required = set((params or {}).get("required") or [])
     args = {}
     for param, accepted in answer.items():
         accepted = acceptable_values(accepted)
+        if param in required:
+            accepted = [a for a in accepted if a != ""] or accepted
         if accepted[0] == "":
             continue
-        args[param] = _concrete(accepted[0])
+        value = _concrete(accepted[0])
+        spec = props.get(param) or {}
+        if language != "python" and "x-source-type" in spec:
+            value = to_source(value, spec["x-source-type"], language, spec.get("x-source-items"))
+        args[param] = value
     return ToolCall(name=name, arguments=args)
 
 

@@ -36,6 +36,9 @@ def json_schema(spec: Mapping[str, Any], language: str = "python") -> dict[str, 
             out[key] = spec[key]
     if language != "python" and spec.get("type"):
         out["description"] = f"({spec['type']}, written as source code in a string) " + str(spec.get("description", ""))
+        out["x-source-type"] = spec["type"]  # the language type, for reading the source string back
+        if isinstance(spec.get("items"), Mapping) and spec["items"].get("type"):
+            out["x-source-items"] = spec["items"]["type"]
     if language == "python":
         if isinstance(spec.get("items"), Mapping):
             out["items"] = json_schema(spec["items"], language)
