@@ -1,0 +1,112 @@
+"""Suite evaluation on a tiny real model (loglik, generated and multi-turn members), resume, ci95 and compare."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from pivotgym.cli import main
+from pivotgym.jsonl import read_jsonl
+from pivotgym.suite import ci95, compare, evaluate_suite, format_comparison, loglik_scores, summarize
+
+
+@pytest.fixture(scope="module")
+def tiny_sampler():
+    from pivotgym.sampling.hf import HFSampler
+    from pivotgym.sampling.testing import tiny_llama
+
+    model, tokenizer = tiny_llama(seed=1)
+    return HFSampler(model, tokenizer, max_batch_size=16)
+
+
+def test_wilson_interval_matches_known_values():
+    lo, hi = ci95([1.0] * 8 + [0.0] * 2)  # 8/10
+    assert math.isclose(lo, 0.4902, abs_tol=1e-3) and math.isclose(hi, 0.9433, abs_tol=1e-3)
+    lo, hi = ci95([0.0] * 20)
+    assert lo == 0.0 and math.isclose(hi, 0.1611, abs_tol=1e-3)
+    lo, hi = ci95([0.5, 0.7, 0.9])  # not 0/1: normal approximation around the mean
+    assert math.isclose((lo + hi) / 2, 0.7) and math.isclose(hi - 0.7, 1.96 * 0.2 / math.sqrt(3), rel_tol=1e-3)
+    assert summarize([1.0, 0.0, 1.0, 1.0], "acc")["value"] == 0.75
+
+
+def _result(model, scores, roles):
+    return {"suite": "s", "model": model, "role": roles,
+            "scores": {k: {"metric": "acc", "value": v, "n": 50, "ci95": [v, v]} for k, v in scores.items()}}
+
+
+def test_compare_arithmetic():
+    roles = {"a/x-v0@test": "in_domain", "a/y-v0@test": "in_domain", "g/p-v0": "ood", "g/q-v0": "ood",
+             "g/r-v0": "ood"}
+    base = _result("base", {"a/x-v0@test": 0.20, "a/y-v0@test": 0.40, "g/p-v0": 0.50, "g/q-v0": 0.30,
+                            "g/r-v0": 0.9}, roles)
+    trained = _result("rl", {"a/x-v0@test": 0.50, "a/y-v0@test": 0.50, "g/p-v0": 0.45, "g/q-v0": 0.33}, roles)
+    comp = compare(base, trained)
+    deltas = {r["env"]: round(r["delta"], 6) for r in comp["rows"]}
+    assert deltas == {"a/x-v0@test": 0.3, "a/y-v0@test": 0.1, "g/p-v0": -0.05, "g/q-v0": 0.03}
+    assert math.isclose(comp["averages"]["in_domain"]["delta"], 0.2)
+    assert math.isclose(comp["averages"]["ood"]["delta"], -0.01)
+    assert math.isclose(comp["averages"]["ood"]["base"], 0.4)  # only envs scored in both are averaged
+    assert comp["only_base"] == ["g/r-v0"]
+    table = format_comparison(comp)
+    assert "average in_domain" in table and "+20.0" in table and "-1.0" in table
+
+
+def test_compare_cli_json(tmp_path, capsys):
+    roles = {"a/x-v0": "in_domain", "g/p-v0": "ood"}
+    (tmp_path / "base.json").write_text(json.dumps(_result("base", {"a/x-v0": 0.25, "g/p-v0": 0.5}, roles)))
+    (tmp_path / "new.json").write_text(json.dumps(_result("new", {"a/x-v0": 0.75, "g/p-v0": 0.5}, roles)))
+    assert main(["compare", str(tmp_path / "base.json"), str(tmp_path / "new.json"), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["averages"]["in_domain"]["delta"] == 0.5 and data["averages"]["ood"]["delta"] == 0.0
+    (tmp_path / "bad.json").write_text("{}")
+    assert main(["compare", str(tmp_path / "bad.json"), str(tmp_path / "new.json")]) == 1
+    assert "not a suite result" in capsys.readouterr().err
+
+
+def test_loglik_scores_pick_the_most_likely_option(tiny_sampler):
+    context = "The colour of the sky is"
+    options = [" blue", " green and purple", " red"]
+    totals = []
+    ctx = tiny_sampler.encode(context)
+    for opt in options:
+        ids = tiny_sampler.encode(context + opt)[len(ctx):]
+        totals.append(sum(tiny_sampler.score(ctx, ids)))
+    best = max(range(3), key=totals.__getitem__)
+    rows = loglik_scores(tiny_sampler, [(context, options, best), (context, options, (best + 1) % 3)])
+    assert [r["acc"] for r in rows] == [1.0, 0.0]
+
+
+def test_evaluate_suite_on_tiny_model_with_resume(tiny_sampler, tmp_path):
+    suite = {"general/navigate-v0": "ood", "general/word-sorting-v0": "ood"}
+    out = tmp_path / "scores.json"
+    result = evaluate_suite(suite, tiny_sampler, out, limit=3, max_new_tokens=4, progress=False)
+    assert set(result["scores"]) == set(suite) and result["role"] == suite
+    nav = result["scores"]["general/navigate-v0"]
+    assert nav["metric"] == "acc" and nav["n"] == 3 and 0.0 <= nav["ci95"][0] <= nav["value"] <= nav["ci95"][1]
+    assert result["scores"]["general/word-sorting-v0"]["metric"] == "accuracy"
+    assert result["averages"]["ood"] == pytest.approx(
+        (nav["value"] + result["scores"]["general/word-sorting-v0"]["value"]) / 2)
+    assert json.loads(out.read_text())["scores"] == result["scores"]
+    items = read_jsonl(str(out) + ".items.jsonl")
+    assert len(items) == 6
+    again = evaluate_suite(suite, tiny_sampler, out, limit=3, max_new_tokens=4, progress=False)
+    assert len(read_jsonl(str(out) + ".items.jsonl")) == 6  # nothing re-scored
+    assert {k: v["value"] for k, v in again["scores"].items()} == {k: v["value"] for k, v in result["scores"].items()}
+    more = evaluate_suite(suite, tiny_sampler, out, limit=4, max_new_tokens=4, progress=False)
+    assert len(read_jsonl(str(out) + ".items.jsonl")) == 8 and more["scores"]["general/navigate-v0"]["n"] == 4
+
+
+def test_multi_turn_members_run_greedy_episodes(tiny_sampler, arith_registry, tmp_path):
+    result = evaluate_suite({"arith/chain-v0@test": "in_domain"}, tiny_sampler, tmp_path / "s.json", limit=1,
+                            max_new_tokens=3, progress=False)
+    score = result["scores"]["arith/chain-v0@test"]
+    assert score["metric"] == "success" and score["n"] == 1 and score["value"] == 0.0  # gibberish model
+    items = read_jsonl(tmp_path / "s.json.items.jsonl")
+    assert all(1 <= row["turns"] <= 8 for row in items)
+
+
+def test_unknown_member_is_a_clear_error(tiny_sampler):
+    with pytest.raises(KeyError, match="no member"):
+        evaluate_suite("ood-quick", tiny_sampler, None, members=["general/nope-v0"], progress=False)
