@@ -88,7 +88,9 @@ class Trainer:
         if model is None:
             from pivotgym.sampling.models import load_model_and_tokenizer
 
-            model, loaded_tokenizer = load_model_and_tokenizer(config.model)
+            # fp32 master weights; bf16 (when on) comes from accelerate's autocast
+            model, loaded_tokenizer = load_model_and_tokenizer(config.model, device=self.accelerator.device,
+                                                               dtype=torch.float32)
             tokenizer = tokenizer or loaded_tokenizer
         self.tokenizer = tokenizer
         model = self._maybe_lora(model)

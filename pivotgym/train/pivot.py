@@ -1,0 +1,128 @@
+"""PivotRL: GRPO on pivot states.
+
+Each step draws ``pivots_per_step`` states (a seeded shuffle, resumable), samples ``group_size``
+completions per state from the current policy (one shared prefill), scores them with the functional
+verifier from the exact state, drops zero-variance groups (counted as filtered turns) and applies the
+clipped-surrogate update of :class:`~pivotgym.train.rl.RLTrainer`. Evaluation scores a fixed set of pivot
+states with fixed seeds, so scores at different steps are comparable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pivotgym.sampling.base import SamplingParams
+from pivotgym.train.config import PivotConfig
+from pivotgym.train.loop import DataOrder, Trainer, sample_seed, shard
+from pivotgym.train.rl import PolicySample, RLTrainer, group_samples
+from pivotgym.train.states import PivotState, StateScorer, load_pivot_states
+
+EVAL_SALT = 7_919
+
+
+def evaluate_states(trainer: Trainer, states: Sequence[PivotState], scorer: StateScorer, *, samples: int,
+                    temperature: float, max_new_tokens: int, seed: int) -> dict[str, Any]:
+    """Mean verifier reward of ``samples`` completions per state from the current policy (greedy when
+    ``temperature`` is 0). Seeds depend only on ``seed`` and the state, so every call uses the same ones.
+    States are split across processes and the result is global."""
+    greedy = temperature <= 0
+    n = 1 if greedy else samples
+    total = solved = turns = 0.0
+    for i, state in shard(list(enumerate(states)), trainer.rank, trainer.world):
+        params = SamplingParams(temperature=1.0 if greedy else temperature, top_k=1 if greedy else 0,
+                                max_new_tokens=max_new_tokens, seed=sample_seed(seed, 0, i, EVAL_SALT))
+        completions = trainer.sampler.sample([state.prompt_ids], n=n, params=params)[0]
+        rewards = scorer.score(state, [c.text for c in completions])
+        total += sum(rewards)
+        solved += float(max(rewards) >= 1.0)
+        turns += len(completions)
+    total, solved, turns = (trainer.reduce_sum(v) for v in (total, solved, turns))
+    trainer.counters.eval_turns += int(turns)
+    return {"score": total / max(1.0, turns), "pass_any": solved / max(1, len(states)), "states": len(states),
+            "samples": int(turns)}
+
+
+class PivotTrainer(RLTrainer):
+    """GRPO on the states of a pivot set (see the module docstring)."""
+
+    name = "pivot"
+    config_class = PivotConfig
+    config: PivotConfig
+
+    def __init__(self, config: PivotConfig, *, states: Sequence[PivotState] | None = None, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        self.states: list[PivotState] = list(states) if states is not None else []
+        self.scorer = StateScorer()
+
+    def setup_data(self) -> None:
+        cfg = self.config
+        if not self.states:
+            if not cfg.pivots or not cfg.trajectories:
+                from pivotgym.train.config import ConfigError
+
+                raise ConfigError("the pivot trainer needs `pivots` (a pivot-set JSONL from `pivotgym select`) and "
+                                  "`trajectories` (the expert trajectories it was profiled from)")
+            self.states = load_pivot_states(cfg.pivots, cfg.trajectories, self.sampler.encode, cfg.verifier)
+        self.order = DataOrder(len(self.states), cfg.seed)
+        self.data_state = {"cursor": 0}
+        self.counters.profiling_turns = self._profiling_turns()
+
+    def _profiling_turns(self) -> int:
+        """Turns the profiler generated: every profiled state's K when the profiles file is given, else a
+        lower bound from the pivots themselves."""
+        from pivotgym.jsonl import iter_jsonl
+
+        if self.config.profiles:
+            return sum(int(row.get("k", 0)) for row in iter_jsonl(self.config.profiles))
+        return sum(int(s.profile.k) for s in self.states if s.profile is not None)
+
+    @property
+    def eval_states(self) -> list[PivotState]:
+        n = self.config.eval_pivots
+        return self.states[:n] if n else self.states
+
+    def train_step(self, step: int) -> dict[str, Any]:
+        cfg = self.config
+        self.order.cursor = int(self.data_state.get("cursor", 0))
+        picked = list(enumerate(self.order.take(cfg.pivots_per_step)))
+        self.data_state = {"cursor": self.order.cursor}
+        samples: list[PolicySample] = []
+        local = {"rollout_turns": 0, "filtered_turns": 0, "tokens_generated": 0, "reward_sum": 0.0,
+                 "groups": 0, "informative": 0}
+        for global_index, state_index in shard(picked, self.rank, self.world):
+            state = self.states[state_index]
+            params = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens,
+                                    seed=sample_seed(cfg.seed, step, global_index))
+            with self.counters.time("generation"):
+                completions = self.sampler.sample([state.prompt_ids], n=cfg.group_size, params=params)[0]
+            with self.counters.time("verification"):
+                rewards = self.scorer.score(state, [c.text for c in completions])
+            group = group_samples(state.prompt_ids, [c.token_ids for c in completions], rewards, cfg.advantage,
+                                  {"state": state_index})
+            local["tokens_generated"] += sum(len(c.token_ids) for c in completions)
+            local["reward_sum"] += sum(rewards)
+            local["groups"] += 1
+            if group:
+                samples.extend(group)
+                local["rollout_turns"] += len(completions)
+                local["informative"] += 1
+            else:
+                local["filtered_turns"] += len(completions)
+        totals = {k: self.reduce_sum(v) for k, v in local.items()}
+        with self.counters.time("fwd_bwd"):
+            stats = self.policy_update(samples)
+        self.counters.rollout_turns += int(totals["rollout_turns"])
+        self.counters.filtered_turns += int(totals["filtered_turns"])
+        self.counters.tokens_generated += int(totals["tokens_generated"])
+        n_samples = max(1.0, totals["groups"] * cfg.group_size)
+        return {**stats, "reward_mean": totals["reward_sum"] / n_samples,
+                "informative_groups": totals["informative"] / max(1.0, totals["groups"])}
+
+    def evaluate(self) -> dict[str, Any]:
+        cfg = self.config
+        return evaluate_states(self, self.eval_states, self.scorer, samples=cfg.eval_samples,
+                               temperature=cfg.eval_temperature, max_new_tokens=cfg.max_new_tokens, seed=cfg.seed)
+
+
+__all__ = ["PivotTrainer", "evaluate_states"]

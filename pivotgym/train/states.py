@@ -1,0 +1,97 @@
+"""Pivot states as training and evaluation items: prompt token ids plus a way to score completions.
+
+A pivot-set row names a trajectory and a turn; the prompt is rebuilt exactly as the profiler built it
+(``env.prompt_messages(turn.prefix)`` through the sampler's chat template) and completions are scored with
+the env's functional verifier from the exact state at that turn (:class:`~pivotgym.verify.VerifyContext`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pivotgym.types import Trajectory, Turn, TurnProfile
+
+
+@dataclass
+class PivotState:
+    """One pivot state: where it comes from, its prompt ids, and its verifier's registry name."""
+
+    index: int
+    turn: Turn
+    prompt_ids: list[int]
+    verifier: str
+    profile: TurnProfile | None = None
+
+
+@dataclass
+class StateScorer:
+    """Scores completion texts at pivot states; verifiers and positioned env contexts are cached."""
+
+    _verifiers: dict[str, Any] = field(default_factory=dict)
+    _contexts: dict[int, Any] = field(default_factory=dict)
+
+    def score(self, state: PivotState, texts: Sequence[str]) -> list[float]:
+        from pivotgym.registry import get_registry
+        from pivotgym.verify import VerifyContext, verify_safely
+
+        verifier = self._verifiers.get(state.verifier)
+        if verifier is None:
+            verifier = self._verifiers[state.verifier] = get_registry().make_verifier(state.verifier)
+        context = self._contexts.get(state.index)
+        if context is None:
+            context = self._contexts[state.index] = VerifyContext(state.turn)
+        return [verify_safely(verifier, context, text).reward for text in texts]
+
+
+def load_pivot_states(pivots: str | Path, trajectories: str | Path, encode: Callable[[list[Any]], list[int]],
+                      verifier: str = "functional") -> list[PivotState]:
+    """The states of a pivot-set file, with prompts encoded by ``encode`` (a sampler's ``encode``)."""
+    from pivotgym.jsonl import read_pivot_set, read_trajectories
+
+    pivot_set = read_pivot_set(pivots)
+    if not pivot_set.pivots:
+        raise ValueError(f"{pivots}: the pivot set is empty; select with a looser rule (pivotgym select)")
+    by_id = {t.id: t for t in read_trajectories(trajectories)}
+    return states_from_profiles(pivot_set.pivots, by_id, encode, verifier, source=str(pivots))
+
+
+def states_from_profiles(profiles: Sequence[TurnProfile], trajectories: dict[str, Trajectory],
+                         encode: Callable[[list[Any]], list[int]], verifier: str = "functional",
+                         source: str = "pivot set") -> list[PivotState]:
+    from pivotgym.registry import get_registry
+
+    registry = get_registry()
+    envs: dict[str, Any] = {}
+    states = []
+    for i, profile in enumerate(profiles):
+        trajectory = trajectories.get(profile.trajectory_id)
+        if trajectory is None:
+            raise ValueError(f"{source}: pivot {i} points to trajectory {profile.trajectory_id!r}, which is not in "
+                             "the trajectories file; pass the file the profile was made from")
+        turn = trajectory.turn(profile.turn)
+        env = envs.get(turn.env_id) or envs.setdefault(turn.env_id, registry.make(turn.env_id))
+        prompt_ids = encode(env.prompt_messages(turn.prefix))
+        states.append(PivotState(i, turn, prompt_ids, registry.verifier_name_for(turn.env_id, verifier), profile))
+    return states
+
+
+def states_from_trajectories(trajectories: Sequence[Trajectory], encode: Callable[[list[Any]], list[int]],
+                             verifier: str = "functional") -> list[PivotState]:
+    """Every assistant turn of ``trajectories`` as a state (for evaluation without a pivot set)."""
+    from pivotgym.registry import get_registry
+
+    registry = get_registry()
+    envs: dict[str, Any] = {}
+    states = []
+    for trajectory in trajectories:
+        env = envs.get(trajectory.env_id) or envs.setdefault(trajectory.env_id, registry.make(trajectory.env_id))
+        for turn in trajectory.turns():
+            states.append(PivotState(len(states), turn, encode(env.prompt_messages(turn.prefix)),
+                                     registry.verifier_name_for(turn.env_id, verifier)))
+    return states
+
+
+__all__ = ["PivotState", "StateScorer", "load_pivot_states", "states_from_profiles", "states_from_trajectories"]
