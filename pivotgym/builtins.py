@@ -42,3 +42,13 @@ def register_suites(register: Register) -> None:
 
     for suite in discover(errors=[])[1]:
         register(suite.name, suite.members, description=suite.description, **suite.options)
+
+
+@hookimpl
+def register_samplers(register: Register) -> None:
+    register("hf", "pivotgym.sampling.hf:HFSampler",
+             description="transformers, in-process; one shared prefill for the n samples of a prompt (CPU/CUDA)")
+    register("vllm", "pivotgym.sampling.vllm:VLLMSampler",
+             description="in-process vLLM (optional extra pivotgym[vllm], needs a GPU)")
+    register("openai", "pivotgym.sampling.openai:OpenAISampler",
+             description="any OpenAI-compatible /v1/completions server, e.g. `vllm serve` (--base-url)")

@@ -43,3 +43,33 @@ class Sampler(Protocol):
     def describe(self) -> dict[str, Any]:
         """``{"model", "revision", "backend"}``: what produced the samples (recorded in turn profiles)."""
         ...
+
+
+class SamplerError(RuntimeError):
+    """A backend failed (server unreachable, bad response, missing package); the message says how to fix it."""
+
+
+def encode_prompt(tokenizer: Any, prompt: Prompt | str) -> list[int]:
+    """Token ids of a prompt, the same way for every backend that tokenises locally.
+
+    Chat messages get the tokenizer's chat template with the generation prompt; a list of ints passes
+    through; a plain string is tokenised as is (no template, no special tokens added).
+    """
+    if isinstance(prompt, str):
+        return [int(x) for x in tokenizer(prompt, add_special_tokens=False)["input_ids"]]
+    items = list(prompt)
+    if not items:
+        raise ValueError("empty prompt: give chat messages or at least one token id")
+    if all(isinstance(x, int) for x in items):
+        return [int(x) for x in items]
+    if all(isinstance(x, dict) for x in items):
+        ids = tokenizer.apply_chat_template(items, add_generation_prompt=True, tokenize=True, return_dict=False)
+        return [int(x) for x in ids]
+    raise TypeError("a prompt is a list of chat message dicts or a list of token ids, "
+                    f"got items of type {sorted({type(x).__name__ for x in items})}")
+
+
+def cut_at_stop(text: str, stop: Sequence[str]) -> str:
+    """The text before the earliest stop string (the stop string itself is dropped, as in the OpenAI API)."""
+    cut = min((i for i in (text.find(s) for s in stop if s) if i >= 0), default=-1)
+    return text if cut < 0 else text[:cut]

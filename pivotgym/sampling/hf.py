@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from pivotgym.sampling.base import Prompt, SamplingParams
+from pivotgym.sampling.base import Prompt, SamplingParams, cut_at_stop, encode_prompt
 from pivotgym.sampling.logprobs import positions_from_mask, token_logprobs
 from pivotgym.sampling.models import DEFAULT_MODEL, BUNDLED_MODELS, load_model_and_tokenizer
 from pivotgym.types import Completion, content_hash
@@ -84,21 +84,9 @@ class HFSampler:
 
     # -------------------------------------------------------------- encoding
     def encode(self, prompt: Prompt | str) -> list[int]:
-        """Token ids of a prompt: chat messages get the chat template with the generation prompt; a list of
-        ints passes through; a plain string is tokenised as is (no template, no special tokens)."""
-        if isinstance(prompt, str):
-            return list(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
-        items = list(prompt)
-        if not items:
-            raise ValueError("empty prompt: give chat messages or at least one token id")
-        if all(isinstance(x, int) for x in items):
-            return [int(x) for x in items]
-        if all(isinstance(x, dict) for x in items):
-            ids = self.tokenizer.apply_chat_template(items, add_generation_prompt=True, tokenize=True,
-                                                     return_dict=False)
-            return [int(x) for x in ids]
-        raise TypeError("a prompt is a list of chat message dicts or a list of token ids, "
-                        f"got items of type {sorted({type(x).__name__ for x in items})}")
+        """Token ids of a prompt (see :func:`~pivotgym.sampling.base.encode_prompt`): chat messages get the
+        chat template with the generation prompt; token ids pass through; a string is tokenised as is."""
+        return encode_prompt(self.tokenizer, prompt)
 
     def decode(self, token_ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
@@ -198,7 +186,7 @@ class HFSampler:
         for p, ids in enumerate(prompts):
             group = []
             for row in range(p * n, (p + 1) * n):
-                text = _cut_at_stop(self.decode(tokens[row]), stop)
+                text = cut_at_stop(self.decode(tokens[row]), stop)
                 group.append(Completion(text, tokens[row], logprobs[row], finish[row] or "length", list(ids)))
             completions.append(group)
         return completions
@@ -252,12 +240,6 @@ def _choose(logits: torch.Tensor, params: SamplingParams, generator: torch.Gener
 
 def _hits_stop(text: str, stop: list[str]) -> bool:
     return any(s in text for s in stop)
-
-
-def _cut_at_stop(text: str, stop: list[str]) -> str:
-    """The text before the earliest stop string (the stop string itself is not returned, as in OpenAI)."""
-    cut = min((i for i in (text.find(s) for s in stop) if i >= 0), default=-1)
-    return text if cut < 0 else text[:cut]
 
 
 def _pad_id(tokenizer: Any) -> int:
