@@ -93,6 +93,7 @@ def _rlimit_setter(limits: Limits):  # noqa: ANN202 - returns a preexec_fn
                 v = int(value)
                 resource.setrlimit(kind, (v, v))
 
+        os.umask(0o022)  # bwrap creates mount points with it: the sandbox user must traverse them
         setl(resource.RLIMIT_CORE, 0)
         setl(resource.RLIMIT_CPU, limits.cpu_seconds)
         setl(resource.RLIMIT_AS, limits.memory_bytes)

@@ -81,11 +81,15 @@ class BwrapSandbox(Sandbox):
                 args += ["--symlink", os.readlink(target), str(target)]
             elif target.is_dir():
                 args += ["--ro-bind", str(target), str(target)]
-        for name in ETC_FILES:
-            path = Path("/etc") / name
-            if path.exists():
-                args += ["--ro-bind", str(path), str(path)]
-        for path in [*python_paths(), *self.ro_binds]:
+        binds = [str(Path("/etc") / n) for n in ETC_FILES if (Path("/etc") / n).exists()]
+        binds += [*python_paths(), *self.ro_binds]
+        # bwrap would create missing parents of mount points with mode 0700, which the unprivileged
+        # sandbox user could not traverse: create them explicitly, world-traversable
+        parents = sorted({str(p) for b in binds for p in Path(b).parents if str(p) not in ("/", "/usr")
+                          and not str(p).startswith("/usr/")}, key=lambda p: (p.count("/"), p))
+        for parent in parents:
+            args += ["--perms", "0755", "--dir", parent]
+        for path in binds:
             args += ["--ro-bind", path, path]
         tmp_size = limits.file_size_bytes or (256 << 20)
         args += ["--size", str(tmp_size), "--tmpfs", "/tmp",

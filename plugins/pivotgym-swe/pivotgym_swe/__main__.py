@@ -1,0 +1,5 @@
+import sys
+
+from pivotgym_swe.cli import main
+
+sys.exit(main())

@@ -1,0 +1,94 @@
+"""``pivotgym-swe``: regenerate the shipped task sets, and evaluate SWE-bench predictions.
+
+``pivotgym-swe synth`` rebuilds ``pivotgym_swe/data/<set>.jsonl`` (seeded; the same seed gives the same
+instances). ``pivotgym-swe swebench-eval`` runs real SWE-bench instances on the docker backend.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from pivotgym_swe.tasks import DATA_DIR, TASK_SETS
+
+app = typer.Typer(name="pivotgym-swe", help="SWE tasks for pivotgym.", no_args_is_help=True, add_completion=False)
+
+
+@app.command("synth")
+def synth_cmd(
+    sets: list[str] = typer.Argument(None, help=f"Task sets to build (default: all of {', '.join(TASK_SETS)})."),
+    out_dir: Path = typer.Option(DATA_DIR, help="Where to write <set>.jsonl."),
+    seed: int = typer.Option(0, help="Random seed of the mutation order."),
+    train: Optional[int] = typer.Option(None, help="Train instances per set (default: per-set quota)."),
+    test: Optional[int] = typer.Option(None, help="Test instances per set (default: per-set quota)."),
+    max_tries: int = typer.Option(150, help="Mutants tried per project at most."),
+    as_json: bool = typer.Option(False, "--json", help="Print counts as JSON."),
+) -> None:
+    """Synthesise verified bug-fix instances from the default projects (SWE-smith style)."""
+    import json
+
+    from pivotgym.jsonl import write_jsonl
+
+    from pivotgym_swe.synth import DEFAULT_QUOTAS, SynthConfig, synth_set
+
+    counts = {}
+    for name in sets or list(TASK_SETS):
+        if name not in TASK_SETS:
+            raise typer.BadParameter(f"unknown set {name!r}; choose from {', '.join(TASK_SETS)}")
+        quotas = (train if train is not None else DEFAULT_QUOTAS[name][0],
+                  test if test is not None else DEFAULT_QUOTAS[name][1])
+        rows = synth_set(name, quotas, SynthConfig(seed=seed, max_tries=max_tries),
+                         progress=lambda msg: typer.echo(f"  {msg}", err=True))
+        write_jsonl(out_dir / f"{name}.jsonl", rows)
+        counts[name] = {s: sum(r["split"] == s for r in rows) for s in ("train", "test")}
+        if not as_json:
+            typer.echo(f"{name}: {counts[name]['train']} train, {counts[name]['test']} test -> {out_dir / (name + '.jsonl')}")
+    if as_json:
+        typer.echo(json.dumps(counts, indent=2))
+
+
+@app.command("swebench-eval")
+def swebench_eval_cmd(
+    instances: Path = typer.Argument(..., help="SWE-bench instances (.json, .jsonl or .parquet)."),
+    predictions: Path = typer.Argument(..., help="Predictions JSONL: {instance_id, model_patch}."),
+    limit: Optional[int] = typer.Option(None, help="Evaluate at most this many."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Evaluate predictions on real SWE-bench instances with the swebench test specs (needs Docker)."""
+    import json
+
+    from pivotgym.jsonl import read_jsonl
+
+    from pivotgym_swe.swebench import evaluate_prediction, load_instances
+
+    preds = {r["instance_id"]: r.get("model_patch", "") for r in read_jsonl(predictions)}
+    rows = [i for i in load_instances(instances) if i["instance_id"] in preds][:limit]
+    reports = [evaluate_prediction(i, preds[i["instance_id"]]) for i in rows]
+    if as_json:
+        typer.echo(json.dumps(reports, indent=2))
+    else:
+        for r in reports:
+            typer.echo(f"{r['instance_id']}: {'RESOLVED' if r['resolved'] else 'not resolved'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        app(args=argv, prog_name="pivotgym-swe", standalone_mode=False)
+    except Exception as exc:  # noqa: BLE001 - one line for the user
+        import click
+
+        if isinstance(exc, click.exceptions.Exit):
+            return exc.exit_code
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            return exc.exit_code
+        typer.echo(f"error: {exc}", err=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

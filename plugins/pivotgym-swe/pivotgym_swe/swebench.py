@@ -1,0 +1,109 @@
+"""SWE-bench proper: load real instances from a local file and evaluate patches with the ``swebench``
+package's test specs, images and log parsers on the docker backend.
+
+Engine-free parts (loading, normalising, building the test spec and the eval script, grading a log) work
+anywhere; :func:`evaluate_prediction` needs a reachable Docker engine and the instance's image.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+from pivotgym.jsonl import read_jsonl
+from pivotgym.sandbox import Limits
+from pivotgym.sandbox.docker import DockerSandbox
+
+LIST_FIELDS = ("FAIL_TO_PASS", "PASS_TO_PASS")
+
+
+def load_instances(path: str | Path) -> list[dict[str, Any]]:
+    """SWE-bench instances from ``.json`` (a list), ``.jsonl`` or ``.parquet``, with list fields decoded."""
+    path = Path(path)
+    if path.suffix == ".parquet":
+        import pandas as pd
+
+        rows = pd.read_parquet(path).to_dict(orient="records")
+    elif path.suffix == ".jsonl":
+        rows = read_jsonl(path)
+    elif path.suffix == ".json":
+        data = json.loads(path.read_text())
+        rows = data if isinstance(data, list) else [data]
+    else:
+        raise ValueError(f"{path}: SWE-bench instances must be .json, .jsonl or .parquet")
+    out = []
+    for row in rows:
+        row = dict(row)
+        for key in LIST_FIELDS:
+            value = row.get(key, [])
+            row[key] = json.loads(value) if isinstance(value, str) else list(value)
+        missing = [k for k in ("instance_id", "repo", "problem_statement") if not row.get(k)]
+        if missing:
+            raise ValueError(f"{path}: instance {row.get('instance_id', '?')} lacks {missing}")
+        out.append(row)
+    return out
+
+
+def _harness(module: str) -> Any:
+    """Import a ``swebench.harness`` module. Its package ``__init__`` imports the Modal backend; when the
+    optional ``modal`` package is absent, that one submodule is replaced by a stub that raises on use."""
+    if "swebench.harness.modal_eval" not in sys.modules:
+        try:
+            importlib.import_module("modal")
+        except ImportError:
+            stub = types.ModuleType("swebench.harness.modal_eval")
+
+            def _unavailable(*_a: Any, **_k: Any) -> Any:
+                raise RuntimeError("SWE-bench's Modal backend needs `pip install modal`")
+
+            stub.run_instances_modal = _unavailable  # type: ignore[attr-defined]
+            stub.validate_modal_credentials = _unavailable  # type: ignore[attr-defined]
+            sys.modules["swebench.harness.modal_eval"] = stub
+    return importlib.import_module(module)
+
+
+def test_spec(instance: dict[str, Any]) -> Any:
+    """swebench's TestSpec for an instance (needs ``image``, ``version``, ``eval_script``, ``log_parser``...)."""
+    return _harness("swebench.harness.utils").make_test_spec(instance)
+
+
+def eval_script(instance: dict[str, Any]) -> str:
+    """The shell script that runs the instance's tests in its image."""
+    return "\n".join(test_spec(instance).eval_script_list) + "\n"
+
+
+def grade(instance: dict[str, Any], log_path: str | Path, model_patch: str = "") -> dict[str, Any]:
+    """swebench's report for a test log of this instance: resolved or not, with per-test results."""
+    grading = _harness("swebench.harness.grading")
+    spec = test_spec(instance)
+    prediction = {"instance_id": instance["instance_id"], "model_patch": model_patch, "model_name_or_path": "pivotgym"}
+    report = grading.get_eval_report(spec, prediction, str(log_path), include_tests_status=True)
+    entry = report.get(instance["instance_id"], {})
+    return {"instance_id": instance["instance_id"], "resolved": bool(entry.get("resolved")), "report": entry}
+
+
+def evaluate_prediction(instance: dict[str, Any], model_patch: str, *, sandbox: DockerSandbox | None = None,
+                        limits: Limits | None = None) -> dict[str, Any]:
+    """Apply ``model_patch`` in the instance's image, run its eval script, grade the log (needs Docker)."""
+    import shlex
+    import tempfile
+
+    sandbox = sandbox or DockerSandbox(limits=limits or Limits(wall_seconds=1800, cpu_seconds=None,
+                                                               memory_bytes=8 << 30, max_processes=4096,
+                                                               file_size_bytes=None, output_bytes=8 << 20))
+    spec = test_spec(instance)
+    script = ("set -e\ncd /testbed\ncat > /tmp/patch.diff <<'PIVOTGYM_PATCH_EOF'\n" + model_patch
+              + "\nPIVOTGYM_PATCH_EOF\ngit apply -v /tmp/patch.diff || patch --batch --fuzz=5 -p1 -i /tmp/patch.diff\n"
+              "set +e\n" + eval_script(instance))
+    result = sandbox.run_in_image(spec.image if hasattr(spec, "image") else instance["image"],
+                                  ["/bin/bash", "-c", script], limits=sandbox.limits)
+    with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as fh:
+        fh.write(result.stdout + result.stderr)
+    graded = grade(instance, fh.name, model_patch)
+    graded["timed_out"] = result.timed_out
+    graded["command"] = shlex.quote("eval " + instance["instance_id"])
+    return graded

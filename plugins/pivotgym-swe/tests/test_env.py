@@ -1,0 +1,85 @@
+"""The SWE env: tools, rewards judged by our own test run, expert trajectories, and reward-hacking attempts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pivotgym.checker import check_env
+from pivotgym.sandbox.bwrap import bwrap_available
+
+pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed")
+
+
+def call(name: str, **arguments) -> str:
+    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
+
+
+def test_view_search_edit_and_errors(env):
+    env.reset(options={"task_id": "fixture__0"})
+    obs, r, term, trunc, info = env.step(call("search", pattern=r"def has_close_elements\("))
+    assert "solution.py:" in obs[0]["content"] and r == 0 and not term
+    obs, *_ = env.step(call("view", path="solution.py", start=1, end=5))
+    assert obs[0]["content"].startswith("solution.py (lines 1-5")
+    _, r, _, _, info = env.step(call("edit", path="solution.py", old="NOT THERE", new="x"))
+    assert info["error"] == "edit_not_found" and r == 0
+    _, _, _, _, info = env.step(call("edit", path="solution.py", old="    ", new="x"))
+    assert info["error"] == "edit_ambiguous"
+    _, _, _, _, info = env.step(call("view", path="../../etc/passwd"))
+    assert info["error"] == "bad_path"
+    _, _, _, _, info = env.step("not a tool call")
+    assert info["error"] == "parse_error"
+    _, _, _, _, info = env.step(call("delete", path="x"))
+    assert info["error"] == "unknown_tool"
+
+
+def test_expert_trajectory_solves_and_check_env_passes(env, tiny_tasks):
+    traj = next(env.expert_trajectories("train"))
+    assert traj.reward == 1.0
+    tools_used = [m["tool_calls"][0]["function"]["name"] for m in traj.messages if m["role"] == "assistant"]
+    assert tools_used == ["search", "view", "edit", "run", "submit"]
+    run_output = [m for m in traj.messages if m.get("name") == "run"][0]["content"]
+    assert "1 passed" in run_output and "<t>s" in run_output  # real output, durations masked
+    from pivotgym_swe.env import SWEEnv
+
+    report = check_env(env, verifier="swe/functional", env_kwargs={})
+    assert report.ok, report.to_dict()
+
+
+def test_submitting_the_buggy_state_gets_no_reward(env):
+    env.reset(options={"task_id": "fixture__0"})
+    obs, reward, terminated, _, info = env.step(call("submit"))
+    assert terminated and reward == 0.0 and info["solved"] is False
+
+
+def test_fake_passed_output_and_test_edits_gain_nothing(env):
+    env.reset(options={"task_id": "fixture__0"})
+    # print a fake PASSED report from the tests themselves, and make the check trivially pass
+    env.step(call("edit", path="test_solution.py", old="def test_check():\n    check(has_close_elements)",
+                  new="def test_check():\n    print('1 passed PASSED')\n    assert True"))
+    env.step(call("run", command="echo '===== 1 passed in 0.01s =====' > conftest.py; printf 'PASSED\\n'"))
+    env.step(call("run", command="printf 'import pytest\\n' > pytest.py"))
+    obs, reward, terminated, _, info = env.step(call("submit"))
+    assert terminated and reward == 0.0, obs
+
+
+def test_abuse_through_run_is_contained(env, tmp_path):
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("HOST")
+    env.reset(options={"task_id": "fixture__0"})
+    obs, *_ = env.step(call("run", command=f"cat {secret}; ln -s {secret} leak"))
+    assert "HOST" not in obs[0]["content"]
+    _, _, _, _, info = env.step(call("view", path="leak"))
+    assert info["error"] == "bad_path"  # the symlink leads outside the repository
+    obs, *_ = env.step(call("run", command="yes | head -c 10000000"))
+    assert len(obs[0]["content"]) < 10_000
+
+
+def test_snapshot_restore_forks_the_working_copy(env):
+    env.reset(options={"task_id": "fixture__0"})
+    snap = env.snapshot()
+    env.step(call("run", command="echo changed > solution.py"))
+    assert (env.workdir / "solution.py").read_text() == "changed\n"
+    env.restore(snap)
+    assert "def has_close_elements" in (env.workdir / "solution.py").read_text()

@@ -1,0 +1,84 @@
+"""The functional and name-only verifiers against the expert trajectory of a tiny task."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pivotgym.verify import VerifyContext
+from pivotgym.sandbox.bwrap import bwrap_available
+
+from pivotgym_swe.verify import FunctionalVerifier, NameVerifier, _pytest_targets
+
+pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed")
+
+
+def call(name: str, **arguments) -> str:
+    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
+
+
+@pytest.fixture()
+def turns(env):
+    traj = next(env.expert_trajectories("train"))
+    factory = lambda: env.__deepcopy__({})  # noqa: E731
+    return {t.expert["tool_calls"][0]["function"]["name"]: (t, factory) for t in traj.turns()}
+
+
+def ctx(turns, name):
+    turn, factory = turns[name]
+    return VerifyContext(turn, env_factory=factory)
+
+
+def test_view_and_search_targets(turns):
+    v = FunctionalVerifier()
+    assert v.verify(ctx(turns, "view"), call("view", path="./solution.py", start=10, end=30)).equivalent
+    assert not v.verify(ctx(turns, "view"), call("view", path="test_solution.py")).equivalent
+    assert v.verify(ctx(turns, "search"), call("search", pattern="has_close_elements")).equivalent
+    bad = v.verify(ctx(turns, "search"), call("search", pattern="zzz_nothing"))
+    assert bad.reward == 0 and "no hits" in bad.reason
+    assert v.verify(ctx(turns, "search"), call("view", path="solution.py")).reason == "tool_category"
+
+
+def test_edit_equivalence_by_ast_and_by_tests(turns):
+    v = FunctionalVerifier()
+    c = ctx(turns, "edit")
+    expert = c.turn.expert["tool_calls"][0]["function"]
+    args = json.loads(expert["arguments"])
+    # the same fix written with different spacing and a comment: equal normalised ASTs
+    respaced = args["new"].replace(" != ", "  !=  ").rstrip("\n") + "  # fixed\n"
+    verdict = v.verify(c, call("edit", path="solution.py", old=args["old"], new=respaced))
+    assert verdict.equivalent and verdict.reason == "ast_equivalent"
+    # a different but correct fix: `not (a == b)` instead of `a != b` (other AST, same behaviour)
+    flipped = args["new"].replace("idx != idx2", "not (idx == idx2)")
+    assert flipped != args["new"]
+    verdict = v.verify(c, call("edit", path="solution.py", old=args["old"], new=flipped))
+    assert verdict.equivalent and verdict.reason == "same_tests_pass", verdict
+    # an edit that leaves the bug in place
+    verdict = v.verify(c, call("edit", path="solution.py", old=args["old"], new=args["old"] + "\n"))
+    assert not verdict.equivalent
+
+
+def test_run_selection_and_submit(turns):
+    v = FunctionalVerifier()
+    assert v.verify(ctx(turns, "run"), call("run", command="pytest test_solution.py")).equivalent
+    assert v.verify(ctx(turns, "run"), call("run", command="python -m pytest")).equivalent
+    assert not v.verify(ctx(turns, "run"), call("run", command="pytest other_test.py")).equivalent
+    assert v.verify(ctx(turns, "submit"), call("submit")).equivalent
+    # submitting before the fix (state at the edit turn) is not credited
+    edit_turn, factory = turns["edit"]
+    early = VerifyContext(edit_turn, env_factory=factory)
+    from pivotgym_swe.verify import FunctionalVerifier as F
+
+    assert F()._submit(early, {}, {}).reward == 0.0
+
+
+def test_name_verifier_is_coarse(turns):
+    assert NameVerifier().verify(ctx(turns, "view"), call("view", path="anything.py")).equivalent
+    assert not NameVerifier().verify(ctx(turns, "view"), call("run", command="ls")).equivalent
+    assert NameVerifier().verify(ctx(turns, "view"), "garbage").reward == 0
+
+
+def test_pytest_target_parsing():
+    assert _pytest_targets("python -m pytest -q -k foo tests/test_a.py::t") == {"tests/test_a.py::t"}
+    assert _pytest_targets("ls -la") is None
