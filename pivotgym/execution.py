@@ -66,7 +66,7 @@ class WorkerSetup:
     @classmethod
     def capture(cls) -> WorkerSetup:
         names = sorted({k for k in os.environ if k.startswith("PIVOTGYM_")} | _PLUGIN_VARS)
-        return cls(tuple(p for p in sys.path if p), tuple((k, os.environ.get(k)) for k in names))
+        return cls(tuple(p or os.getcwd() for p in sys.path), tuple((k, os.environ.get(k)) for k in names))
 
     def apply(self) -> None:
         """Make this process match the caller; rebuild the plugin registry if anything changed."""

@@ -1,0 +1,271 @@
+"""Pivot sets in other formats: NeMo-Gym / Nemotron pivot rows, and HF ``datasets`` prompts for TRL.
+
+**NeMo-Gym pivot rows** (the Nemotron agentic "pivot" datasets) hold one state per JSON line::
+
+    {"responses_create_params": {"input": [chat messages before the turn], "tools": [Responses-API tools]},
+     "expected_action": {"type": "function_call", "name": ..., "arguments": "<json>"}   (a list when parallel)
+                     or {"type": "message", "role": "assistant", "content": "..."},
+     "ref_message": {the expert's assistant message}, "trajectory_id": ..., "info": {"turn": t},
+     "agent_ref": {"name": ...}, "metadata": {...}, "pass_rate": mean, "pass_rate_total": K,
+     "pass_rate_passed": number of passing samples}
+
+Import turns each row into a :class:`~pivotgym.types.Trajectory` whose last assistant message is the
+expert's action (so ``trajectory.turns()[-1]`` is the state). ``input`` may use chat messages or Responses
+items (``function_call``, ``function_call_output``, ``message`` with content parts); ``developer`` becomes
+``system``. Export writes chat messages (tool calls in OpenAI form) plus our own ids under
+``metadata.pivotgym``, so export -> import -> export is the identity.
+
+**TRL**: :func:`to_hf_dataset` builds a ``datasets.Dataset`` with a conversational ``prompt`` column (what
+the policy sees, assistant turns rendered to text) for ``GRPOTrainer``; the other columns (env id, task id,
+the structured ``state`` as JSON, the expert's text, the profile's mean/var) reach reward functions as
+keyword arguments.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from pivotgym.types import Message, PivotSet, Trajectory, Turn, TurnProfile, content_hash, tool_calls_of
+
+__all__ = [
+    "expected_action", "export_nemo_rows", "import_nemo_rows", "message_from_expected_action", "nemo_row",
+    "states_for", "to_hf_dataset", "tools_from_responses", "tools_to_responses",
+]
+
+
+# ------------------------------------------------------------------------------------------------ tools
+def tools_to_responses(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI chat ``tools`` (``{"type": "function", "function": {...}}``) to the flat Responses form."""
+    out = []
+    for tool in tools:
+        fn = tool.get("function")
+        if isinstance(fn, Mapping):
+            out.append({"type": "function", **dict(fn)})
+        else:
+            out.append(dict(tool))
+    return out
+
+
+def tools_from_responses(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The flat Responses tool form back to OpenAI chat ``tools``."""
+    out = []
+    for tool in tools or []:
+        if "function" in tool:
+            out.append(dict(tool))
+            continue
+        fn = {k: v for k, v in tool.items() if k != "type"}
+        out.append({"type": tool.get("type", "function"), "function": fn})
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ actions
+def expected_action(expert: Mapping[str, Any]) -> dict[str, Any] | list[dict[str, Any]]:
+    """The ``expected_action`` of an expert message: function call(s), or a text message."""
+    calls = tool_calls_of(expert)  # type: ignore[arg-type]
+    if not calls:
+        return {"type": "message", "role": "assistant", "content": expert.get("content") or ""}
+    raw = expert.get("tool_calls") or []
+    items = [{"type": "function_call", "name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False),
+              "call_id": r.get("id") or ""} for c, r in zip(calls, raw)]
+    return items[0] if len(items) == 1 else items
+
+
+def message_from_expected_action(action: Any, content: str = "") -> Message:
+    """An assistant message for an ``expected_action`` (dict, list of dicts, or plain text)."""
+    if isinstance(action, str):
+        return {"role": "assistant", "content": action}
+    items = action if isinstance(action, list) else [action]
+    calls = []
+    texts = []
+    for i, item in enumerate(items):
+        kind = item.get("type", "function_call" if "name" in item else "message")
+        if kind == "function_call":
+            args = item.get("arguments", "{}")
+            calls.append({"id": item.get("call_id") or item.get("id") or f"call_{i}", "type": "function",
+                          "function": {"name": item["name"],
+                                       "arguments": args if isinstance(args, str) else json.dumps(args)}})
+        else:
+            texts.append(_text_of(item.get("content")))
+    msg: dict[str, Any] = {"role": "assistant", "content": content or "".join(texts)}
+    if calls:
+        msg["tool_calls"] = calls
+    return msg  # type: ignore[return-value]
+
+
+def _text_of(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # Responses content parts
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    return str(content)
+
+
+def _messages_from_input(items: Sequence[Mapping[str, Any]]) -> list[Message]:
+    """Chat messages from a Responses ``input`` list (chat messages and/or Responses items)."""
+    out: list[dict[str, Any]] = []
+    previous: str | None = None
+    for item in items:
+        kind = item.get("type")
+        if kind == "function_call":  # consecutive calls are one assistant turn (parallel calls)
+            call = message_from_expected_action(item)["tool_calls"][0]  # type: ignore[typeddict-item]
+            if previous == "function_call":
+                out[-1]["tool_calls"].append(call)
+            else:
+                out.append({"role": "assistant", "content": "", "tool_calls": [call]})
+            previous = kind
+            continue
+        previous = kind
+        if kind == "function_call_output":
+            out.append({"role": "tool", "content": _text_of(item.get("output")), "tool_call_id": item.get("call_id", "")})
+            continue
+        role = item.get("role", "user")
+        msg: dict[str, Any] = {"role": "system" if role == "developer" else role,
+                               "content": _text_of(item.get("content"))}
+        for extra in ("tool_calls", "tool_call_id", "name"):
+            if item.get(extra) is not None:
+                msg[extra] = item[extra]
+        out.append(msg)
+    return out  # type: ignore[return-value]
+
+
+# ------------------------------------------------------------------------------------------------ states
+def states_for(pivots: Iterable[TurnProfile], trajectories: Iterable[Trajectory]) -> list[tuple[TurnProfile, Turn]]:
+    """Pair each pivot with its state from ``trajectories``; a missing trajectory is an error that says which."""
+    by_id = {t.id: t for t in trajectories}
+    pairs = []
+    for p in pivots:
+        trajectory = by_id.get(p.trajectory_id)
+        if trajectory is None:
+            raise KeyError(f"pivot {p.trajectory_id!r} turn {p.turn}: that trajectory is not in the trajectories "
+                           "given; pass the file the profiles were made from")
+        pairs.append((p, trajectory.turn(p.turn)))
+    return pairs
+
+
+def _task_tools(env: Any, task_id: str) -> list[dict[str, Any]]:
+    try:
+        env.reset(options={"task_id": task_id})
+        return list(env.tool_schemas() or [])
+    except Exception:  # noqa: BLE001 - tools are optional in a pivot row
+        return []
+
+
+def nemo_row(turn: Turn, profile: TurnProfile | None = None, tools: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """One NeMo-Gym pivot row for a state (and its profile, when there is one)."""
+    row: dict[str, Any] = {
+        "trajectory_id": turn.trajectory_id,
+        "info": {"turn": turn.turn},
+        "responses_create_params": {"input": [dict(m) for m in turn.prefix],
+                                    "tools": tools_to_responses(tools)},
+        "expected_action": expected_action(turn.expert),
+        "ref_message": dict(turn.expert),
+        "agent_ref": {"name": turn.env_id},
+        "metadata": {"pivotgym": {"env_id": turn.env_id, "task_id": turn.task_id,
+                                  "trajectory_id": turn.trajectory_id, "turn": turn.turn}},
+    }
+    if profile is not None:
+        passed = sum(1 for r in profile.rewards if r >= 1.0)
+        row.update(pass_rate=profile.mean, pass_rate_total=profile.k, pass_rate_passed=passed)
+        row["metadata"]["pivotgym"].update(key=profile.key, var=profile.var, verifier=profile.verifier,
+                                           reference=profile.reference)
+    return row
+
+
+def export_nemo_rows(pivot_set: PivotSet | Iterable[TurnProfile], trajectories: Iterable[Trajectory],
+                     *, with_tools: bool = True) -> list[dict[str, Any]]:
+    """NeMo-Gym pivot rows for every pivot; tools come from each env's ``tool_schemas()`` for the task."""
+    from pivotgym.registry import get_registry
+
+    pivots = pivot_set.pivots if isinstance(pivot_set, PivotSet) else list(pivot_set)
+    envs: dict[str, Any] = {}
+    rows = []
+    for profile, turn in states_for(pivots, trajectories):
+        tools: list[dict[str, Any]] = []
+        if with_tools:
+            if turn.env_id not in envs:
+                try:
+                    envs[turn.env_id] = get_registry().make(turn.env_id)
+                except Exception:  # noqa: BLE001 - an env not installed here: export without tools
+                    envs[turn.env_id] = None
+            if envs[turn.env_id] is not None:
+                tools = _task_tools(envs[turn.env_id], turn.task_id)
+        rows.append(nemo_row(turn, profile, tools))
+    return rows
+
+
+def import_nemo_rows(rows: Iterable[Mapping[str, Any]], env_id: str | None = None) -> list[Trajectory]:
+    """Trajectories from NeMo-Gym pivot rows; each one's last assistant turn is the row's state.
+
+    ``env_id`` names the pivotgym env the states belong to; rows exported by pivotgym carry their own.
+    """
+    out = []
+    for n, row in enumerate(rows):
+        params = row.get("responses_create_params") or {}
+        if "input" not in params or "expected_action" not in row and "ref_message" not in row:
+            raise ValueError(f"row {n}: a NeMo-Gym pivot row needs responses_create_params.input and "
+                             "expected_action (or ref_message)")
+        ours = (row.get("metadata") or {}).get("pivotgym") or {}
+        env = ours.get("env_id") or env_id
+        if not env:
+            raise ValueError(f"row {n}: which env do these states belong to? pass env_id (--env-id), "
+                             f"e.g. the env registered for agent {((row.get('agent_ref') or {}).get('name'))!r}")
+        prefix = _messages_from_input(params["input"])
+        if row.get("ref_message"):
+            expert = dict(row["ref_message"])
+            expert.pop("reasoning_content", None)
+            expert["content"] = expert.get("content") or ""
+        else:
+            expert = dict(message_from_expected_action(row["expected_action"]))
+        info = row.get("info") or {}
+        meta = row.get("metadata") or {}
+        task_id = ours.get("task_id") or meta.get("task_id") or meta.get("instance_id") or \
+            content_hash(params["input"])[:16]
+        trajectory_id = ours.get("trajectory_id") or \
+            f"nemo:{row.get('trajectory_id', n)}:{info.get('turn', '')}:{info.get('step', '')}"
+        metadata: dict[str, Any] = {"source_format": "nemo-gym",
+                                    "nemo": {k: v for k, v in row.items()
+                                             if k not in ("responses_create_params", "expected_action", "ref_message")}}
+        if params.get("tools"):
+            metadata["tools"] = tools_from_responses(params["tools"])
+        out.append(Trajectory(id=trajectory_id, env_id=env, task_id=str(task_id), messages=[*prefix, expert],
+                              reward=0.0, source="nemo-gym", metadata=metadata))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ TRL
+def to_hf_dataset(pivot_set: PivotSet | Iterable[TurnProfile], trajectories: Iterable[Trajectory]) -> Any:
+    """A ``datasets.Dataset`` of pivot prompts for TRL's ``GRPOTrainer`` (conversational ``prompt`` column)."""
+    from datasets import Dataset
+
+    from pivotgym.registry import get_registry
+
+    pivots = pivot_set.pivots if isinstance(pivot_set, PivotSet) else list(pivot_set)
+    envs: dict[str, Any] = {}
+    columns: dict[str, list[Any]] = {k: [] for k in ("prompt", "env_id", "task_id", "trajectory_id", "turn", "key",
+                                                     "expert", "state", "mean", "var")}
+    for profile, turn in states_for(pivots, trajectories):
+        if turn.env_id not in envs:
+            envs[turn.env_id] = get_registry().make(turn.env_id)
+        env = envs[turn.env_id]
+        columns["prompt"].append([{"role": m["role"], "content": m.get("content") or ""}
+                                  for m in env.prompt_messages(turn.prefix)])
+        columns["env_id"].append(turn.env_id)
+        columns["task_id"].append(turn.task_id)
+        columns["trajectory_id"].append(turn.trajectory_id)
+        columns["turn"].append(turn.turn)
+        columns["key"].append(profile.key)
+        columns["expert"].append(env.render_action(turn.expert))
+        columns["state"].append(json.dumps(turn.to_dict(), ensure_ascii=False))
+        columns["mean"].append(float(profile.mean))
+        columns["var"].append(float(profile.var))
+    return Dataset.from_dict(columns)
+
+
+def turn_from_state(state: str | Mapping[str, Any]) -> Turn:
+    """The :class:`Turn` stored in a dataset's ``state`` column (for a reward function to verify against)."""
+    data = json.loads(state) if isinstance(state, str) else dict(state)
+    return Turn.from_dict(data)

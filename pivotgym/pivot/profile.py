@@ -1,0 +1,402 @@
+"""The turn profiler: for every assistant turn of every expert trajectory, sample K actions from a frozen
+reference policy and score each with the env's functional verifier (PivotRL's offline profiling pass).
+
+How a state is built: ``trajectory.turns()`` gives, for assistant turn t, the message prefix and the
+expert's message. The prompt is ``env.prompt_messages(prefix)`` (assistant turns rendered to the text a
+policy emits; the sampler tokenises it once and keeps those token ids). The verifier sees the env state at
+turn t through :class:`~pivotgym.verify.VerifyContext` (replay or snapshot), in executor workers.
+
+Caching and resume: every state has a content-hash ``key`` over everything that determines its result
+(the state's content, env id, reference model and revision, sampling params, seed, K, block size, verifier
+name and version, adaptive rule). The output file doubles as the cache: a re-run skips the keys already in
+it. Each state's sampling seeds are derived from its key (one seed per block of samples), so a state's
+result does not depend on which other states run with it, and rows are written in plan order, one fsynced
+line at a time: a run killed at any point and resumed writes the same file as an uninterrupted run.
+
+Adaptive K (:class:`AdaptiveK`) samples a state in blocks and stops as soon as the pivot decision is
+settled; see its docstring for the bound.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from pivotgym.execution import Executor, TaskResult, chunks, make_executor
+from pivotgym.jsonl import JsonlAppender, iter_jsonl
+from pivotgym.sampling.base import Sampler, SamplingParams
+from pivotgym.types import Message, Trajectory, Turn, TurnProfile, content_hash
+
+#: bump when the profile computation changes in a way that alters results (part of every key)
+PROFILE_FORMAT = "1"
+
+__all__ = [
+    "AdaptiveK", "ProfileConfig", "ProfileResult", "Profiler", "State", "VerifyTask", "profile_trajectories",
+    "verify_candidate",
+]
+
+
+# ---------------------------------------------------------------------------------------------- adaptive K
+@dataclass(frozen=True)
+class AdaptiveK:
+    """Sequential sampling that stops a state once its pivot decision (``var > 0 and mean < max_mean``
+    over K samples) is settled.
+
+    After each block of samples, with n of the K samples seen and reward sum s (rewards in [0, 1]):
+
+    * **certain, not a pivot**: ``s / K >= max_mean`` - the K-sample mean cannot fall below the threshold
+      whatever the remaining samples are;
+    * **certain, a pivot**: rewards are mixed (so the variance is > 0) and ``(s + K - n) / K < max_mean`` -
+      the mean stays below the threshold even if every remaining sample passes (with ``settle_mean=False``
+      a mixed state stops at once, and its partial mean decides);
+    * **very likely uninformative**: the first ``min_unanimous`` rewards are all equal. For a state whose
+      per-sample pass probability p lies in [eps, 1 - eps], the chance that m samples are unanimous is at
+      most ``(1 - eps)**m + eps**m``; :meth:`min_unanimous_for` picks the smallest m that keeps this below
+      delta. States that are truly all-fail or all-pass (the ~71% majority in the paper) cost m samples
+      instead of K.
+
+    The first two rules never disagree with fixed-K profiling on the same sample stream (the recorded
+    partial mean lies on the same side of ``max_mean`` as the K-sample mean would); only the third one can.
+    Select with the same ``max_mean`` the profile was made with.
+    """
+
+    max_mean: float = 0.6
+    min_unanimous: int = 4
+    block: int = 2
+    settle_mean: bool = True
+
+    def __post_init__(self) -> None:
+        if self.block < 1 or self.min_unanimous < 1:
+            raise ValueError("AdaptiveK: block and min_unanimous must be >= 1")
+
+    @staticmethod
+    def min_unanimous_for(epsilon: float, delta: float) -> int:
+        """Smallest m with ``(1-eps)**m + eps**m <= delta``: the unanimity run that misses a state with pass
+        probability in [eps, 1-eps] with probability at most delta."""
+        if not (0 < epsilon <= 0.5 and 0 < delta < 1):
+            raise ValueError("need 0 < epsilon <= 0.5 and 0 < delta < 1")
+        m = 1
+        while (1 - epsilon) ** m + epsilon**m > delta:
+            m += 1
+        return m
+
+    def stop_reason(self, rewards: Sequence[float], k: int) -> str | None:
+        """Why sampling of a state can stop after ``rewards`` (None: keep sampling)."""
+        n = len(rewards)
+        if n >= k:
+            return "budget"
+        if n == 0:
+            return None
+        total = float(sum(rewards))
+        if total / k >= self.max_mean:
+            return "mean_settled_high"
+        mixed = max(rewards) > min(rewards)
+        if mixed and (not self.settle_mean or (total + (k - n)) / k < self.max_mean):
+            return "mixed"
+        if not mixed and n >= self.min_unanimous:
+            return "unanimous"
+        return None
+
+
+# ---------------------------------------------------------------------------------------------- config
+@dataclass
+class ProfileConfig:
+    """What a profiling run does. Everything here that changes results is part of each state's key."""
+
+    k: int = 8
+    params: SamplingParams = field(default_factory=lambda: SamplingParams(temperature=1.0, max_new_tokens=64))
+    seed: int = 0
+    #: "functional" (the env's own verifier), "exact", or a registered verifier name
+    verifier: str = "functional"
+    #: samples per sampler call for fixed K (default: all K at once, one shared prefill)
+    block: int | None = None
+    adaptive: AdaptiveK | None = None
+    #: seconds one verification may take before its worker is killed and the sample fails
+    timeout: float | None = 60.0
+    #: states profiled together per round (their verifications fan out together)
+    chunk: int = 16
+    #: threshold for the progress bar's running pivot share (selection itself is separate)
+    pivot_max_mean: float = 0.6
+
+    def __post_init__(self) -> None:
+        if self.k < 1:
+            raise ValueError(f"k must be >= 1, got {self.k}")
+
+    @property
+    def block_size(self) -> int:
+        if self.adaptive is not None:
+            return min(self.adaptive.block, self.k)
+        return min(self.block or self.k, self.k)
+
+
+@dataclass
+class State:
+    """One candidate pivot state, planned for profiling."""
+
+    turn: Turn
+    key: str
+    stream: str
+    prompt: list[Message]
+    verifier: str
+
+
+@dataclass
+class ProfileResult:
+    """Every profile of the plan (in plan order, cached ones included) plus run statistics."""
+
+    profiles: list[TurnProfile]
+    stats: dict[str, Any]
+
+
+# ---------------------------------------------------------------------------------------------- verification
+@dataclass
+class VerifyTask:
+    """One candidate to verify; picklable (the env is rebuilt in the worker through the registry)."""
+
+    verifier: str
+    state_key: str
+    turn: Turn
+    candidate: str
+
+
+_VERIFIERS: dict[str, Any] = {}
+_CONTEXTS: OrderedDict[str, Any] = OrderedDict()
+_CONTEXT_CACHE = 64
+
+
+def verify_candidate(task: VerifyTask) -> dict[str, Any]:
+    """Verify one candidate in a worker. Verifiers and env contexts are cached per worker, so the prefix of
+    a state is replayed once per worker, not once per sample."""
+    from pivotgym.registry import get_registry
+    from pivotgym.verify import VerifyContext, verify_safely
+
+    verifier = _VERIFIERS.get(task.verifier)
+    if verifier is None:
+        verifier = _VERIFIERS[task.verifier] = get_registry().make_verifier(task.verifier)
+    context = _CONTEXTS.get(task.state_key)
+    if context is None:
+        context = _CONTEXTS[task.state_key] = VerifyContext(task.turn)
+        while len(_CONTEXTS) > _CONTEXT_CACHE:
+            _CONTEXTS.popitem(last=False)
+    else:
+        _CONTEXTS.move_to_end(task.state_key)
+    verdict = verify_safely(verifier, context, task.candidate)
+    return {"reward": verdict.reward, "reason": verdict.reason[:300]}
+
+
+# ---------------------------------------------------------------------------------------------- the profiler
+class Profiler:
+    """Profiles states with a frozen reference ``sampler`` and verifies samples through ``executor``."""
+
+    def __init__(self, sampler: Sampler, config: ProfileConfig | None = None,
+                 executor: Executor | str | None = None, registry: Any = None) -> None:
+        from pivotgym.registry import get_registry
+
+        self.sampler = sampler
+        self.config = config or ProfileConfig()
+        self._own_executor = not isinstance(executor, Executor)
+        self.executor = make_executor(executor, timeout=self.config.timeout)
+        self.registry = registry or get_registry()
+        self._envs: dict[str, Any] = {}
+        self._verifier_info: dict[str, dict[str, str]] = {}
+        described = dict(sampler.describe() or {})
+        self.reference_model = {k: described.get(k) for k in ("model", "revision", "backend")}
+
+    # ------------------------------------------------------------------ planning
+    def _env(self, env_id: str) -> Any:
+        if env_id not in self._envs:
+            self._envs[env_id] = self.registry.make(env_id)
+        return self._envs[env_id]
+
+    def _verifier(self, env_id: str) -> tuple[str, dict[str, str]]:
+        name = self.registry.verifier_name_for(env_id, self.config.verifier)
+        if name not in self._verifier_info:
+            verifier = self.registry.make_verifier(name)
+            self._verifier_info[name] = {"name": str(verifier.name), "version": str(verifier.version)}
+        return name, self._verifier_info[name]
+
+    def reference(self) -> dict[str, Any]:
+        """The ``reference`` field of every profile: model, revision, backend, sampling params, seed."""
+        sampling = self.config.params.to_dict()
+        sampling.pop("seed", None)  # per-state seeds are derived from the key
+        return {**self.reference_model, "sampling": sampling, "seed": self.config.seed,
+                "block": self.config.block_size}
+
+    def plan(self, trajectories: Iterable[Trajectory]) -> list[State]:
+        """Every assistant turn of every trajectory as a :class:`State`, in order, without duplicates."""
+        reference = self.reference()
+        adaptive = asdict(self.config.adaptive) if self.config.adaptive else None
+        states: list[State] = []
+        seen: set[str] = set()
+        for trajectory in trajectories:
+            env = self._env(trajectory.env_id)
+            verifier_name, verifier_info = self._verifier(trajectory.env_id)
+            for turn in trajectory.turns():
+                state_id = content_hash("pivotgym-state", turn.trajectory_id, turn.env_id, turn.task_id,
+                                        turn.turn, turn.prefix, turn.expert)
+                stream = content_hash("pivotgym-stream", state_id, reference)
+                key = content_hash("pivotgym-profile", PROFILE_FORMAT, stream, self.config.k, verifier_info,
+                                   adaptive)
+                if key in seen:
+                    continue
+                seen.add(key)
+                states.append(State(turn, key, stream, env.prompt_messages(turn.prefix), verifier_name))
+        return states
+
+    # ------------------------------------------------------------------ running
+    def profile(self, trajectories: Iterable[Trajectory], out: str | Path | None = None, *, resume: bool = True,
+                progress: bool = True, limit: int | None = None) -> ProfileResult:
+        """Profile every state of ``trajectories``; append rows to ``out`` (skipping keys already there
+        when ``resume``). Returns all profiles of the plan in plan order."""
+        from tqdm import tqdm
+
+        start = time.perf_counter()
+        states = self.plan(trajectories)
+        if limit is not None:
+            states = states[:limit]
+        done: dict[str, TurnProfile] = {}
+        foreign = 0
+        if out is not None and Path(out).exists():
+            if not resume:
+                Path(out).unlink()
+            else:
+                planned = {s.key for s in states}
+                for row in iter_jsonl(out):
+                    if row.get("key") in planned:
+                        done[row["key"]] = TurnProfile.from_dict(row)
+                    else:
+                        foreign += 1
+        todo = [s for s in states if s.key not in done]
+        new: dict[str, TurnProfile] = {}
+        counters = {"samples": 0, "verify_failures": 0, "pivots": 0, "profiled": 0}
+        bar = tqdm(total=len(todo), desc="profile", unit="state", disable=not progress or None, dynamic_ncols=True)
+        appender = JsonlAppender(out) if out is not None else None
+        try:
+            for chunk in chunks(todo, max(1, self.config.chunk)):
+                for profile in self._profile_chunk(chunk, counters):
+                    if appender is not None:
+                        appender.write(profile)
+                    new[profile.key] = profile
+                    counters["profiled"] += 1
+                    counters["pivots"] += int(profile.var > 0 and profile.mean < self.config.pivot_max_mean)
+                    bar.update(1)
+                    bar.set_postfix(pivots=f"{counters['pivots'] / counters['profiled']:.0%}",
+                                    samples=counters["samples"], refresh=False)
+        finally:
+            bar.close()
+            if appender is not None:
+                appender.close()
+            if self._own_executor:
+                self.executor.close()
+        elapsed = time.perf_counter() - start
+        profiles = [done.get(s.key) or new[s.key] for s in states]
+        stats = {
+            "states": len(states),
+            "cached": len(done),
+            "profiled": counters["profiled"],
+            "foreign_rows": foreign,
+            "samples": counters["samples"],
+            "max_samples": counters["profiled"] * self.config.k,
+            "verify_failures": counters["verify_failures"],
+            "elapsed_s": round(elapsed, 3),
+            "states_per_s": round(counters["profiled"] / elapsed, 4) if elapsed > 0 else None,
+            "pivots": sum(p.var > 0 and p.mean < self.config.pivot_max_mean for p in profiles),
+            "executor": self.executor.describe(),
+        }
+        return ProfileResult(profiles, stats)
+
+    def _block_seed(self, state: State, block_index: int) -> int:
+        return int(content_hash(state.stream, "block", block_index)[:8], 16)
+
+    def _profile_chunk(self, chunk: list[State], counters: dict[str, int]) -> list[TurnProfile]:
+        """Profile a few states together: sample a block for each active state, verify all candidates in one
+        fan-out, and repeat until every state is done (once for fixed K)."""
+        k, block = self.config.k, self.config.block_size
+        rewards: dict[str, list[float]] = {s.key: [] for s in chunk}
+        reasons: dict[str, list[str]] = {s.key: [] for s in chunk}
+        prompt_tokens: dict[str, int] = {}
+        stopped: dict[str, str] = {}
+        active = list(chunk)
+        round_index = 0
+        while active:
+            tasks: list[VerifyTask] = []
+            slots: list[tuple[str, int | None, str | None]] = []  # (state key, task index | None, failure)
+            for state in active:
+                n = min(block, k - len(rewards[state.key]))
+                params = replace(self.config.params, seed=self._block_seed(state, round_index))
+                completions = self.sampler.sample([state.prompt], n=n, params=params)[0]
+                counters["samples"] += len(completions)
+                if completions and completions[0].prompt_token_ids:
+                    prompt_tokens[state.key] = len(completions[0].prompt_token_ids)
+                for _ in range(n - len(completions)):  # a backend that returned fewer than asked
+                    slots.append((state.key, None, "sampling_error: no completion returned"))
+                for completion in completions[:n]:
+                    if completion.finish_reason == "error":
+                        slots.append((state.key, None, f"sampling_error: {completion.text[:200]}"))
+                        continue
+                    slots.append((state.key, len(tasks), None))
+                    tasks.append(VerifyTask(state.verifier, state.key, state.turn, completion.text))
+            results = self.executor.map(verify_candidate, tasks, timeout=self.config.timeout) if tasks else []
+            for key, task_index, failure in slots:
+                if task_index is not None:
+                    result: TaskResult = results[task_index]
+                    if result.ok:
+                        rewards[key].append(float(result.value["reward"]))
+                        reasons[key].append(str(result.value["reason"]))
+                        continue
+                    counters["verify_failures"] += 1
+                    failure = "verify_failed: " + (result.error or "unknown").splitlines()[0][:250]
+                rewards[key].append(0.0)
+                reasons[key].append(failure or "failed")
+            still: list[State] = []
+            for state in active:
+                got = rewards[state.key]
+                reason = "budget" if len(got) >= k else None
+                if reason is None and self.config.adaptive is not None:
+                    reason = self.config.adaptive.stop_reason(got, k)
+                if reason is None:
+                    still.append(state)
+                else:
+                    stopped[state.key] = reason
+            active = still
+            round_index += 1
+        return [self._row(s, rewards[s.key], reasons[s.key], stopped[s.key], prompt_tokens.get(s.key))
+                for s in chunk]
+
+    def _row(self, state: State, rewards: list[float], reasons: list[str], stopped: str,
+             prompt_tokens: int | None) -> TurnProfile:
+        turn = state.turn
+        n = len(rewards)
+        mean = sum(rewards) / n if n else 0.0
+        var = sum((r - mean) ** 2 for r in rewards) / n if n else 0.0
+        if var < 1e-15:
+            var = 0.0
+        metadata: dict[str, Any] = {"k_max": self.config.k, "stopped": stopped}
+        if self.config.adaptive is not None:
+            metadata["adaptive"] = asdict(self.config.adaptive)
+        if prompt_tokens is not None:
+            metadata["prompt_tokens"] = prompt_tokens
+        _, verifier_info = self._verifier(turn.env_id)
+        return TurnProfile(
+            trajectory_id=turn.trajectory_id, turn=turn.turn, env_id=turn.env_id, task_id=turn.task_id,
+            k=n, rewards=rewards, mean=round(mean, 12), var=round(var, 12), reasons=reasons,
+            reference=self.reference(), verifier=dict(verifier_info), key=state.key, metadata=metadata,
+        )
+
+
+def profile_trajectories(trajectories: Iterable[Trajectory], sampler: Sampler, *, out: str | Path | None = None,
+                         executor: Executor | str | None = None, resume: bool = True, progress: bool = True,
+                         **config: Any) -> ProfileResult:
+    """One-call profiling: ``profile_trajectories(trajs, sampler, k=8, out="profiles.jsonl")``."""
+    return Profiler(sampler, ProfileConfig(**config), executor).profile(trajectories, out, resume=resume,
+                                                                         progress=progress)
+
+
+def expected_savings(adaptive: AdaptiveK, k: int) -> float:
+    """The share of samples adaptive K saves on an uninformative state: ``1 - m/K``."""
+    return 1.0 - min(k, math.ceil(adaptive.min_unanimous / adaptive.block) * adaptive.block) / k
