@@ -1,0 +1,160 @@
+"""HFSampler on a tiny random Llama: shared prefill, padding, logprobs vs score, seeds, stops."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from pivotgym.sampling.base import Sampler, SamplingParams
+from pivotgym.sampling.hf import HFSampler
+
+CHAT_A = [{"role": "user", "content": "hi"}]
+CHAT_B = [{"role": "system", "content": "You are terse."},
+          {"role": "user", "content": "Name three prime numbers greater than ten, please."}]
+
+
+def _forward_shapes(model: torch.nn.Module) -> tuple[list[tuple[int, int]], object]:
+    shapes: list[tuple[int, int]] = []
+
+    def hook(_module, _args, kwargs):
+        shapes.append(tuple(kwargs["input_ids"].shape))
+
+    return shapes, model.register_forward_pre_hook(hook, with_kwargs=True)
+
+
+def test_is_a_sampler_and_describes_itself(tiny_sampler):
+    assert isinstance(tiny_sampler, Sampler)
+    info = tiny_sampler.describe()
+    assert info["backend"] == "hf" and info["device"] == "cpu" and info["dtype"] == "float32"
+
+
+def test_encode_applies_the_chat_template_and_passes_ids_through(tiny_sampler):
+    ids = tiny_sampler.encode(CHAT_A)
+    text = tiny_sampler.tokenizer.decode(ids)
+    assert text.endswith("<|im_start|>assistant\n") and "<|im_start|>user\nhi<|im_end|>" in text
+    assert tiny_sampler.encode([5, 6, 7]) == [5, 6, 7]
+    with pytest.raises(ValueError):
+        tiny_sampler.encode([])
+
+
+def test_n_samples_share_one_prefill(tiny_sampler):
+    shapes, handle = _forward_shapes(tiny_sampler.model)
+    try:
+        out = tiny_sampler.sample([CHAT_A, CHAT_B], n=4, params=SamplingParams(max_new_tokens=5, seed=0))
+    finally:
+        handle.remove()
+    prefills = [s for s in shapes if s[1] > 1]
+    decodes = [s for s in shapes if s[1] == 1]
+    # one prefill over the 2 prompts (not 8 rows), then single-token steps over the 8 expanded rows
+    assert prefills == [(2, max(len(tiny_sampler.encode(CHAT_A)), len(tiny_sampler.encode(CHAT_B))))]
+    assert len(decodes) == 4 and all(s[0] == 8 for s in decodes)
+    assert [len(g) for g in out] == [4, 4]
+    assert all(len(c.token_ids) == 5 and c.finish_reason == "length" for g in out for c in g)
+    assert out[0][0].prompt_token_ids == tiny_sampler.encode(CHAT_A)
+
+
+def test_samples_of_one_prompt_differ_but_seed_reproduces(tiny_sampler):
+    params = SamplingParams(max_new_tokens=6, seed=123)
+    first = tiny_sampler.sample([CHAT_A, CHAT_B], n=3, params=params)
+    again = tiny_sampler.sample([CHAT_A, CHAT_B], n=3, params=params)
+    other = tiny_sampler.sample([CHAT_A, CHAT_B], n=3, params=SamplingParams(max_new_tokens=6, seed=124))
+    ids = lambda res: [[c.token_ids for c in g] for g in res]  # noqa: E731
+    assert ids(first) == ids(again)
+    assert ids(first) != ids(other)
+    assert len({tuple(c.token_ids) for c in first[0]}) > 1  # near-uniform model: samples differ
+
+
+def test_sampled_logprobs_match_score(tiny_sampler):
+    out = tiny_sampler.sample([CHAT_A, CHAT_B], n=2, params=SamplingParams(max_new_tokens=6, seed=7, temperature=0.7))
+    completions = [c for g in out for c in g]
+    batch = tiny_sampler.score_batch([c.prompt_token_ids for c in completions], [c.token_ids for c in completions])
+    for completion, scored in zip(completions, batch):
+        single = tiny_sampler.score(completion.prompt_token_ids, completion.token_ids)
+        assert len(scored) == len(completion.logprobs) == len(single)
+        assert all(math.isfinite(x) and x <= 0 for x in completion.logprobs)
+        assert max(abs(a - b) for a, b in zip(completion.logprobs, scored)) < 1e-4
+        assert max(abs(a - b) for a, b in zip(single, scored)) < 1e-4
+
+
+def test_left_padding_does_not_change_a_prompts_result(tiny_sampler):
+    greedy = SamplingParams(max_new_tokens=6, temperature=0)
+    alone = tiny_sampler.sample([CHAT_A], n=1, params=greedy)[0][0]
+    batched = tiny_sampler.sample([CHAT_B, CHAT_A], n=2, params=greedy)[1]
+    for completion in batched:
+        assert completion.token_ids == alone.token_ids
+        assert max(abs(a - b) for a, b in zip(completion.logprobs, alone.logprobs)) < 1e-4
+
+
+def test_greedy_matches_transformers_generate(tiny):
+    model, tokenizer = tiny
+    sampler = HFSampler(model, tokenizer)
+    ids = sampler.encode(CHAT_B)
+    ours = sampler.sample([ids], params=SamplingParams(max_new_tokens=8, temperature=0))[0][0]
+    ref = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                         max_new_tokens=8, do_sample=False, eos_token_id=None)
+    assert ours.token_ids == ref[0, len(ids):].tolist()
+
+
+def test_top_k_one_is_greedy(tiny_sampler):
+    greedy = tiny_sampler.sample([CHAT_B], params=SamplingParams(max_new_tokens=5, temperature=0))[0][0]
+    top1 = tiny_sampler.sample([CHAT_B], n=2, params=SamplingParams(max_new_tokens=5, top_k=1, seed=3))[0]
+    nucleus = tiny_sampler.sample([CHAT_B], params=SamplingParams(max_new_tokens=5, top_p=1e-6, seed=3))[0][0]
+    assert all(c.token_ids == greedy.token_ids for c in top1)
+    assert nucleus.token_ids == greedy.token_ids
+
+
+def test_eos_ends_a_completion_and_is_kept(tiny_sampler):
+    params = SamplingParams(max_new_tokens=6, seed=11)
+    first = tiny_sampler.sample([CHAT_A], params=params)[0][0]
+    cut = next(i for i, t in enumerate(first.token_ids) if i >= 1 and t not in first.token_ids[:i])
+    tiny_sampler.eos_ids = {first.token_ids[cut]}
+    stopped = tiny_sampler.sample([CHAT_A], params=params)[0][0]
+    assert stopped.token_ids == first.token_ids[:cut + 1]  # EOS kept in the ids (the trainer learns to stop)
+    assert stopped.finish_reason == "stop"
+    assert stopped.logprobs == pytest.approx(first.logprobs[:cut + 1], abs=1e-5)
+
+
+def test_stop_string_truncates_text_but_keeps_tokens(tiny_sampler):
+    greedy = SamplingParams(max_new_tokens=6, temperature=0)
+    first = tiny_sampler.sample([CHAT_A], params=greedy)[0][0]
+    piece = tiny_sampler.decode(first.token_ids[:3])
+    marker = piece[-2:] if len(piece.strip()) >= 2 else piece
+    stopped = tiny_sampler.sample([CHAT_A], params=SamplingParams(max_new_tokens=6, temperature=0, stop=[marker]))[0][0]
+    assert stopped.finish_reason == "stop"
+    assert marker not in stopped.text
+    assert stopped.token_ids == first.token_ids[:len(stopped.token_ids)] and len(stopped.token_ids) <= 3
+
+
+def test_restores_training_mode_and_accepts_raw_ids(tiny):
+    model, tokenizer = tiny
+    sampler = HFSampler(model, tokenizer)
+    model.train()
+    try:
+        out = sampler.sample([[1, 2, 3]], n=2, params=SamplingParams(max_new_tokens=2, seed=0))
+        assert model.training
+        assert out[0][0].prompt_token_ids == [1, 2, 3]
+    finally:
+        model.eval()
+
+
+def test_zero_new_tokens_and_bad_n(tiny_sampler):
+    out = tiny_sampler.sample([CHAT_A], n=2, params=SamplingParams(max_new_tokens=0))
+    assert [c.token_ids for c in out[0]] == [[], []]
+    with pytest.raises(ValueError):
+        tiny_sampler.sample([CHAT_A], n=0)
+
+
+def test_in_memory_model_needs_a_tokenizer(tiny):
+    with pytest.raises(ValueError, match="tokenizer"):
+        HFSampler(tiny[0])
+
+
+def test_registry_builds_the_hf_sampler(tiny):
+    from pivotgym.registry import get_registry
+
+    registry = get_registry()
+    assert {"hf", "vllm", "openai"} <= set(registry.samplers)
+    sampler = registry.make_sampler("hf", tiny[0], tokenizer=tiny[1])
+    assert isinstance(sampler, HFSampler)
