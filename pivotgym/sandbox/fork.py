@@ -1,8 +1,8 @@
 """Fast copies of a work dir, so a state at turn t can be forked many times.
 
-``fork_dir(src, dst)`` picks the cheapest safe method: a reflink copy (copy-on-write at the block level, on
-btrfs/xfs/overlay-capable filesystems) when the filesystem supports it, else a plain copy, which for a
-source tree of a few hundred files takes milliseconds. ``method="hardlink"`` shares inodes and is only
+``fork_dir(src, dst)`` (``method="auto"``) makes a plain in-process copy, which for a source tree of a
+few hundred files takes milliseconds; ``method="reflink"`` shells out to ``cp --reflink`` (block-level
+copy-on-write on btrfs/xfs), worth it only for large trees since it costs a process start. ``method="hardlink"`` shares inodes and is only
 safe for consumers that replace files instead of writing into them (a read-only test run, or an editor
 that writes a new file and renames it over the old one).
 """
@@ -64,11 +64,15 @@ def fork_dir(src: str | os.PathLike[str], dst: str | os.PathLike[str], method: s
     if dst.exists():
         raise FileExistsError(f"cannot fork into {dst}: it already exists")
     if method == "auto":
-        method = "reflink" if _reflink_supported(dst.parent if dst.parent.exists() else src.parent) else "copy"
+        method = "copy"
     if method == "reflink":
+        if not _reflink_supported(dst.parent if dst.parent.exists() else src.parent):
+            raise OSError(f"the filesystem of {dst.parent} does not support reflinks; use method='copy'")
         subprocess.run(["cp", "-a", "--reflink=always", str(src), str(dst)], check=True, capture_output=True)
+    elif method == "copy":
+        shutil.copytree(src, dst, symlinks=True, copy_function=shutil.copyfile)
     else:
-        _copy_tree(src, dst, link=method == "hardlink")
+        _copy_tree(src, dst, link=True)
     return dst
 
 
