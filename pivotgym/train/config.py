@@ -38,6 +38,8 @@ class TrainConfig:
     seed: int = 0
     steps: int = 10
     learning_rate: float = 1e-5
+    #: ``adamw`` or ``sgd`` (plain SGD makes an update proportional to the gradient: useful in tests)
+    optimizer: str = "adamw"
     weight_decay: float = 0.0
     adam_betas: tuple[float, float] = (0.9, 0.999)
     warmup_steps: int = 0
@@ -95,6 +97,8 @@ class TrainConfig:
             raise ConfigError(f"steps must be >= 0, got {self.steps}")
         if self.micro_batch_size < 1:
             raise ConfigError(f"micro_batch_size must be >= 1, got {self.micro_batch_size}")
+        if self.optimizer not in ("adamw", "sgd"):
+            raise ConfigError(f"optimizer must be adamw or sgd, got {self.optimizer!r}")
         if self.lr_schedule not in ("constant", "linear", "cosine"):
             raise ConfigError(f"lr_schedule must be constant, linear or cosine, got {self.lr_schedule!r}")
         if self.mixed_precision not in ("auto", "no", "bf16", "fp16"):

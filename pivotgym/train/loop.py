@@ -98,8 +98,11 @@ class Trainer:
             model.gradient_checkpointing_enable()
         model.train()
         params = [p for p in model.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay,
-                                      betas=tuple(config.adam_betas))
+        if config.optimizer == "sgd":
+            optimizer = torch.optim.SGD(params, lr=config.learning_rate, weight_decay=config.weight_decay)
+        else:
+            optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay,
+                                          betas=tuple(config.adam_betas))
         # the scheduler is stepped once per optimisation step whatever the number of processes, so it is
         # registered for checkpointing but not wrapped by accelerate (which would step it once per process)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, self._lr_lambda)
@@ -315,7 +318,8 @@ def build_accelerator(config: TrainConfig) -> Any:
     precision = config.mixed_precision
     if precision == "auto":
         precision = "bf16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "no"
-    return Accelerator(mixed_precision=precision)
+    # cpu=True on a machine without CUDA is what makes accelerate run DDP over gloo under torchrun
+    return Accelerator(mixed_precision=precision, cpu=not torch.cuda.is_available())
 
 
 def _seed_everything(seed: int) -> None:
