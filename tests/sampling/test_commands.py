@@ -1,0 +1,42 @@
+"""`pivotgym model list|pull` through the real CLI entry point."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pivotgym.cli import main
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_model_list_json_reports_the_cache_state(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("PIVOTGYM_CACHE", str(tmp_path))
+    code, out, _ = _run(capsys, "model", "list", "--json")
+    assert code == 0
+    rows = json.loads(out)
+    assert [r["alias"] for r in rows] == ["smollm2-135m"]
+    assert rows[0]["default"] is True and rows[0]["converted"] is False
+    assert rows[0]["path"] == str(tmp_path / "models" / "smollm2-135m")
+
+
+def test_model_pull_unknown_name_is_a_user_error(capsys):
+    code, _, err = _run(capsys, "model", "pull", "no-such-model")
+    assert code != 0
+    assert "unknown model 'no-such-model'" in err and "smollm2-135m" in err
+
+
+@pytest.mark.slow
+def test_model_pull_second_call_is_instant(capsys, smollm2):
+    # the smollm2 fixture already converted the default model into the default cache
+    code, out, _ = _run(capsys, "model", "pull", "--json")
+    assert code == 0
+    info = json.loads(out)
+    assert info["already_cached"] is True and info["converted"] is True and info["seconds"] < 1.0
+    code, out, _ = _run(capsys, "model", "list")
+    assert code == 0 and "smollm2-135m (default)" in out and "yes" in out
