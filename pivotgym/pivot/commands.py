@@ -56,6 +56,7 @@ def profile_cmd(
     executor: str = typer.Option("process", help="Where verification runs: process, serial, ray, ray:ADDRESS."),
     workers: Optional[int] = typer.Option(None, help="Parallel verification workers (default: CPU count)."),
     timeout: float = typer.Option(60.0, help="Seconds one verification may take before it counts as failed."),
+    chunk: int = typer.Option(16, help="States profiled together per round (rows are written after each)."),
     limit: Optional[int] = typer.Option(None, help="Profile only the first N states."),
     resume: bool = typer.Option(True, "--resume/--no-resume", help="Skip states already in --out (default)."),
     as_json: bool = typer.Option(False, "--json", help="Print the run statistics as JSON."),
@@ -69,7 +70,7 @@ def profile_cmd(
     adaptive_rule = AdaptiveK(max_mean=max_mean, min_unanimous=min_unanimous, block=block or 2) if adaptive else None
     config = ProfileConfig(
         k=k, params=SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens),
-        seed=seed, verifier=verifier, block=block, adaptive=adaptive_rule, timeout=timeout,
+        seed=seed, verifier=verifier, block=block, adaptive=adaptive_rule, timeout=timeout, chunk=chunk,
         pivot_max_mean=max_mean,
     )
     try:

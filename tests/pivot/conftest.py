@@ -1,0 +1,64 @@
+"""Fixtures of the pivot tests: the arith and flaky test plugins, and a tiny reference policy."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+TESTS = HERE.parent
+
+
+@pytest.fixture(scope="session")
+def pivot_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """arith + flaky test plugins installed with pip into a private site directory."""
+    target = tmp_path_factory.mktemp("pivot-site")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
+         "--no-build-isolation", "--target", str(target),
+         str(TESTS / "plugins" / "pivotgym-arith"), str(HERE / "plugins" / "pivotgym-flaky")],
+        check=True,
+    )
+    return target
+
+
+@pytest.fixture()
+def pivot_registry(pivot_site: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
+    """The process registry with the arith and flaky plugins (plus whatever else is installed)."""
+    import importlib
+
+    from pivotgym.registry import get_registry, reset_registry
+
+    monkeypatch.syspath_prepend(str(pivot_site))
+    monkeypatch.setenv("PIVOTGYM_LOAD_PLUGINS", "arith,flaky")
+    importlib.invalidate_caches()
+    reset_registry()
+    yield get_registry()
+    reset_registry()
+
+
+@pytest.fixture(scope="session")
+def tiny_sampler() -> object:
+    """The real HF sampling code on a tiny random Llama with SmolLM2's tokenizer (fast, gibberish text)."""
+    from pivotgym.sampling.hf import HFSampler
+    from pivotgym.sampling.testing import tiny_llama
+
+    model, tokenizer = tiny_llama(seed=0)
+    return HFSampler(model, tokenizer=tokenizer)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny Llama saved as a model folder, for CLI runs (`--model DIR`)."""
+    from pivotgym.sampling.testing import tiny_llama
+
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    model, tokenizer = tiny_llama(seed=0)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+

@@ -1,0 +1,166 @@
+"""The profiler on the arith test plugin with the real HF sampling code (tiny random Llama)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pivotgym.jsonl import read_jsonl, read_profiles, write_trajectories
+from pivotgym.pivot import AdaptiveK, ProfileConfig, Profiler
+from pivotgym.sampling.base import SamplingParams
+
+PARAMS = SamplingParams(temperature=1.0, max_new_tokens=6)
+
+
+def arith_trajectories(env_id: str = "arith/chain-v0", n: int = 2) -> list:
+    from pivotgym.registry import make
+
+    return list(make(env_id).expert_trajectories("train", limit=n))
+
+
+class CountingSampler:
+    """Wraps a real sampler and counts the completions it produced (to prove cached states cost nothing)."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+        self.calls: list[int] = []
+
+    def sample(self, prompts, n=1, params=None):  # noqa: ANN001, ANN201
+        self.calls.append(n * len(prompts))
+        return self.inner.sample(prompts, n, params)
+
+    def describe(self):  # noqa: ANN201
+        return self.inner.describe()
+
+
+def test_profiles_every_turn_in_the_standard_format(pivot_registry: object, tiny_sampler: object,
+                                                    tmp_path: Path) -> None:
+    trajectories = arith_trajectories()
+    n_turns = sum(len(t.turns()) for t in trajectories)
+    out = tmp_path / "profiles.jsonl"
+    result = Profiler(tiny_sampler, ProfileConfig(k=3, params=PARAMS), "serial").profile(trajectories, out,
+                                                                                          progress=False)
+    rows = read_jsonl(out)
+    assert len(rows) == n_turns == result.stats["profiled"]
+    expected_fields = {"trajectory_id", "turn", "env_id", "task_id", "k", "rewards", "mean", "var", "reasons",
+                       "reference", "verifier", "key"}
+    assert expected_fields <= set(rows[0])
+    assert [(r["trajectory_id"], r["turn"]) for r in rows] == [(t.id, n) for t in trajectories
+                                                               for n in range(len(t.turns()))]
+    for row in rows:
+        assert row["k"] == 3 and len(row["rewards"]) == 3 == len(row["reasons"])
+        assert row["verifier"] == {"name": "arith/value", "version": "1"}
+        assert row["reference"]["backend"] == "hf" and row["reference"]["sampling"]["max_new_tokens"] == 6
+        assert row["metadata"]["prompt_tokens"] > 10
+        assert all(0.0 <= r <= 1.0 for r in row["rewards"])
+    assert len({r["key"] for r in rows}) == len(rows)
+    assert result.stats["samples"] == 3 * n_turns
+
+    # the exact-match verifier is a different profile (a different key)
+    exact = Profiler(tiny_sampler, ProfileConfig(k=3, params=PARAMS, verifier="exact"), "serial").plan(trajectories)
+    assert exact[0].verifier == "exact" and exact[0].key != rows[0]["key"]
+
+
+def test_rerun_skips_cached_states_and_is_deterministic(pivot_registry: object, tiny_sampler: object,
+                                                        tmp_path: Path) -> None:
+    trajectories = arith_trajectories(n=1)
+    config = ProfileConfig(k=2, params=PARAMS, seed=7)
+    first = tmp_path / "a.jsonl"
+    Profiler(tiny_sampler, config, "serial").profile(trajectories, first, progress=False)
+    counting = CountingSampler(tiny_sampler)
+    again = Profiler(counting, config, "serial").profile(trajectories, first, progress=False)
+    assert counting.calls == [] and again.stats["cached"] == again.stats["states"]
+    assert first.read_text().count("\n") == again.stats["states"]  # nothing duplicated
+
+    second = tmp_path / "b.jsonl"
+    Profiler(tiny_sampler, config, "serial").profile(trajectories, second, progress=False)
+    assert first.read_bytes() == second.read_bytes()
+
+    # a different seed is a different profile
+    other = Profiler(tiny_sampler, ProfileConfig(k=2, params=PARAMS, seed=8), "serial").plan(trajectories)
+    assert other[0].key != read_jsonl(first)[0]["key"]
+
+
+def test_hung_and_crashing_verifiers_fail_their_samples_and_the_run_goes_on(
+        pivot_registry: object, tiny_sampler: object, tmp_path: Path) -> None:
+    trajectories = arith_trajectories("flaky/chain-v0", n=1)
+    assert len(trajectories[0].turns()) >= 3
+    config = ProfileConfig(k=2, params=PARAMS, timeout=2.0)
+    from pivotgym.execution import ProcessExecutor
+
+    with ProcessExecutor(workers=2, timeout=2.0) as pool:
+        start = time.monotonic()
+        result = Profiler(tiny_sampler, config, pool).profile(trajectories, tmp_path / "p.jsonl", progress=False)
+        assert time.monotonic() - start < 60
+    by_turn = {p.turn: p for p in result.profiles}
+    assert all(r.startswith("verify_failed: timeout") for r in by_turn[0].reasons)
+    assert all(r.startswith("verify_failed: crashed") for r in by_turn[1].reasons)
+    assert by_turn[0].rewards == [0.0, 0.0] and by_turn[1].rewards == [0.0, 0.0]
+    assert not any(r.startswith("verify_failed") for r in by_turn[2].reasons)
+    assert result.stats["verify_failures"] == 4
+
+
+def test_adaptive_k_stops_uninformative_states_early(pivot_registry: object, tiny_sampler: object,
+                                                     tmp_path: Path) -> None:
+    trajectories = arith_trajectories(n=1)
+    adaptive = AdaptiveK(max_mean=0.6, min_unanimous=2, block=2)
+    result = Profiler(tiny_sampler, ProfileConfig(k=6, params=PARAMS, adaptive=adaptive), "serial").profile(
+        trajectories, tmp_path / "p.jsonl", progress=False)
+    for p in result.profiles:  # gibberish never equals the answer: all-fail, settled after 2 samples
+        assert p.k == 2 and p.metadata["stopped"] == "unanimous" and p.metadata["k_max"] == 6
+    assert result.stats["samples"] == 2 * len(result.profiles)
+
+
+def _save(path: Path, trajectories: list) -> None:
+    write_trajectories(path, trajectories)
+
+
+def test_resume_after_sigkill_writes_the_same_file(pivot_registry: object, pivot_site: Path, tiny_model_dir: Path,
+                                                   tmp_path: Path) -> None:
+    from pivotgym.registry import make
+
+    trajectories = list(make("arith/chain-v0").expert_trajectories("train", limit=4))
+    total = sum(len(t.turns()) for t in trajectories)
+    source = tmp_path / "trajs.jsonl"
+    _save(source, trajectories)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(pivot_site), os.environ.get("PYTHONPATH", "")]),
+               PIVOTGYM_LOAD_PLUGINS="arith,flaky")
+
+    def command(out: Path) -> list[str]:
+        return [sys.executable, "-m", "pivotgym.cli", "profile", "-t", str(source), "-o", str(out),
+                "--model", str(tiny_model_dir), "--k", "2", "--max-new-tokens", "4", "--executor", "serial",
+                "--seed", "3", "--chunk", "1", "--json"]
+
+    killed = tmp_path / "killed.jsonl"
+    proc = subprocess.Popen(command(killed), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        if killed.exists() and killed.read_bytes().count(b"\n") >= 2:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    rows_at_kill = killed.read_bytes().count(b"\n") if killed.exists() else 0
+    assert 0 < rows_at_kill < total, "the run should have been killed part-way"
+
+    resumed = subprocess.run(command(killed), env=env, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    stats = json.loads(resumed.stdout)
+    assert stats["cached"] == rows_at_kill and stats["profiled"] == total - rows_at_kill
+
+    # an uninterrupted run with the same settings, in this process
+    from pivotgym.sampling.hf import HFSampler
+
+    clean = tmp_path / "clean.jsonl"
+    config = ProfileConfig(k=2, params=SamplingParams(max_new_tokens=4, temperature=1.0, top_p=1.0), seed=3,
+                           chunk=1)
+    Profiler(HFSampler(str(tiny_model_dir)), config, "serial").profile(trajectories, clean, progress=False)
+    assert killed.read_bytes() == clean.read_bytes()
+    assert len(read_profiles(clean)) == total
