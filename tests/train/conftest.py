@@ -1,19 +1,15 @@
-"""Fixtures for the trainer tests: a tiny random-init Llama built from a config (no tokenizer needed)."""
+"""Fixtures for the trainer tests; puts this folder on ``sys.path`` for ``train_testlib``."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
-import torch
 
+sys.path.insert(0, str(Path(__file__).parent))
 
-def make_tiny_llama(seed: int = 0, vocab: int = 97):
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                         pad_token_id=0, eos_token_id=1, bos_token_id=2)
-    return LlamaForCausalLM(config)
+from train_testlib import make_tiny_llama  # noqa: E402
 
 
 @pytest.fixture()

@@ -38,7 +38,7 @@ def test_two_process_ddp_equals_one_process(tmp_path):
     assert a["tokens"] == b["tokens"] == 23
     assert a["loss"] == pytest.approx(b["loss"], rel=1e-5, abs=1e-7)
     moved = max((a["state"][k] - b["state"][k]).abs().max().item() for k in a["state"])
-    from .conftest import make_tiny_llama
+    from train_testlib import make_tiny_llama
 
     init = make_tiny_llama().state_dict()
     change = max((a["state"][k] - init[k]).abs().max().item() for k in a["state"])

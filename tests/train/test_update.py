@@ -12,7 +12,7 @@ from pivotgym.train.config import RLConfig
 from pivotgym.train.forward import completion_logprobs
 from pivotgym.train.rl import PolicySample, RLTrainer, group_samples
 
-from .conftest import make_tiny_llama
+from train_testlib import make_tiny_llama
 
 PROMPT_A = [5, 6, 7, 8, 9, 10, 11, 12]
 PROMPT_B = [20, 21, 22]

@@ -1,0 +1,128 @@
+"""The pivot trainer end to end on the arith plugin env with the tiny model: counters, metrics, filtering,
+checkpoints, kill-and-resume and the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from pivotgym.jsonl import read_jsonl
+from pivotgym.train import PivotConfig, PivotTrainer
+
+from core_helpers import cli_env
+from train_testlib import register_test_verifier, write_arith_data
+
+WORKER = Path(__file__).with_name("resume_worker.py")
+
+
+def small_config(data: Path, out: Path, **overrides) -> PivotConfig:
+    settings = dict(output_dir=str(out), pivots=str(data / "pivots.jsonl"), trajectories=str(data / "expert.jsonl"),
+                    steps=2, group_size=4, pivots_per_step=2, max_new_tokens=6, verifier="test/even-length",
+                    eval_pivots=2, eval_samples=2, learning_rate=1e-3, report_to=["none"], progress=False)
+    return PivotConfig(**{**settings, **overrides})
+
+
+@pytest.fixture()
+def arith_data(arith_registry, tmp_path):
+    register_test_verifier()
+    write_arith_data(tmp_path / "data", n_trajectories=2)
+    return tmp_path / "data"
+
+
+def test_pivot_run_counts_logs_and_checkpoints(arith_data, tmp_path):
+    from pivotgym.sampling.testing import tiny_llama
+
+    model, tokenizer = tiny_llama(seed=1)
+    before = [p.detach().clone() for p in model.parameters()]
+    trainer = PivotTrainer(small_config(arith_data, tmp_path / "run", eval_every=1), model=model, tokenizer=tokenizer)
+    summary = trainer.fit()
+    counters = summary["counters"]
+    n_pivots = len(trainer.states)
+    assert counters["profiling_turns"] == 4 * n_pivots
+    assert counters["rollout_turns"] + counters["filtered_turns"] == 2 * 2 * 4
+    assert counters["total_turns"] == counters["rollout_turns"] + counters["filtered_turns"] + 4 * n_pivots
+    assert counters["eval_turns"] == 3 * 2 * 2  # evals at steps 0, 1, 2; 2 states x 2 samples
+    assert counters["tokens_generated"] > 0 and counters["tokens_trained"] <= counters["tokens_generated"]
+    assert counters["wall_seconds"] >= counters["seconds_generation"] + counters["seconds_fwd_bwd"] - 1e-6
+    rows = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [(r["kind"], r["step"]) for r in rows] == [("eval", 0), ("train", 1), ("eval", 1), ("train", 2),
+                                                      ("eval", 2)]
+    assert all({"rollout_turns", "seconds_generation", "seconds_other"} <= set(r) for r in rows)
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["steps"] == 2
+    assert [c["step"] for c in summary["eval_curve"]] == [0, 1, 2]
+    assert (tmp_path / "run" / "checkpoints" / "step-000002" / "trainer_state.json").is_file()
+    if counters["rollout_turns"]:
+        assert any(not torch.equal(a, b) for a, b in zip(before, trainer.unwrapped_model.parameters()))
+
+
+def test_functional_verifier_zero_variance_groups_are_filtered_and_change_nothing(arith_data, tmp_path):
+    from pivotgym.sampling.testing import tiny_llama
+
+    model, tokenizer = tiny_llama(seed=2)
+    before = [p.detach().clone() for p in model.parameters()]
+    # the real arith verifier: a random tiny model never computes the right value -> every group is flat
+    config = small_config(arith_data, tmp_path / "run", verifier="functional", steps=1, eval_pivots=1)
+    summary = PivotTrainer(config, model=model, tokenizer=tokenizer).fit()
+    assert summary["counters"]["filtered_turns"] == 8 and summary["counters"]["rollout_turns"] == 0
+    assert summary["counters"]["tokens_trained"] == 0
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+def _worker(data: Path, out: Path, site: Path, kill_after: int | None = None) -> subprocess.CompletedProcess:
+    args = [sys.executable, str(WORKER), str(data), str(out)] + ([str(kill_after)] if kill_after else [])
+    env = cli_env(site, PIVOTGYM_LOAD_PLUGINS="arith", OMP_NUM_THREADS="1")
+    return subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.timeout(600)
+def test_resume_after_kill_gives_the_same_weights(arith_data, plugin_site, tmp_path):
+    straight = _worker(arith_data, tmp_path / "straight", plugin_site)
+    assert straight.returncode == 0, straight.stderr[-3000:]
+    killed = _worker(arith_data, tmp_path / "resumed", plugin_site, kill_after=3)
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    ckpts = sorted(p.name for p in (tmp_path / "resumed" / "checkpoints").iterdir())
+    assert ckpts == ["step-000002"]
+    resumed = _worker(arith_data, tmp_path / "resumed", plugin_site)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+
+    final = "checkpoints/step-000004/pytorch_model.bin"
+    a = torch.load(tmp_path / "straight" / final)
+    b = torch.load(tmp_path / "resumed" / final)
+    init = {k: v for k, v in a.items()}
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+    assert init  # non-empty state dict
+    sa = json.loads((tmp_path / "straight" / "summary.json").read_text())
+    sb = json.loads((tmp_path / "resumed" / "summary.json").read_text())
+    for key in ("rollout_turns", "filtered_turns", "tokens_generated", "tokens_trained", "eval_turns"):
+        assert sa["counters"][key] == sb["counters"][key], key
+    assert sa["final_eval"]["score"] == sb["final_eval"]["score"]
+    steps = [(r["kind"], r["step"]) for r in read_jsonl(tmp_path / "resumed" / "metrics.jsonl")]
+    assert steps == [(r["kind"], r["step"]) for r in read_jsonl(tmp_path / "straight" / "metrics.jsonl")]
+
+
+def test_cli_trains_from_a_yaml_config(arith_data, tmp_path, capsys):
+    import yaml
+
+    from pivotgym.cli import main
+    from pivotgym.sampling.testing import tiny_llama
+
+    model, tokenizer = tiny_llama(seed=4)
+    model.save_pretrained(tmp_path / "tiny")
+    tokenizer.save_pretrained(tmp_path / "tiny")
+    config = small_config(arith_data, tmp_path / "cli-run", steps=1, eval_pivots=1).to_dict()
+    config.update(model=str(tmp_path / "tiny"), trainer="pivot")
+    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(config))
+    assert main(["train", "pivot", "--config", str(tmp_path / "cfg.yaml"), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["trainer"] == "pivot" and summary["steps"] == 1
+    assert summary["counters"]["rollout_turns"] + summary["counters"]["filtered_turns"] == 8
+    (tmp_path / "bad.yaml").write_text("stepz: 3\n")
+    assert main(["train", "pivot", "--config", str(tmp_path / "bad.yaml")]) == 1
+    assert "unknown key(s) ['stepz']" in capsys.readouterr().err
