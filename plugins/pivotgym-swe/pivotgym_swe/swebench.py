@@ -40,7 +40,7 @@ def load_instances(path: str | Path) -> list[dict[str, Any]]:
         row = dict(row)
         for key in LIST_FIELDS:
             value = row.get(key, [])
-            row[key] = json.loads(value) if isinstance(value, str) else list(value)
+            row[key] = [str(v) for v in (json.loads(value) if isinstance(value, str) else value)]
         missing = [k for k in ("instance_id", "repo", "problem_statement") if not row.get(k)]
         if missing:
             raise ValueError(f"{path}: instance {row.get('instance_id', '?')} lacks {missing}")
@@ -86,24 +86,35 @@ def grade(instance: dict[str, Any], log_path: str | Path, model_patch: str = "")
     return {"instance_id": instance["instance_id"], "resolved": bool(entry.get("resolved")), "report": entry}
 
 
+APPLY_FAILED = ">>>>> Patch Apply Failed"  # swebench's marker: the grader then reports the patch as not applied
+PATCH_END = "PIVOTGYM_PATCH_EOF"
+
+
+def prediction_script(instance: dict[str, Any], model_patch: str) -> str:
+    """The bash script run in the instance's image: apply ``model_patch`` to /testbed (``git apply``, then
+    ``patch`` with fuzz), then the instance's eval script. A patch that applies neither way prints swebench's
+    apply-failure marker and stops."""
+    if PATCH_END in model_patch:
+        raise ValueError(f"the patch contains the here-doc terminator {PATCH_END!r}")
+    return (f"cd /testbed\ncat > /tmp/patch.diff <<'{PATCH_END}'\n{model_patch.rstrip(chr(10))}\n{PATCH_END}\n"
+            "git apply -v /tmp/patch.diff || patch --batch --fuzz=5 -p1 -i /tmp/patch.diff "
+            f"|| {{ echo '{APPLY_FAILED}'; exit 1; }}\n" + eval_script(instance))
+
+
 def evaluate_prediction(instance: dict[str, Any], model_patch: str, *, sandbox: DockerSandbox | None = None,
                         limits: Limits | None = None) -> dict[str, Any]:
     """Apply ``model_patch`` in the instance's image, run its eval script, grade the log (needs Docker)."""
-    import shlex
     import tempfile
 
     sandbox = sandbox or DockerSandbox(limits=limits or Limits(wall_seconds=1800, cpu_seconds=None,
                                                                memory_bytes=8 << 30, max_processes=4096,
                                                                file_size_bytes=None, output_bytes=8 << 20))
     spec = test_spec(instance)
-    script = ("set -e\ncd /testbed\ncat > /tmp/patch.diff <<'PIVOTGYM_PATCH_EOF'\n" + model_patch
-              + "\nPIVOTGYM_PATCH_EOF\ngit apply -v /tmp/patch.diff || patch --batch --fuzz=5 -p1 -i /tmp/patch.diff\n"
-              "set +e\n" + eval_script(instance))
-    result = sandbox.run_in_image(spec.image if hasattr(spec, "image") else instance["image"],
-                                  ["/bin/bash", "-c", script], limits=sandbox.limits)
+    result = sandbox.run_in_image(spec.image, ["/bin/bash", "-c", prediction_script(instance, model_patch)],
+                                  limits=sandbox.limits)
     with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as fh:
         fh.write(result.stdout + result.stderr)
     graded = grade(instance, fh.name, model_patch)
     graded["timed_out"] = result.timed_out
-    graded["command"] = shlex.quote("eval " + instance["instance_id"])
+    graded["log"] = fh.name
     return graded

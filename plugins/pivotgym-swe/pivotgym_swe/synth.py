@@ -13,20 +13,22 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import re
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pivotgym.sandbox import Sandbox, fork_dir, get_sandbox, remove_dir
+from pivotgym.sandbox import Limits, Sandbox, fork_dir, get_sandbox, remove_dir
 
 from pivotgym_swe.mutate import Mutation, candidate_mutations, sample_mutations
 from pivotgym_swe.sources import PROJECTS, Project, humaneval_files, humaneval_problems, humaneval_tree, repo_tree
-from pivotgym_swe.testing import TestRun, is_test_path, judge, run_pytest
+from pivotgym_swe.testing import JUDGE_LIMITS, TestRun, is_test_path, judge, run_pytest
 
 DEFAULT_QUOTAS = {"toolz": (20, 8), "more-itertools": (12, 6), "humanevalfix": (20, 10)}
 HUMANEVAL_TEST_FROM = 130  # HumanEval/130.. form the test split
+SCREEN_WALL_SECONDS = 30.0  # a mutant whose test run takes longer (an infinite loop, mostly) is rejected
 
 
 @dataclass
@@ -69,9 +71,12 @@ def unified_patch(path: str, before: str, after: str) -> str:
                                         fromfile=f"a/{path}", tofile=f"b/{path}"))
 
 
+_ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,}\b")
+
+
 def _statement(repo: str, f2p: list[str], run: TestRun, lead: str = "") -> str:
     first = next((run.failures[n] for n in f2p if n in run.failures), "")
-    tail = "\n".join(first.strip().splitlines()[-25:])
+    tail = _ADDRESS.sub("0x...", "\n".join(first.strip().splitlines()[-25:]))  # object addresses vary by run
     tests = "\n".join(f"- {n}" for n in f2p[:10]) + (f"\n- ... and {len(f2p) - 10} more" if len(f2p) > 10 else "")
     return (f"{lead}Some tests of {repo} fail after a recent change to the library code.\n\nFailing tests:\n{tests}\n\n"
             f"Output of the first failing test:\n```\n{tail}\n```\n\nFix the library code (not the tests) so that "
@@ -87,12 +92,26 @@ def _test_files(nodes: list[str]) -> list[str]:
     return sorted({n.split("::")[0] for n in nodes})
 
 
+def screen_targets(module: str, tests: set[str]) -> list[str]:
+    """The test files named after ``module`` (``toolz/_signatures.py`` -> ``test_signatures.py``): running
+    only those keeps screening a mutant cheap. Empty when no test file matches (then the whole suite runs)."""
+    stem = Path(module).stem.lstrip("_")
+    return sorted({n.split("::")[0] for n in tests if Path(n.split("::")[0]).name == f"test_{stem}.py"})
+
+
+def _in_targets(node: str, targets: list[str]) -> bool:
+    file = node.split("::")[0]
+    return any(file == t or file.startswith(t.rstrip("/") + "/") for t in targets)
+
+
 def _try_mutant(pristine: Path, mutation: Mutation, clean: str, targets: list[str], deselect: list[str],
-                sandbox: Sandbox, scratch: Path) -> TestRun | None:
+                sandbox: Sandbox, scratch: Path, limits: Limits | None = None) -> TestRun | None:
+    """Run ``targets`` on a fork with the mutation applied; None when the run is unusable (error, timeout)."""
     work = fork_dir(pristine, scratch / f"m{abs(hash((mutation.path, mutation.lineno, mutation.mutated)))}")
     try:
         (work / mutation.path).write_text(mutation.apply(clean))
-        run = run_pytest(work, targets, sandbox=sandbox, deselect=deselect)
+        run = run_pytest(work, targets, sandbox=sandbox, deselect=deselect,
+                         limits=limits or JUDGE_LIMITS.with_(wall_seconds=SCREEN_WALL_SECONDS))
     finally:
         remove_dir(work)
     return None if run.error or run.timed_out or any(k.startswith("<collection>") for k in run.outcomes) else run
@@ -116,47 +135,71 @@ def verify_instance(instance: dict[str, Any], pristine: Path, sandbox: Sandbox) 
     return not before.solved and not any(before.fail_to_pass.values()) and after.solved
 
 
-def synth_project(project: Project, quotas: tuple[int, int], config: SynthConfig, *, sandbox: Sandbox | None = None,
-                  progress: Callable[[str], None] | None = None) -> Iterator[dict[str, Any]]:
-    """Yield verified instances for ``project`` until the (train, test) quotas are met or tries run out."""
-    sandbox = sandbox or get_sandbox()
-    pristine = repo_tree(project)
+def baseline_passing(project: Project, pristine: Path, sandbox: Sandbox, scratch: Path) -> set[str]:
+    """Node ids of the tests that pass on the pristine tree (the only ones a mutant may break)."""
+    base_fork = fork_dir(pristine, scratch / "baseline")
+    try:
+        baseline = run_pytest(base_fork, list(project.test_paths), sandbox=sandbox, deselect=list(project.deselect))
+    finally:
+        remove_dir(base_fork)
+    passing = {n for n, o in baseline.outcomes.items() if o == "passed"}
+    if not passing:
+        raise RuntimeError(f"{project.repo}: no test passes on the pristine tree ({baseline.error})")
+    return passing
+
+
+def source_files(pristine: Path) -> dict[str, str]:
+    """The library modules of a tree that mutations may touch (tests and ``__init__.py`` excluded)."""
+    return {str(p.relative_to(pristine)): p.read_text() for p in sorted(pristine.rglob("*.py"))
+            if not is_test_path(str(p.relative_to(pristine))) and p.name != "__init__.py"}
+
+
+def screen_mutant(project: Project, pristine: Path, mutation: Mutation, clean: str, split: str, passing: set[str],
+                  config: SynthConfig, sandbox: Sandbox, scratch: Path) -> dict[str, Any] | None:
+    """The instance for one mutant, or None when it is rejected: it breaks no test (or more than
+    ``max_f2p``), does not import, times out, or fails verification."""
     deselect = list(project.deselect)
+    targets = screen_targets(mutation.path, passing) or list(project.test_paths)
+    run = _try_mutant(pristine, mutation, clean, targets, deselect, sandbox, scratch)
+    if run is None:
+        return None
+    ran = [n for n in passing if _in_targets(n, targets)]
+    f2p = sorted(n for n in ran if not run.passed(n))
+    if not 1 <= len(f2p) <= config.max_f2p:
+        return None
+    test_files = _test_files(f2p)
+    p2p = sorted(n for n in passing - set(f2p) if n.split("::")[0] in test_files)
+    instance = _make_instance(project.name, project.repo, project.source_spec(), mutation, clean, split, f2p, p2p,
+                              test_files, deselect, _statement(project.repo, f2p, run))
+    return instance if verify_instance(instance, pristine, sandbox) else None
+
+
+def synth_project(project: Project, quotas: tuple[int, int], config: SynthConfig, *, sandbox: Sandbox | None = None,
+                  progress: Callable[[str], None] | None = None, tree: Path | None = None) -> Iterator[dict[str, Any]]:
+    """Yield verified instances for ``project`` until the (train, test) quotas are met or tries run out.
+
+    ``tree`` overrides the pristine tree (default: the project's cached source, see :func:`repo_tree`)."""
+    sandbox = sandbox or get_sandbox()
+    pristine = Path(tree) if tree is not None else repo_tree(project)
     with tempfile.TemporaryDirectory(prefix="pivotgym-synth-") as tmp:
         scratch = Path(tmp)
-        base_fork = fork_dir(pristine, scratch / "baseline")
-        baseline = run_pytest(base_fork, list(project.test_paths), sandbox=sandbox, deselect=deselect)
-        remove_dir(base_fork)
-        passing = {n for n, o in baseline.outcomes.items() if o == "passed"}
-        if not passing:
-            raise RuntimeError(f"{project.repo}: no test passes on the pristine tree ({baseline.error})")
-        files = {str(p.relative_to(pristine)): p.read_text() for p in sorted(pristine.rglob("*.py"))
-                 if not is_test_path(str(p.relative_to(pristine))) and p.name != "__init__.py"}
+        passing = baseline_passing(project, pristine, sandbox, scratch)
+        files = source_files(pristine)
         need = {"train": quotas[0], "test": quotas[1]}
-        for tries, mutation in enumerate(sample_mutations(files, config.seed)):
+        tries = 0
+        for mutation in sample_mutations(files, config.seed):
             if tries >= config.max_tries or not any(need.values()):
                 break
             split = "test" if mutation.path in project.test_split_modules else "train"
             if need[split] <= 0:
                 continue
-            stem = Path(mutation.path).stem
-            targets = sorted({n.split("::")[0] for n in passing if Path(n.split("::")[0]).name == f"test_{stem}.py"})
-            run = _try_mutant(pristine, mutation, files[mutation.path], targets or list(project.test_paths),
-                              deselect, sandbox, scratch)
-            if run is None:
-                continue
-            f2p = sorted(n for n in passing if not run.passed(n))
-            if not 1 <= len(f2p) <= config.max_f2p:
-                continue
-            test_files = _test_files(f2p)
-            p2p = sorted(n for n in passing - set(f2p) if n.split("::")[0] in test_files)
-            instance = _make_instance(project.name, project.repo, project.source_spec(), mutation,
-                                      files[mutation.path], split, f2p, p2p, test_files, deselect,
-                                      _statement(project.repo, f2p, run))
-            if verify_instance(instance, pristine, sandbox):
+            tries += 1  # only mutants actually run count against max_tries
+            instance = screen_mutant(project, pristine, mutation, files[mutation.path], split, passing, config,
+                                     sandbox, scratch)
+            if instance is not None:
                 need[split] -= 1
                 if progress:
-                    progress(f"{instance['instance_id']} [{split}] {len(f2p)} failing")
+                    progress(f"{instance['instance_id']} [{split}] {len(instance['FAIL_TO_PASS'])} failing")
                 yield instance
 
 
