@@ -1,6 +1,7 @@
 """Sandbox costs, each as a ratio against a baseline measured in the same run.
 
-1. start overhead: `true` under bwrap vs a bare subprocess (goal: <= 50 ms more);
+1. start overhead: `true` under bwrap vs a bare subprocess (goal: <= 50 ms more), and the same start from a
+   parent with a 1 GiB heap, rlimits via `prlimit` (vfork) vs the preexec_fn fallback (fork);
 2. a real test run (toolz's test_itertoolz.py through the judge's pytest runner) under bwrap vs the same
    runner as a bare subprocess (goal: <= 1.3x);
 3. forking a work dir (the toolz tree) vs building it from the installed wheel.
@@ -40,6 +41,20 @@ def main() -> None:
     bwrap_start = timed(lambda: box.run(["true"], work), 20)
     print(f"start: bare {bare_start * 1e3:.1f} ms, bwrap {bwrap_start * 1e3:.1f} ms, "
           f"overhead {(bwrap_start - bare_start) * 1e3:.1f} ms (goal <= 50 ms)")
+
+    # the same start from a parent holding a 1 GiB heap (a loaded model): rlimits through `prlimit` let
+    # subprocess spawn with vfork; the preexec_fn fallback forks the whole address space
+    import pivotgym.sandbox.base as base
+
+    heap = bytearray(1 << 30)
+    heap[::4096] = b"x" * len(heap[::4096])
+    with_prlimit = timed(lambda: box.run(["true"], work), 10)
+    saved, base._PRLIMIT = base._PRLIMIT, ""
+    with_preexec = timed(lambda: box.run(["true"], work), 10)
+    base._PRLIMIT = saved
+    del heap
+    print(f"start with a 1 GiB parent heap: prlimit {with_prlimit * 1e3:.1f} ms, preexec_fn fallback "
+          f"{with_preexec * 1e3:.1f} ms ({with_preexec / with_prlimit:.1f}x)")
 
     target = "toolz/tests/test_itertoolz.py"
     bare = lambda: subprocess.run([sys.executable, "-I", "-c", RUNNER, str(work), target], input="n\n",  # noqa: E731

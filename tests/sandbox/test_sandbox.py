@@ -98,3 +98,24 @@ def test_docker_backend_runs_when_an_engine_exists(tmp_path):
         pytest.skip("no reachable Docker engine")
     result = get_sandbox("docker").run("echo hi", tmp_path)
     assert result.stdout.strip() == "hi"
+
+
+@needs_bwrap
+@pytest.mark.parametrize("use_prlimit", [True, False])
+def test_rlimits_reach_the_command_with_and_without_prlimit(tmp_path, monkeypatch, use_prlimit):
+    """Limits are set through `prlimit` (vfork-friendly) when present, else in a preexec_fn: same effect."""
+    import pivotgym.sandbox.base as base
+
+    if not use_prlimit:
+        monkeypatch.setattr(base, "_PRLIMIT", "")
+    elif base.prlimit_prefix(Limits()) is None:
+        pytest.skip("prlimit (util-linux) is not installed")
+    limits = Limits(cpu_seconds=7, memory_bytes=1 << 30, max_processes=33, file_size_bytes=5 << 20)
+    text = get_sandbox("bwrap").run("cat /proc/self/limits; umask", tmp_path, limits=limits).stdout
+    rows = {line[:26].strip(): line[26:].split()[:2] for line in text.splitlines()[1:] if line.startswith("Max")}
+    assert rows["Max cpu time"] == ["7", "7"]
+    assert rows["Max address space"] == [str(1 << 30)] * 2
+    assert rows["Max processes"] == ["33", "33"]
+    assert rows["Max file size"] == [str(5 << 20)] * 2
+    assert rows["Max core file size"] == ["0", "0"]
+    assert text.split()[-1] == "0022"
