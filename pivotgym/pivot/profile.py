@@ -313,6 +313,24 @@ class Profiler:
     def _block_seed(self, state: State, block_index: int) -> int:
         return int(content_hash(state.stream, "block", block_index)[:8], 16)
 
+    def _sample(self, states: list[State], wanted: list[int], round_index: int) -> list[list[Any]]:
+        """One block of samples per state, each under its own derived seed. A server backend (a sampler with
+        ``concurrency > 1``, e.g. the OpenAI-compatible client) gets the states' requests concurrently."""
+
+        def one(item: tuple[State, int]) -> list[Any]:
+            state, n = item
+            params = replace(self.config.params, seed=self._block_seed(state, round_index))
+            return self.sampler.sample([state.prompt], n=n, params=params)[0]
+
+        items = list(zip(states, wanted))
+        concurrency = int(getattr(self.sampler, "concurrency", 1) or 1)
+        if concurrency > 1 and len(items) > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=min(concurrency, len(items))) as pool:
+                return list(pool.map(one, items))
+        return [one(item) for item in items]
+
     def _profile_chunk(self, chunk: list[State], counters: dict[str, int]) -> list[TurnProfile]:
         """Profile a few states together: sample a block for each active state, verify all candidates in one
         fan-out, and repeat until every state is done (once for fixed K)."""
@@ -326,10 +344,8 @@ class Profiler:
         while active:
             tasks: list[VerifyTask] = []
             slots: list[tuple[str, int | None, str | None]] = []  # (state key, task index | None, failure)
-            for state in active:
-                n = min(block, k - len(rewards[state.key]))
-                params = replace(self.config.params, seed=self._block_seed(state, round_index))
-                completions = self.sampler.sample([state.prompt], n=n, params=params)[0]
+            wanted = [min(block, k - len(rewards[s.key])) for s in active]
+            for state, n, completions in zip(active, wanted, self._sample(active, wanted, round_index)):
                 counters["samples"] += len(completions)
                 if completions and completions[0].prompt_token_ids:
                     prompt_tokens[state.key] = len(completions[0].prompt_token_ids)

@@ -62,3 +62,20 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tokenizer.save_pretrained(folder)
     return folder
 
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread() -> Iterator[None]:
+    """Sample with one torch thread in these tests: on a small shared CPU, OpenMP threads competing with
+    other processes (our own verification workers included) slow tiny-model sampling down ~10x."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -131,7 +131,7 @@ def test_resume_after_sigkill_writes_the_same_file(pivot_registry: object, pivot
     source = tmp_path / "trajs.jsonl"
     _save(source, trajectories)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(pivot_site), os.environ.get("PYTHONPATH", "")]),
-               PIVOTGYM_LOAD_PLUGINS="arith,flaky")
+               PIVOTGYM_LOAD_PLUGINS="arith,flaky", OMP_NUM_THREADS="1")
 
     def command(out: Path) -> list[str]:
         return [sys.executable, "-m", "pivotgym.cli", "profile", "-t", str(source), "-o", str(out),
