@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import random
+import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,8 @@ class HFSampler:
 
     ``max_batch_size`` bounds the number of sequences decoded together (prompts x n); prompts are grouped
     so each group's ``len(group) * n`` fits (a single prompt with a larger n still runs as one group).
+    ``cache_implementation``: ``"dynamic"`` (default on CPU: finished rows leave the cache) or ``"static"``
+    (default on CUDA: fixed shapes, decode step compiled with CUDA graphs when ``compile``, default on CUDA).
     """
 
     backend = "hf"
@@ -46,6 +49,9 @@ class HFSampler:
         dtype: torch.dtype | str | None = None,
         max_batch_size: int = 64,
         progress: bool = False,
+        cache_implementation: str | None = None,
+        compile: bool | None = None,
+        sync_every: int = 8,
     ) -> None:
         if isinstance(model, (str, os.PathLike)):
             self.model_name = str(model)
@@ -65,6 +71,13 @@ class HFSampler:
         self.progress = progress
         self.pad_id = _pad_id(tokenizer)
         self.eos_ids = _eos_ids(self.model, tokenizer)
+        on_cuda = self.device.type == "cuda"
+        if cache_implementation not in (None, "dynamic", "static"):
+            raise ValueError(f"cache_implementation must be 'dynamic' or 'static', got {cache_implementation!r}")
+        self.cache_implementation = cache_implementation or ("static" if on_cuda else "dynamic")
+        self.compile = bool(on_cuda and self.cache_implementation == "static") if compile is None else compile
+        self.sync_every = max(1, int(sync_every))
+        self._compiled: Any = None
 
     # ------------------------------------------------------------------ info
     @property
@@ -95,8 +108,10 @@ class HFSampler:
     def sample(
         self, prompts: Sequence[Prompt], n: int = 1, params: SamplingParams | None = None
     ) -> list[list[Completion]]:
-        """``n`` completions for each prompt, in prompt order. Reproducible for a given ``params.seed``
-        (same prompts, n, params and batch size)."""
+        """``n`` completions for each prompt, in prompt order.
+
+        With ``params.seed`` set, the j-th sample of the i-th prompt is reproducible whatever the batch size
+        or device path (see :class:`GumbelNoise`); without it every call draws a fresh seed."""
         from tqdm.auto import tqdm
 
         params = params or SamplingParams()
@@ -104,8 +119,7 @@ class HFSampler:
             raise ValueError(f"n must be >= 1, got {n}")
         encoded = [self.encode(p) for p in prompts]
         seed = params.seed if params.seed is not None else random.SystemRandom().randrange(2**63)
-        generator = torch.Generator(device=self.device)
-        generator.manual_seed(int(seed))
+        noise = GumbelNoise(int(seed), self.device)
         per_group = max(1, self.max_batch_size // n)
         results: list[list[Completion]] = []
         was_training = self.model.training
@@ -115,51 +129,68 @@ class HFSampler:
                                        disable=not self.progress) as bar:
                 for start in range(0, len(encoded), per_group):
                     group = encoded[start:start + per_group]
-                    results.extend(self._generate(group, n, params, generator))
+                    results.extend(self._generate(group, n, params, noise.rows(start * n, len(group) * n)))
                     bar.update(len(group))
         finally:
             self.model.train(was_training)
         return results
 
     def _generate(
-        self, prompts: list[list[int]], n: int, params: SamplingParams, generator: torch.Generator
+        self, prompts: list[list[int]], n: int, params: SamplingParams, noise: GumbelNoise
     ) -> list[list[Completion]]:
-        from transformers import DynamicCache
-
-        device, batch = self.device, len(prompts)
-        rows = batch * n
         if params.max_new_tokens <= 0:
             return [[Completion("", [], [], "length", list(p)) for _ in range(n)] for p in prompts]
+        logits, cache, attention = self._prefill(prompts, n)
+        stop = [s for s in params.stop if s]
+        if self.cache_implementation == "static" and _static_capable(self.model):
+            tokens, logprobs, finish = self._decode_static(logits, cache, attention, params, noise, stop)
+        else:
+            tokens, logprobs, finish = self._decode_dynamic(logits, cache, attention, params, noise, stop)
+        completions: list[list[Completion]] = []
+        for p, ids in enumerate(prompts):
+            group = []
+            for row in range(p * n, (p + 1) * n):
+                text = cut_at_stop(self.decode(tokens[row]), stop)
+                group.append(Completion(text, tokens[row], logprobs[row], finish[row] or "length", list(ids)))
+            completions.append(group)
+        return completions
 
-        # ---- one prefill for the whole group, left-padded
-        width = max(len(p) for p in prompts)
+    def _prefill(self, prompts: list[list[int]], n: int) -> tuple[torch.Tensor, Any, torch.Tensor]:
+        """One forward over the left-padded prompts; returns the last logits, the cache and the attention
+        mask, each repeated ``n`` times along the batch axis (the prompt itself is never repeated)."""
+        from transformers import DynamicCache
+
+        batch, width = len(prompts), max(len(p) for p in prompts)
         input_ids = torch.full((batch, width), self.pad_id, dtype=torch.long)
         attention = torch.zeros((batch, width), dtype=torch.long)
         for row, ids in enumerate(prompts):
             input_ids[row, width - len(ids):] = torch.as_tensor(ids, dtype=torch.long)
             attention[row, width - len(ids):] = 1
-        input_ids, attention = input_ids.to(device), attention.to(device)
-        positions = positions_from_mask(attention)
+        input_ids, attention = input_ids.to(self.device), attention.to(self.device)
         cache = DynamicCache(config=getattr(self.model, "config", None))
-        out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
+        out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions_from_mask(attention),
                          past_key_values=cache, use_cache=True, logits_to_keep=1)
-        logits = out.logits[:, -1, :].float()
-        cache = out.past_key_values
-
-        # ---- share it: repeat the cache (not the prompt) n times
+        logits, cache = out.logits[:, -1, :].float(), out.past_key_values
         if n > 1:
             cache.batch_repeat_interleave(n)
             logits = logits.repeat_interleave(n, dim=0)
             attention = attention.repeat_interleave(n, dim=0)
-        next_position = attention.sum(dim=1)  # each row's next rotary position
+        return logits, cache, attention
 
+    def _decode_dynamic(
+        self, logits: torch.Tensor, cache: Any, attention: torch.Tensor, params: SamplingParams,
+        noise: GumbelNoise, stop: list[str],
+    ) -> tuple[list[list[int]], list[list[float]], list[str | None]]:
+        """Decode on a DynamicCache, dropping each row from the cache as soon as it finishes (CPU default)."""
+        rows = logits.shape[0]
+        next_position = attention.sum(dim=1)  # each row's next rotary position
         tokens: list[list[int]] = [[] for _ in range(rows)]
         logprobs: list[list[float]] = [[] for _ in range(rows)]
         finish: list[str | None] = [None] * rows
-        live = list(range(rows))  # global row of each cache row
-        stop = [s for s in params.stop if s]
+        live = list(range(rows))  # group row of each cache row
+        live_index = torch.arange(rows, device=self.device)
         for step in range(params.max_new_tokens):
-            chosen = _choose(logits, params, generator)
+            chosen = _choose(logits, params, noise, step, live_index)
             chosen_lp = logits.gather(1, chosen.unsqueeze(1)).squeeze(1) - torch.logsumexp(logits, dim=-1)
             for row, token, lp in zip(live, chosen.tolist(), chosen_lp.tolist()):
                 tokens[row].append(token)
@@ -172,24 +203,105 @@ class HFSampler:
             if not keep:
                 break
             if len(keep) < len(live):  # drop finished rows from every tensor and the cache
-                index = torch.as_tensor(keep, device=device)
+                index = torch.as_tensor(keep, device=self.device)
                 cache.batch_select_indices(index)
                 chosen, attention, next_position = chosen[index], attention[index], next_position[index]
                 live = [live[i] for i in keep]
+                live_index = live_index[index]
             attention = torch.cat([attention, attention.new_ones((len(live), 1))], dim=1)
             out = self.model(input_ids=chosen.unsqueeze(1), attention_mask=attention,
                              position_ids=next_position.unsqueeze(1), past_key_values=cache, use_cache=True)
             next_position = next_position + 1
             logits = out.logits[:, -1, :].float()
+        return tokens, logprobs, finish
 
-        completions: list[list[Completion]] = []
-        for p, ids in enumerate(prompts):
-            group = []
-            for row in range(p * n, (p + 1) * n):
-                text = cut_at_stop(self.decode(tokens[row]), stop)
-                group.append(Completion(text, tokens[row], logprobs[row], finish[row] or "length", list(ids)))
-            completions.append(group)
-        return completions
+    def _decode_static(
+        self, logits: torch.Tensor, cache: Any, attention: torch.Tensor, params: SamplingParams,
+        noise: GumbelNoise, stop: list[str],
+    ) -> tuple[list[list[int]], list[list[float]], list[str | None]]:
+        """Decode on a StaticCache with fixed shapes and device-side bookkeeping (CUDA default).
+
+        Every tensor the step reads has a fixed shape, so the step can be compiled (``torch.compile`` with
+        CUDA graphs) and replayed with one launch; finished rows keep running until all are done (their
+        extra tokens are discarded). The host syncs once every ``sync_every`` steps, or every step when
+        stop strings must be checked.
+        """
+        from transformers import StaticCache
+
+        device, rows, width = self.device, logits.shape[0], attention.shape[1]
+        steps = params.max_new_tokens
+        total = -(-(width + steps) // 128) * 128  # bucketed: fewer distinct shapes to compile
+        static = StaticCache(config=self.model.config, max_cache_len=total)
+        for layer, source in zip(static.layers, cache.layers):
+            layer.lazy_initialization(source.keys, source.values)
+            layer.keys[:, :, :width].copy_(source.keys)
+            layer.values[:, :, :width].copy_(source.values)
+            layer.cumulative_length.fill_(width)
+        del cache
+        mask = torch.zeros((rows, total), dtype=torch.long, device=device)
+        mask[:, :width] = attention
+        position = attention.sum(dim=1, keepdim=True)
+        eos = torch.as_tensor(sorted(self.eos_ids) or [-1], device=device)
+        token_buf = torch.full((rows, steps), self.pad_id, dtype=torch.long, device=device)
+        logprob_buf = torch.zeros((rows, steps), dtype=torch.float32, device=device)
+        lengths = torch.zeros(rows, dtype=torch.long, device=device)
+        stopped = torch.zeros(rows, dtype=torch.bool, device=device)
+        forward = self._step_forward()
+        for step in range(steps):
+            chosen = _choose(logits, params, noise, step, None)
+            token_buf[:, step] = chosen
+            logprob_buf[:, step] = logits.gather(1, chosen.unsqueeze(1)).squeeze(1) - torch.logsumexp(logits, dim=-1)
+            lengths += (~stopped).long()
+            stopped |= torch.isin(chosen, eos)
+            if stop:
+                lengths_host, stopped_host = lengths.tolist(), stopped.tolist()
+                ids = token_buf[:, :step + 1].tolist()
+                hits = [r for r in range(rows) if not stopped_host[r]
+                        and _hits_stop(self.decode(ids[r][:lengths_host[r]]), stop)]
+                if hits:
+                    stopped[torch.as_tensor(hits, device=device)] = True
+            if step + 1 == steps or ((stop or (step + 1) % self.sync_every == 0) and bool(stopped.all())):
+                break
+            mask[:, width + step] = 1
+            cache_position = torch.full((1,), width + step, dtype=torch.long, device=device)
+            logits = forward(chosen.unsqueeze(1), mask, position, static, cache_position).float()
+            position = position + 1
+        lengths_host, stopped_host = lengths.tolist(), stopped.tolist()
+        token_rows, logprob_rows = token_buf.tolist(), logprob_buf.tolist()
+        tokens = [token_rows[r][:lengths_host[r]] for r in range(rows)]
+        logprobs = [logprob_rows[r][:lengths_host[r]] for r in range(rows)]
+        finish: list[str | None] = ["stop" if stopped_host[r] else "length" for r in range(rows)]
+        return tokens, logprobs, finish
+
+    def _step_forward(self) -> Any:
+        """One decode step -> last logits ``[rows, vocab]``; compiled (CUDA graphs) when ``self.compile``."""
+        model = self.model
+
+        def step(input_ids: torch.Tensor, mask: torch.Tensor, position: torch.Tensor, cache: Any,
+                 cache_position: torch.Tensor) -> torch.Tensor:
+            out = model(input_ids=input_ids, attention_mask=mask, position_ids=position, past_key_values=cache,
+                        cache_position=cache_position, use_cache=True)
+            return out.logits[:, -1, :]
+
+        if not self.compile:
+            return step
+        if self._compiled is None:
+            self._compiled = torch.compile(step, mode="reduce-overhead", fullgraph=False, dynamic=False)
+        compiled = self._compiled
+
+        def guarded(input_ids: torch.Tensor, mask: torch.Tensor, position: torch.Tensor, cache: Any,
+                    cache_position: torch.Tensor) -> torch.Tensor:
+            try:
+                return compiled(input_ids, mask, position, cache, cache_position).clone()
+            except Exception as exc:  # noqa: BLE001 - a compiler failure must not lose the samples
+                warnings.warn(f"torch.compile of the decode step failed ({exc!r}); continuing without it",
+                              stacklevel=2)
+                self.compile = False
+                for layer in cache.layers:  # the failed attempt may have advanced the write position
+                    layer.cumulative_length.fill_(int(cache_position[0]))
+                return step(input_ids, mask, position, cache, cache_position)
+
+        return guarded
 
     # --------------------------------------------------------------- scoring
     def score(self, prompt_ids: Sequence[int], completion_ids: Sequence[int]) -> list[float]:
@@ -220,8 +332,10 @@ class HFSampler:
 
 
 # ---------------------------------------------------------------------- helpers
-def _choose(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator) -> torch.Tensor:
-    """Next token per row: greedy at temperature 0, else temperature / top-k / top-p sampling."""
+def _choose(logits: torch.Tensor, params: SamplingParams, noise: GumbelNoise, step: int,
+            rows: torch.Tensor | None) -> torch.Tensor:
+    """Next token per row: greedy at temperature 0, else temperature / top-k / top-p sampling done as
+    argmax(filtered scores + Gumbel noise), which draws from ``softmax(filtered scores)`` exactly."""
     if params.temperature <= 0:
         return logits.argmax(dim=-1)
     scores = logits / params.temperature
@@ -234,8 +348,88 @@ def _choose(logits: torch.Tensor, params: SamplingParams, generator: torch.Gener
         beyond = probs.cumsum(dim=-1) - probs > params.top_p  # mass before this token already exceeds top_p
         ordered = ordered.masked_fill(beyond, float("-inf"))
         scores = torch.full_like(scores, float("-inf")).scatter(-1, order, ordered)
-    probs = scores.softmax(dim=-1)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(1)
+    return (scores + noise.gumbel(step, scores.shape[-1], rows)).argmax(dim=-1)
+
+
+_MASK32 = 0xFFFFFFFF
+
+
+def _fmix32(x: int) -> int:
+    """murmur3's 32-bit finaliser on a Python int (exact)."""
+    x &= _MASK32
+    x ^= x >> 16
+    x = (x * 0x85EBCA6B) & _MASK32
+    x ^= x >> 13
+    x = (x * 0xC2B2AE35) & _MASK32
+    return x ^ (x >> 16)
+
+
+def _mul32(x: torch.Tensor, constant: int) -> torch.Tensor:
+    """``(x * constant) mod 2**32`` for int64 tensors holding 32-bit values, without int64 overflow."""
+    low, high = constant & 0xFFFF, constant >> 16
+    return (x * low + (((x * high) & 0xFFFF) << 16)) & _MASK32
+
+
+def _fmix32_tensor(x: torch.Tensor) -> torch.Tensor:
+    x = x ^ (x >> 16)
+    x = _mul32(x, 0x85EBCA6B)
+    x = x ^ (x >> 13)
+    x = _mul32(x, 0xC2B2AE35)
+    return x ^ (x >> 16)
+
+
+class GumbelNoise:
+    """Counter-based Gumbel noise: the value for (seed, row, step, token) is a hash of those four numbers.
+
+    So the j-th sample of the i-th prompt of a call draws the same noise whatever the batch grouping, the
+    cache implementation, or which other rows already finished: a seed reproduces samples exactly, and the
+    static (CUDA) and dynamic (CPU) decode paths agree. It is pure tensor arithmetic, so it runs inside a
+    decode loop on any device without host round trips.
+    """
+
+    def __init__(self, seed: int, device: torch.device, keys: torch.Tensor | None = None) -> None:
+        self.seed, self.device = seed, device
+        self._seed_mix = _fmix32(_fmix32(seed & _MASK32) ^ ((seed >> 32) & _MASK32))
+        self.keys = keys
+        self._columns: dict[int, torch.Tensor] = {}
+
+    def rows(self, first: int, count: int) -> GumbelNoise:
+        """The same stream, restricted to global rows ``first .. first+count-1`` (one prompt group)."""
+        hashed = [_fmix32(first + i + 0x9E3779B9) for i in range(count)]
+        child = GumbelNoise(self.seed, self.device, torch.as_tensor(hashed, dtype=torch.long, device=self.device))
+        child._columns = self._columns
+        return child
+
+    def gumbel(self, step: int, vocab: int, rows: torch.Tensor | None) -> torch.Tensor:
+        """``[rows, vocab]`` standard Gumbel noise for decode ``step`` (``rows`` indexes the group's rows)."""
+        if self.keys is None:
+            raise RuntimeError("GumbelNoise.rows(...) selects the rows before drawing")
+        columns = self._columns.get(vocab)
+        if columns is None:
+            columns = _mul32(torch.arange(vocab, dtype=torch.long, device=self.device), 0x9E3779B1)
+            self._columns[vocab] = columns
+        keys = self.keys if rows is None else self.keys[rows]
+        step_mix = _fmix32(self._seed_mix ^ ((step * 0x27D4EB2F) & _MASK32))
+        x = _fmix32_tensor(((keys ^ step_mix).unsqueeze(1) + columns.unsqueeze(0)) & _MASK32)
+        x = _fmix32_tensor(x ^ step_mix)
+        uniform = ((x >> 8).float() + 0.5) * (1.0 / (1 << 24))  # in (0, 1), 24 bits
+        return -torch.log(-torch.log(uniform))
+
+
+def _static_capable(model: Any) -> bool:
+    """Whether the static decode path applies: a plain full-attention cache layout (e.g. Llama, Qwen2);
+    sliding-window or hybrid models keep the dynamic path."""
+    from transformers import StaticCache
+    from transformers.cache_utils import StaticLayer
+
+    config = getattr(model, "config", None)
+    if config is None:
+        return False
+    try:
+        probe = StaticCache(config=config, max_cache_len=8)
+    except Exception:  # noqa: BLE001 - a config StaticCache cannot handle
+        return False
+    return all(type(layer) is StaticLayer for layer in probe.layers)
 
 
 def _hits_stop(text: str, stop: list[str]) -> bool:

@@ -63,6 +63,8 @@ def test_samples_of_one_prompt_differ_but_seed_reproduces(tiny_sampler):
     ids = lambda res: [[c.token_ids for c in g] for g in res]  # noqa: E731
     assert ids(first) == ids(again)
     assert ids(first) != ids(other)
+    regrouped = HFSampler(tiny_sampler.model, tiny_sampler.tokenizer, max_batch_size=3)  # one prompt per prefill
+    assert ids(regrouped.sample([CHAT_A, CHAT_B], n=3, params=params)) == ids(first)
     assert len({tuple(c.token_ids) for c in first[0]}) > 1  # near-uniform model: samples differ
 
 
@@ -158,3 +160,43 @@ def test_registry_builds_the_hf_sampler(tiny):
     assert {"hf", "vllm", "openai"} <= set(registry.samplers)
     sampler = registry.make_sampler("hf", tiny[0], tokenizer=tiny[1])
     assert isinstance(sampler, HFSampler)
+
+
+def test_static_cache_path_matches_the_dynamic_one(tiny):
+    """The CUDA default (static cache, fixed shapes) run eagerly on CPU: same tokens, logprobs, finishes."""
+    dynamic = HFSampler(*tiny)
+    static = HFSampler(*tiny, cache_implementation="static", compile=False, sync_every=2)
+    first = dynamic.sample([CHAT_A], params=SamplingParams(max_new_tokens=6, seed=5))[0][0]
+    for sampler in (dynamic, static):
+        sampler.eos_ids = {first.token_ids[3]}
+    marker = dynamic.decode(first.token_ids[:2])[-1:]
+    for params in (SamplingParams(max_new_tokens=7, seed=5), SamplingParams(max_new_tokens=7, temperature=0),
+                   SamplingParams(max_new_tokens=7, seed=9, stop=[marker] if marker.strip() else [])):
+        a = dynamic.sample([CHAT_A, CHAT_B], n=3, params=params)
+        b = static.sample([CHAT_A, CHAT_B], n=3, params=params)
+        for ga, gb in zip(a, b):
+            for ca, cb in zip(ga, gb):
+                assert (ca.token_ids, ca.text, ca.finish_reason) == (cb.token_ids, cb.text, cb.finish_reason)
+                assert ca.logprobs == pytest.approx(cb.logprobs, abs=1e-4)
+    assert any(c.finish_reason == "stop" for g in b for c in g)
+
+
+def test_unknown_cache_implementation_is_rejected(tiny):
+    with pytest.raises(ValueError, match="static"):
+        HFSampler(*tiny, cache_implementation="paged")
+
+
+def test_gumbel_sampling_draws_from_the_softmax():
+    from pivotgym.sampling.hf import GumbelNoise, _choose
+
+    logits = torch.tensor([[0.0, 1.0, 2.0, -1.0]]).repeat(2000, 1)
+    noise = GumbelNoise(seed=17, device=torch.device("cpu")).rows(0, 2000)
+    counts = torch.zeros(4)
+    for step in range(3):
+        for t in _choose(logits, SamplingParams(temperature=1.0), noise, step, None).tolist():
+            counts[t] += 1
+    assert torch.allclose(counts / counts.sum(), logits[0].softmax(-1), atol=0.02)
+    hot = _choose(logits, SamplingParams(temperature=0.25), noise, 0, None)
+    assert (hot == 2).float().mean() > 0.95  # low temperature concentrates on the argmax
+    rows = torch.tensor([5, 7])
+    assert torch.equal(noise.gumbel(4, 4, rows), noise.gumbel(4, 4, None)[rows])  # row-keyed, not position-keyed
