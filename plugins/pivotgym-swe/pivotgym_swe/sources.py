@@ -113,10 +113,10 @@ def sdist_path(project: Project) -> Path:
     """The cached sdist of ``project``, downloaded with pip on first use."""
     folder = cache_root() / "sdists"
     folder.mkdir(parents=True, exist_ok=True)
-    prefix = f"{project.name.replace('-', '_')}-{project.version}".lower()
-    for candidate in folder.iterdir():
-        name = candidate.name.lower().replace("-", "_")
-        if name.startswith(prefix) and name.endswith(".tar.gz"):
+    # sdist names normalise the project name's "-" and "." to "_" (more_itertools-10.5.0.tar.gz) or keep them
+    wanted = f"{project.name}-{project.version}.tar.gz".lower().replace("-", "_").replace(".", "_")
+    for candidate in sorted(folder.iterdir()):
+        if candidate.name.lower().replace("-", "_").replace(".", "_") == wanted:
             return candidate
     with tempfile.TemporaryDirectory(dir=folder) as tmp:
         proc = subprocess.run(

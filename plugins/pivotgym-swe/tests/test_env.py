@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from pivotgym.checker import check_env
 from pivotgym.sandbox.bwrap import bwrap_available
 
 pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed")
@@ -34,17 +33,14 @@ def test_view_search_edit_and_errors(env):
     assert info["error"] == "unknown_tool"
 
 
-def test_expert_trajectory_solves_and_check_env_passes(env, tiny_tasks):
+def test_expert_trajectory_solves(env):
     traj = next(env.expert_trajectories("train"))
     assert traj.reward == 1.0
     tools_used = [m["tool_calls"][0]["function"]["name"] for m in traj.messages if m["role"] == "assistant"]
     assert tools_used == ["search", "view", "edit", "run", "submit"]
     run_output = [m for m in traj.messages if m.get("name") == "run"][0]["content"]
     assert "1 passed" in run_output and "<t>s" in run_output  # real output, durations masked
-    from pivotgym_swe.env import SWEEnv
-
-    report = check_env(env, verifier="swe/functional", env_kwargs={})
-    assert report.ok, report.to_dict()
+    # (check_env itself runs on a registered env in test_tasksets.py)
 
 
 def test_submitting_the_buggy_state_gets_no_reward(env):

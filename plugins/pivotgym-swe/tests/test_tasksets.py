@@ -53,18 +53,24 @@ def test_a_shipped_instance_verifies_against_its_pinned_project(name):
     assert verify_instance(instance, pristine, get_sandbox())
 
 
-def test_sdist_is_downloaded_once_then_cached(tmp_path, monkeypatch):
-    monkeypatch.setenv("PIVOTGYM_CACHE", str(tmp_path))
+def test_sdist_is_fetched_on_first_use_then_cached(tmp_path, monkeypatch):
+    """The first call downloads the sdist with pip (into the user's cache); a cache holding it is reused as is."""
+    import shutil
+
     project = PROJECTS["more-itertools"]
     try:
-        first = sdist_path(project)
+        cached = sdist_path(project)  # downloads on a fresh machine (PyPI), else finds the cached file
     except SourceError as exc:
         pytest.skip(f"PyPI is not reachable here: {exc}")
-    assert first.parent == cache_root() / "sdists" and first.name.endswith(".tar.gz")
-    stamp = first.stat().st_mtime_ns
-    assert sdist_path(project) == first and first.stat().st_mtime_ns == stamp  # no second download
+    monkeypatch.setenv("PIVOTGYM_CACHE", str(tmp_path))
+    (cache_root() / "sdists").mkdir(parents=True)
+    copy = cache_root() / "sdists" / cached.name
+    shutil.copy2(cached, copy)
+    stamp = copy.stat().st_mtime_ns
+    assert sdist_path(project) == copy and copy.stat().st_mtime_ns == stamp  # no second download
     tree = repo_tree(project)
     assert (tree / "more_itertools" / "more.py").is_file() and (tree / "tests" / "test_more.py").is_file()
+    assert not (tree / "docs").exists()  # only the package and its tests are extracted
 
 
 @requires_bwrap
