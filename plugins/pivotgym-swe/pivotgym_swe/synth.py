@@ -26,7 +26,7 @@ from pivotgym_swe.mutate import Mutation, candidate_mutations, sample_mutations
 from pivotgym_swe.sources import PROJECTS, Project, humaneval_files, humaneval_problems, humaneval_tree, repo_tree
 from pivotgym_swe.testing import JUDGE_LIMITS, TestRun, is_test_path, judge, run_pytest
 
-DEFAULT_QUOTAS = {"toolz": (20, 8), "more-itertools": (12, 6), "humanevalfix": (20, 10)}
+DEFAULT_QUOTAS = {"toolz": (12, 4), "more-itertools": (8, 4), "humanevalfix": (20, 10)}  # the shipped sets
 HUMANEVAL_TEST_FROM = 130  # HumanEval/130.. form the test split
 SCREEN_WALL_SECONDS = 30.0  # a mutant whose test run takes longer (an infinite loop, mostly) is rejected
 
