@@ -1,0 +1,194 @@
+"""PlanningEnv: solve a PDDL problem one grounded action per turn.
+
+The first observation states the domain's actions, the objects, the facts that never change, the current
+state and the goal; each step takes one action as text (``(unstack b a robot)``, ``unstack(b, a)``, ... read
+leniently), and the next observation is the new state, or an error naming the failed precondition. The
+episode terminates when the goal holds; the executed plan is then checked by VAL and the final reward is 1
+when VAL accepts it. Episodes are truncated after a step limit of a few times the optimal plan length.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from typing import Any
+
+from pivotgym import AgentEnv, InvalidAction, StepOutcome, Task
+from pivotgym.types import Message, message
+
+from pivotgym_planning.catalog import OOD_FAMILIES, TRAIN_FAMILIES, shipped
+from pivotgym_planning.model import ActionError, PlanningProblem, load_problem
+from pivotgym_planning.search import DEFAULT_MAX_EXPANSIONS, astar, greedy
+from pivotgym_planning.val import ValidatorMissing, validate
+
+SYSTEM_PROMPT = ("You solve planning problems. Each turn, reply with exactly one action in PDDL form, "
+                 "for example {example}. You then see the new state.")
+
+_solutions: dict[str, tuple[list[str], str]] = {}
+_solutions_lock = threading.Lock()
+
+
+def solve(problem: PlanningProblem, max_expansions: int = DEFAULT_MAX_EXPANSIONS) -> tuple[list[str], str] | None:
+    """A plan for ``problem`` and the method that found it: optimal A* within the expansion budget, else
+    greedy best-first with hFF (not optimal). ``None`` when neither finds one. Cached per process."""
+    with _solutions_lock:
+        if problem.key in _solutions:
+            return _solutions[problem.key]
+    task = problem.search_task()
+    start = task.project(problem.init)
+    result = astar(task, start, max_expansions=max_expansions)
+    method = "astar"
+    if not result.solved:
+        result, method = greedy(task, start, max_expansions=max_expansions), "gbf"
+    if not result.solved or result.plan is None:
+        return None
+    with _solutions_lock:
+        _solutions[problem.key] = (list(result.plan), method)
+    return _solutions[problem.key]
+
+
+class PlanningEnv(AgentEnv):
+    """A pddlgym domain family as a multi-turn text env (see the module docstring)."""
+
+    splits = ("train", "test", "ood")
+    error_role = "user"
+
+    def __init__(
+        self,
+        family: str = "blocks",
+        *,
+        ood_families: list[str] | None = None,
+        show_applicable: bool = False,
+        step_limit_factor: int = 3,
+        max_step_limit: int = 120,
+        validate_plans: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        self._fixed_max_turns = kwargs.get("max_turns") is not None
+        super().__init__(**kwargs)
+        known = {**TRAIN_FAMILIES, **OOD_FAMILIES}
+        self.family = known.get(family, family)
+        self.ood_families = list(OOD_FAMILIES.values()) if ood_families is None else list(ood_families)
+        if self.family in self.ood_families:
+            self.ood_families = [f for f in self.ood_families if f != self.family]
+        self.splits = ("train", "test", "ood") if self.ood_families else ("train", "test")
+        self.show_applicable = show_applicable
+        self.step_limit_factor = step_limit_factor
+        self.max_step_limit = max_step_limit
+        self.validate_plans = validate_plans
+        self.problem: PlanningProblem | None = None
+        self.state: frozenset[str] = frozenset()
+        self.plan: list[str] = []
+
+    # ---------------------------------------------------------------- tasks
+    def load_tasks(self, split: str) -> list[Task]:
+        if split == "train":
+            folders = [self.family]
+        elif split == "test":
+            folders = [f"{self.family}_test"]
+        elif split == "ood":
+            folders = [f for fam in self.ood_families for f in (fam, f"{fam}_test")]
+        else:
+            raise KeyError(split)
+        tasks = []
+        for folder in folders:
+            for filename, entry in shipped(folder):
+                family = folder.removesuffix("_test")
+                tasks.append(Task(
+                    id=f"{folder}/{filename.removesuffix('.pddl')}",
+                    split=split,
+                    data={"folder": folder, "file": filename, "family": family},
+                    metadata={"optimal_length": entry["length"]},
+                ))
+        return tasks
+
+    def problem_for(self, task: Task) -> PlanningProblem:
+        return load_problem(task.data["folder"], task.data["file"])
+
+    # ---------------------------------------------------------------- episode
+    def initial_messages(self, task: Task) -> list[Message]:
+        problem = self.problem_for(task)
+        self.problem = problem
+        self.state = problem.init
+        self.plan = []
+        if not self._fixed_max_turns:
+            optimal = int(task.metadata.get("optimal_length") or 10)
+            self.max_turns = min(self.max_step_limit, max(10, self.step_limit_factor * optimal))
+        return [message("system", SYSTEM_PROMPT.format(example=problem.example_action())),
+                message("user", self._intro(problem))]
+
+    def _intro(self, problem: PlanningProblem) -> str:
+        by_type: dict[str, list[str]] = {}
+        for obj, typ in sorted(problem.objects.items()):
+            by_type.setdefault(typ, []).append(obj)
+        objects = "; ".join(f"{' '.join(objs)} - {typ}" if typ != "object" else " ".join(objs)
+                            for typ, objs in by_type.items())
+        lines = [f"Domain: {problem.domain_name}",
+                 "Actions: " + "; ".join(f"({s.signature()})" for s in problem.schemas.values()),
+                 f"Objects: {objects}"]
+        statics = problem.describe_statics()
+        if statics:
+            lines.append(f"Fixed facts: {statics}")
+        lines += [f"State: {problem.describe_state(self.state)}", f"Goal: {problem.describe_goal()}"]
+        if self.show_applicable:
+            lines.append(self._applicable_line())
+        lines.append("Your action?")
+        return "\n".join(lines)
+
+    def _applicable_line(self) -> str:
+        assert self.problem is not None
+        return "Applicable: " + " ".join(a.text for a in self.problem.applicable(self.state))
+
+    def apply_action(self, action: str) -> StepOutcome:
+        problem = self.problem
+        assert problem is not None
+        try:
+            ground = problem.parse(action, self.state)
+            self.state = problem.apply(self.state, ground)
+        except ActionError as exc:
+            raise InvalidAction(str(exc), code=exc.code) from None
+        self.plan.append(ground.text)
+        info: dict[str, Any] = {"action": ground.text, "plan_length": len(self.plan)}
+        if problem.goal_reached(self.state):
+            valid, how = self._validate()
+            info.update(goal_reached=True, plan_valid=valid, validator=how)
+            verdict = "VAL accepts the plan." if valid else "VAL rejects the plan."
+            text = f"Goal reached in {len(self.plan)} steps. {verdict}"
+            return StepOutcome([message("user", text)], reward=1.0 if valid else 0.0, terminated=True, info=info)
+        lines = [f"OK {ground.text}", f"State: {problem.describe_state(self.state)}"]
+        if self.show_applicable:
+            lines.append(self._applicable_line())
+        return StepOutcome([message("user", "\n".join(lines))], info=info)
+
+    def _validate(self) -> tuple[bool, str]:
+        """VAL's judgement of the executed plan (the model's own when VAL is unavailable or disabled)."""
+        assert self.problem is not None
+        if self.validate_plans:
+            try:
+                return validate(self.problem.domain_text, self.problem.problem_text, self.plan).valid, "val"
+            except ValidatorMissing:
+                pass
+        return True, "model"
+
+    # ---------------------------------------------------------------- state for verifiers
+    def snapshot(self) -> dict[str, Any]:
+        base = super().snapshot()
+        return {**base, "state": self.state, "plan": list(self.plan), "messages": copy.deepcopy(self.messages),
+                "turn": self.turn, "done": self.done, "max_turns": self.max_turns}
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        self.task = self.get_task(snapshot["task_id"])
+        self.problem = self.problem_for(self.task)
+        self.state = snapshot["state"]
+        self.plan = list(snapshot["plan"])
+        self._actions = list(snapshot["actions"])
+        self.messages = copy.deepcopy(snapshot["messages"])
+        self.turn, self.done, self.max_turns = snapshot["turn"], snapshot["done"], snapshot["max_turns"]
+
+    # ---------------------------------------------------------------- expert
+    def expert_actions(self, task: Task) -> list[Message] | None:
+        found = solve(self.problem_for(task))
+        if found is None:
+            return None
+        plan, _method = found
+        return [message("assistant", step) for step in plan]
