@@ -98,17 +98,32 @@ _PLUGIN_VARS = {"PIVOTGYM_LOAD_PLUGINS", "PIVOTGYM_DISABLE_PLUGIN_AUTOLOAD"}
 _applied: WorkerSetup | None = None
 
 
-def _run_payload(setup: WorkerSetup, payload: bytes) -> tuple[bool, Any, str | None, float]:
-    """Apply the setup, unpickle ``(fn, item)`` and run it; never raises."""
+def _load_payload(setup: WorkerSetup, payload: bytes) -> tuple[Callable[[Any], Any], Any]:
+    """Apply the setup, then unpickle ``(fn, item)`` (the order matters: fn may live on an added path)."""
+    setup.apply()
+    return pickle.loads(payload)
+
+
+def _run(fn: Callable[[Any], Any], item: Any) -> tuple[bool, Any, str | None, float]:
+    """Run one task; never raises."""
     start = time.perf_counter()
     try:
-        setup.apply()
-        fn, item = pickle.loads(payload)
-        value = fn(item)
-        return True, value, None, time.perf_counter() - start
+        return True, fn(item), None, time.perf_counter() - start
     except Exception as exc:  # noqa: BLE001 - reported as a failed task
         tb = traceback.format_exc(limit=6)
         return False, None, f"exception: {exc!r}\n{tb}", time.perf_counter() - start
+
+
+def _run_payload(setup: WorkerSetup, payload: bytes) -> tuple[bool, Any, str | None, float]:
+    try:
+        fn, item = _load_payload(setup, payload)
+    except Exception as exc:  # noqa: BLE001
+        return False, None, f"exception: could not load the task ({exc!r})", 0.0
+    return _run(fn, item)
+
+
+#: seconds a worker may take to start and load a task before the task counts as failed
+START_TIMEOUT = 300.0
 
 
 # ---------------------------------------------------------------------------------------- the interface
@@ -192,7 +207,8 @@ class SerialExecutor(Executor):
 
 # ---------------------------------------------------------------------------------------- process pool
 def _worker_main(conn: Connection) -> None:
-    """A pool worker: receive ``(index, setup, payload)``, send back ``(index, ok, value, error, elapsed)``."""
+    """A pool worker: receive ``(index, setup, payload)``; send ``("started", index)`` once the task is loaded
+    (its deadline counts from then), then ``("done", index, ok, value, error, elapsed)``."""
     while True:
         try:
             message = conn.recv()
@@ -201,11 +217,17 @@ def _worker_main(conn: Connection) -> None:
         if message is None:
             return
         index, setup, payload = message
-        ok, value, error, elapsed = _run_payload(setup, payload)
         try:
-            conn.send((index, ok, value, error, elapsed))
+            fn, item = _load_payload(setup, payload)
+        except Exception as exc:  # noqa: BLE001
+            conn.send(("done", index, False, None, f"exception: could not load the task ({exc!r})", 0.0))
+            continue
+        conn.send(("started", index))
+        ok, value, error, elapsed = _run(fn, item)
+        try:
+            conn.send(("done", index, ok, value, error, elapsed))
         except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable return value
-            conn.send((index, False, None, f"exception: result could not be sent back ({exc!r})", elapsed))
+            conn.send(("done", index, False, None, f"exception: result could not be sent back ({exc!r})", elapsed))
 
 
 @dataclass
@@ -287,7 +309,7 @@ class ProcessExecutor(Executor):
                         finish(TaskResult(index, False, None, f"exception: task could not be pickled ({exc!r})"))
                         continue
                     now = time.monotonic()
-                    worker.task = (index, now, None if deadline_s is None else now + deadline_s)
+                    worker.task = (index, now, now + START_TIMEOUT)  # until the worker says it started
                     try:
                         worker.conn.send((index, setup, payload))
                     except (BrokenPipeError, OSError) as exc:
@@ -300,27 +322,31 @@ class ProcessExecutor(Executor):
             deadlines = [w.task[2] for w in busy if w.task[2] is not None]
             wait_s = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
             ready = wait([w.conn for w in busy], timeout=wait_s)
-            now = time.monotonic()
             for worker in busy:
                 index, started, deadline = worker.task  # type: ignore[misc]
                 if worker.conn in ready:
                     try:
-                        r_index, ok, value, error, elapsed = worker.conn.recv()
+                        message = worker.conn.recv()
                     except (EOFError, OSError):
                         worker.process.join(1)
                         code = worker.process.exitcode
                         worker.task = None
-                        finish(TaskResult(index, False, None,
-                                          f"crashed: worker process died (exit code {code})", now - started))
+                        finish(TaskResult(index, False, None, f"crashed: worker process died (exit code {code})",
+                                          time.monotonic() - started))
                         self._replace(worker)
                         continue
+                    if message[0] == "started":
+                        now = time.monotonic()
+                        worker.task = (index, now, None if deadline_s is None else now + deadline_s)
+                        continue
+                    _, r_index, ok, value, error, elapsed = message
                     worker.task = None
                     finish(TaskResult(r_index, ok, value, error, elapsed))
-                elif deadline is not None and now >= deadline:
+                elif deadline is not None and time.monotonic() >= deadline:
                     worker.task = None
                     finish(TaskResult(index, False, None,
                                       f"timeout: task did not finish within {deadline_s}s; its worker was killed",
-                                      now - started))
+                                      time.monotonic() - started))
                     self._replace(worker)
         return results  # type: ignore[return-value]
 
@@ -343,8 +369,23 @@ class ProcessExecutor(Executor):
 
 
 # ---------------------------------------------------------------------------------------- ray
-def _ray_call(setup: WorkerSetup, payload: bytes) -> tuple[bool, Any, str | None, float]:
-    return _run_payload(setup, payload)
+def _ray_call(setup: WorkerSetup, payload: bytes, timeout: float | None) -> tuple[bool, Any, str | None, float]:
+    """Run a task in a Ray worker under a deadline that counts from when it really starts. On timeout the
+    worker answers, then ends its own process a moment later (the hung thread dies with it)."""
+    try:
+        fn, item = _load_payload(setup, payload)
+    except Exception as exc:  # noqa: BLE001
+        return False, None, f"exception: could not load the task ({exc!r})", 0.0
+    if timeout is None:
+        return _run(fn, item)
+    box: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: box.setdefault("result", _run(fn, item)), daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if "result" in box:
+        return box["result"]
+    threading.Timer(0.5, os._exit, args=(1,)).start()
+    return False, None, f"timeout: task did not finish within {timeout}s; its worker was killed", float(timeout)
 
 
 class RayExecutor(Executor):
@@ -405,13 +446,16 @@ class RayExecutor(Executor):
                 except Exception as exc:  # noqa: BLE001
                     finish(TaskResult(index, False, None, f"exception: task could not be pickled ({exc!r})"))
                     continue
-                in_flight[self._remote.remote(setup, payload)] = (index, time.monotonic())
+                in_flight[self._remote.remote(setup, payload, deadline_s)] = (index, time.monotonic())
             refs = list(in_flight)
             if not refs:
                 continue
+            # the worker enforces the deadline itself; this backstop covers a worker that cannot start or
+            # answer at all (e.g. stuck in C code holding the GIL)
+            backstop = None if deadline_s is None else deadline_s + START_TIMEOUT
             wait_s = None
-            if deadline_s is not None:
-                wait_s = max(0.0, min(t for _, t in in_flight.values()) + deadline_s - time.monotonic())
+            if backstop is not None:
+                wait_s = max(0.0, min(t for _, t in in_flight.values()) + backstop - time.monotonic())
             ready, _ = ray.wait(refs, num_returns=1, timeout=wait_s)
             now = time.monotonic()
             for ref in ready:
@@ -422,9 +466,9 @@ class RayExecutor(Executor):
                 except Exception as exc:  # noqa: BLE001 - WorkerCrashedError and friends
                     finish(TaskResult(index, False, None, f"crashed: {type(exc).__name__}: {exc}"[:2000],
                                       now - started))
-            if deadline_s is not None:
+            if backstop is not None:
                 for ref, (index, started) in list(in_flight.items()):
-                    if now - started >= deadline_s:
+                    if now - started >= backstop:
                         in_flight.pop(ref)
                         ray.cancel(ref, force=True)
                         finish(TaskResult(index, False, None,
