@@ -19,7 +19,6 @@ settled; see its docstring for the bound.
 
 from __future__ import annotations
 
-import math
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -412,7 +411,3 @@ def profile_trajectories(trajectories: Iterable[Trajectory], sampler: Sampler, *
     return Profiler(sampler, ProfileConfig(**config), executor).profile(trajectories, out, resume=resume,
                                                                          progress=progress)
 
-
-def expected_savings(adaptive: AdaptiveK, k: int) -> float:
-    """The share of samples adaptive K saves on an uninformative state: ``1 - m/K``."""
-    return 1.0 - min(k, math.ceil(adaptive.min_unanimous / adaptive.block) * adaptive.block) / k
