@@ -138,7 +138,8 @@ class Run:
         from pivotgym.suite import run_episodes
 
         params = SamplingParams(temperature=0.0, max_new_tokens=int(self.config.eval.get("max_new_tokens", 128)))
-        rows = run_episodes(sampler, lambda: make(self.config.env), self.curve_tasks(), params,
+        kwargs = {"max_turns": int(self.config.curve["max_turns"])} if self.config.curve.get("max_turns") else {}
+        rows = run_episodes(sampler, lambda: make(self.config.env, **kwargs), self.curve_tasks(), params,
                             batch_size=int(self.config.eval.get("batch_size", 8)))
         return sum(min(1.0, r["reward"]) for r in rows) / max(1, len(rows))
 
@@ -278,9 +279,12 @@ def _pivot_run(run: Run, seed: int, tag: str, pivots: Path, verifier: str, full_
                                  "profiles": str(run.root / "data" / f"profiles-{vfy}.jsonl"), "verifier": verifier})
     trainer = PivotTrainer(cfg)
     start = json.loads((run.root / "eval" / "base-curve-score.json").read_text())["score"]
-    summary, curve = _fit_with_curve(run, trainer, int(run.config.curve.get("every", 2)),
-                                     {"turns": float(meta["turns"]), "seconds": float(meta["seconds"]), "score": start},
-                                     extra_seconds=float(meta["seconds"]))
+    if full_eval:
+        summary, curve = _fit_with_curve(run, trainer, int(run.config.curve.get("every", 2)),
+                                         {"turns": float(meta["turns"]), "seconds": float(meta["seconds"]),
+                                          "score": start}, extra_seconds=float(meta["seconds"]))
+    else:  # ablations: only the final in-domain score is reported, so no curve evaluations
+        summary, curve = trainer.fit(), []
     write_json(out_dir / "experiment-summary.json", summary)
     write_json(out_dir / "curve.json", curve)
     run.evaluate(trainer.sampler, result, members=None if full_eval else run.config.in_domain)

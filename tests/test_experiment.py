@@ -51,16 +51,16 @@ def test_shipped_configs_parse():
 
 def test_miniature_experiment_end_to_end(tiny_model_dir, arith_registry, tmp_path):
     config = {
-        "name": "mini", "env": "arith/chain-v0", "model": str(tiny_model_dir), "seeds": [0], "train_tasks": 3,
+        "name": "mini", "env": "arith/chain-v0", "model": str(tiny_model_dir), "seeds": [0], "train_tasks": 2,
         "ood": ["general/navigate-v0"], "executor": "serial",
-        "eval": {"limit": 2, "max_new_tokens": 3, "batch_size": 4},
-        "curve": {"tasks": 2, "every": 1},
-        "profile": {"k": 2, "max_new_tokens": 3},
+        "eval": {"limit": 1, "max_new_tokens": 2, "batch_size": 4},
+        "curve": {"tasks": 1, "every": 1, "max_turns": 2},
+        "profile": {"k": 2, "max_new_tokens": 2},
         "select": {"min_var": -1.0, "max_mean": 1.1},  # admit every turn: a gibberish model has no pivots
         "sft": {"steps": 1, "trajectories_per_step": 2, "progress": False},
-        "pivot": {"steps": 2, "group_size": 2, "pivots_per_step": 1, "max_new_tokens": 3, "eval_pivots": 1,
+        "pivot": {"steps": 2, "group_size": 2, "pivots_per_step": 1, "max_new_tokens": 2, "eval_pivots": 1,
                   "eval_samples": 1, "progress": False},
-        "e2e": {"steps": 2, "group_size": 2, "tasks_per_step": 1, "max_new_tokens": 3, "max_turns": 2,
+        "e2e": {"steps": 2, "group_size": 2, "tasks_per_step": 1, "max_new_tokens": 2, "max_turns": 1,
                 "eval_tasks": 1, "eval_samples": 1, "progress": False},
         "ablations": ["random_turns", "exact_reward"],
     }
@@ -70,6 +70,7 @@ def test_miniature_experiment_end_to_end(tiny_model_dir, arith_registry, tmp_pat
     summary = run_experiment(load_experiment(path), out_dir=root)
 
     report = (root / "report.md").read_text()
+    print("stage seconds:", json.loads((root / "timings.json").read_text()))  # shown with pytest -s
     for heading in ("Base / SFT / PivotRL / E2E RL", "Cost: PivotRL vs end-to-end RL", "Uninformative turns",
                     "Ablation", "The paper's claims at this scale"):
         assert heading in report
