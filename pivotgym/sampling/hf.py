@@ -53,7 +53,8 @@ class HFSampler:
         compile: bool | None = None,
         sync_every: int = 8,
     ) -> None:
-        if isinstance(model, (str, os.PathLike)):
+        self.in_memory = not isinstance(model, (str, os.PathLike))
+        if not self.in_memory:
             self.model_name = str(model)
             self.model, loaded_tokenizer = load_model_and_tokenizer(self.model_name, device=device, dtype=dtype)
             tokenizer = tokenizer or loaded_tokenizer
@@ -78,6 +79,7 @@ class HFSampler:
         self.compile = bool(on_cuda and self.cache_implementation == "static") if compile is None else compile
         self.sync_every = max(1, int(sync_every))
         self._compiled: Any = None
+        self._static_capable: bool | None = None
 
     # ------------------------------------------------------------------ info
     @property
@@ -86,10 +88,11 @@ class HFSampler:
 
     def describe(self) -> dict[str, Any]:
         """``{"model", "revision", "backend", "dtype", "device"}``; ``revision`` pins the weights where it can
-        (the asset package version for a bundled model, a hash of config + weight files for a folder)."""
+        (the asset package version for a bundled model, a hash of config + weight files for a folder; None
+        for an in-memory model, whose weights may be changing)."""
         return {
             "model": self.model_name,
-            "revision": _revision(self.model_name),
+            "revision": None if self.in_memory else _revision(self.model_name),
             "backend": self.backend,
             "dtype": str(next(self.model.parameters()).dtype).removeprefix("torch."),
             "device": str(self.device),
@@ -142,7 +145,7 @@ class HFSampler:
             return [[Completion("", [], [], "length", list(p)) for _ in range(n)] for p in prompts]
         logits, cache, attention = self._prefill(prompts, n)
         stop = [s for s in params.stop if s]
-        if self.cache_implementation == "static" and _static_capable(self.model):
+        if self.cache_implementation == "static" and self._static_ok():
             tokens, logprobs, finish = self._decode_static(logits, cache, attention, params, noise, stop)
         else:
             tokens, logprobs, finish = self._decode_dynamic(logits, cache, attention, params, noise, stop)
@@ -154,6 +157,11 @@ class HFSampler:
                 group.append(Completion(text, tokens[row], logprobs[row], finish[row] or "length", list(ids)))
             completions.append(group)
         return completions
+
+    def _static_ok(self) -> bool:
+        if self._static_capable is None:
+            self._static_capable = _static_capable(self.model)
+        return self._static_capable
 
     def _prefill(self, prompts: list[list[int]], n: int) -> tuple[torch.Tensor, Any, torch.Tensor]:
         """One forward over the left-padded prompts; returns the last logits, the cache and the attention
