@@ -201,3 +201,15 @@ def test_discover_reads_only_yaml(tmp_path):
     (tmp_path / "s.yaml").write_text("suite: s\nmembers: {a/b-v0: ood}\n")
     envs, suites = discover([tmp_path])
     assert envs == [] and [s.name for s in suites] == ["s"]
+
+
+def test_example_yaml_env_passes_the_contract_checks(monkeypatch):
+    folder = Path(__file__).resolve().parents[1] / "examples" / "yaml_env"
+    monkeypatch.setenv("PIVOTGYM_ENV_PATH", str(folder))
+    reset_registry()
+    try:
+        check_env("trivia/capitals-v0").raise_for_failures()
+        assert get_registry().suite("capitals-demo").members["trivia/capitals-v0@test"] == "in_domain"
+    finally:
+        monkeypatch.delenv("PIVOTGYM_ENV_PATH")
+        reset_registry()

@@ -110,3 +110,24 @@ def test_multi_turn_members_run_greedy_episodes(tiny_sampler, arith_registry, tm
 def test_unknown_member_is_a_clear_error(tiny_sampler):
     with pytest.raises(KeyError, match="no member"):
         evaluate_suite("ood-quick", tiny_sampler, None, members=["general/nope-v0"], progress=False)
+
+
+def test_example_script_evaluates_and_compares(tmp_path, monkeypatch):
+    import importlib.util
+    from pathlib import Path
+
+    from pivotgym.registry import reset_registry
+
+    script = Path(__file__).resolve().parents[1] / "examples" / "eval_and_compare.py"
+    spec = importlib.util.spec_from_file_location("eval_and_compare", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.delenv("PIVOTGYM_ENV_PATH", raising=False)
+    try:
+        comp = module.main(["--tiny", "--limit", "2", "--out", str(tmp_path)])
+    finally:
+        monkeypatch.delenv("PIVOTGYM_ENV_PATH", raising=False)
+        reset_registry()
+    assert [r["env"] for r in comp["rows"]] == ["trivia/capitals-v0@test", "general/navigate-v0",
+                                                "general/sports-understanding-v0"]
+    assert comp["averages"]["in_domain"]["n_envs"] == 1 and comp["averages"]["ood"]["n_envs"] == 2
