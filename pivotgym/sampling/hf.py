@@ -80,6 +80,7 @@ class HFSampler:
         self.sync_every = max(1, int(sync_every))
         self._compiled: Any = None
         self._static_capable: bool | None = None
+        self._static_cache: tuple[Any, Any] | None = None
 
     # ------------------------------------------------------------------ info
     @property
@@ -239,9 +240,18 @@ class HFSampler:
         device, rows, width = self.device, logits.shape[0], attention.shape[1]
         steps = params.max_new_tokens
         total = -(-(width + steps) // 128) * 128  # bucketed: fewer distinct shapes to compile
-        static = StaticCache(config=self.model.config, max_cache_len=total)
+        # reuse the cache of the previous call with the same shape: a compiled step keeps its CUDA graph
+        # (static tensor addresses); stale entries past `width` are masked out and overwritten as we go
+        shape = (rows, total, logits.device, next(self.model.parameters()).dtype)
+        if self._static_cache is not None and self._static_cache[0] == shape:
+            static = self._static_cache[1]
+        else:
+            self._static_cache = None  # free the old one before allocating
+            static = StaticCache(config=self.model.config, max_cache_len=total)
+            for layer, source in zip(static.layers, cache.layers):
+                layer.lazy_initialization(source.keys, source.values)
+            self._static_cache = (shape, static)
         for layer, source in zip(static.layers, cache.layers):
-            layer.lazy_initialization(source.keys, source.values)
             layer.keys[:, :, :width].copy_(source.keys)
             layer.values[:, :, :width].copy_(source.values)
             layer.cumulative_length.fill_(width)
