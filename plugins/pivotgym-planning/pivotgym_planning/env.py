@@ -16,7 +16,7 @@ from typing import Any
 from pivotgym import AgentEnv, InvalidAction, StepOutcome, Task
 from pivotgym.types import Message, message
 
-from pivotgym_planning.catalog import OOD_FAMILIES, TRAIN_FAMILIES, shipped
+from pivotgym_planning.catalog import OOD_FAMILIES, TRAIN_FAMILIES, family_splits
 from pivotgym_planning.model import ActionError, PlanningProblem, load_problem
 from pivotgym_planning.search import DEFAULT_MAX_EXPANSIONS, astar, greedy
 from pivotgym_planning.val import ValidatorMissing, validate
@@ -82,24 +82,22 @@ class PlanningEnv(AgentEnv):
 
     # ---------------------------------------------------------------- tasks
     def load_tasks(self, split: str) -> list[Task]:
-        if split == "train":
-            folders = [self.family]
-        elif split == "test":
-            folders = [f"{self.family}_test"]
+        if split in ("train", "test"):
+            items = family_splits(self.family)[split]
         elif split == "ood":
-            folders = [f for fam in self.ood_families for f in (fam, f"{fam}_test")]
+            items = [item for fam in self.ood_families for s in ("train", "test")
+                     for item in family_splits(fam)[s]]
         else:
             raise KeyError(split)
         tasks = []
-        for folder in folders:
-            for filename, entry in shipped(folder):
-                family = folder.removesuffix("_test")
-                tasks.append(Task(
-                    id=f"{folder}/{filename.removesuffix('.pddl')}",
-                    split=split,
-                    data={"folder": folder, "file": filename, "family": family},
-                    metadata={"optimal_length": entry["length"]},
-                ))
+        for folder, filename, entry in items:
+            tasks.append(Task(
+                id=f"{folder}/{filename.removesuffix('.pddl')}",
+                split=split,
+                data={"folder": folder, "file": filename, "family": folder.removesuffix("_test")},
+                metadata={"optimal_length": entry["length"],
+                          "held_out": split == "test" and not folder.endswith("_test")},
+            ))
         return tasks
 
     def problem_for(self, task: Task) -> PlanningProblem:
