@@ -133,6 +133,7 @@ def main() -> None:
                              "states_per_s": round(n / elapsed, 3), "pivots": result.stats["pivots"],
                              "uninformative": sum(p.var == 0 for p in result.profiles)}
             decisions[name] = _pivots(result.profiles, args.max_mean)
+            print(f"# {name}: {figures[name]}", file=sys.stderr, flush=True)
     fixed, adaptive = figures["fixed"], figures["adaptive"]
     summary = {
         "model": sampler.describe(), "envs": envs, "k": args.k, "block": args.block,
