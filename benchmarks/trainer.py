@@ -15,9 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
+from pathlib import Path
 
-import torch
+# benchmarks/ holds scripts named like stdlib modules (profile.py): keep them from shadowing the stdlib
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+import torch  # noqa: E402
 
 
 def smollm2_like(layers: int | None) -> torch.nn.Module:
@@ -72,7 +77,7 @@ def run(device: str, dtype: torch.dtype, args: argparse.Namespace) -> dict[str, 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--prompt", type=int, default=256)
+    parser.add_argument("--prompt", type=int, default=512)
     parser.add_argument("--completion", type=int, default=32)
     parser.add_argument("--group", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=2)

@@ -56,7 +56,7 @@ def completion_logprobs(
     prompt = torch.as_tensor(list(prompt_ids), dtype=torch.long, device=device)[None, :]
     p = prompt.shape[1]
     if shared_prefix:
-        out = model(input_ids=prompt, use_cache=True)
+        out = model(input_ids=prompt, use_cache=True, logits_to_keep=1)  # only the last position's logits
         cache = out.past_key_values
         first_logits = out.logits[:, -1:, :].expand(g, 1, -1)  # predicts completion token 0
         cache.batch_repeat_interleave(g)
@@ -70,8 +70,9 @@ def completion_logprobs(
     else:
         full_ids = torch.cat([prompt.expand(g, p), comp_ids], dim=1)
         attention = torch.cat([torch.ones((g, p), dtype=torch.long, device=device), comp_mask], dim=1)
-        logits = model(input_ids=full_ids[:, :-1], attention_mask=attention[:, :-1], use_cache=False).logits
-        logits = logits[:, p - 1:, :]
+        # the last `width` positions predict the completion tokens; no logits for the rest of the prompt
+        logits = model(input_ids=full_ids[:, :-1], attention_mask=attention[:, :-1], use_cache=False,
+                       logits_to_keep=width).logits
     logprobs = _gather_logprobs(logits, comp_ids) * comp_mask
     return logprobs, comp_mask
 
