@@ -66,6 +66,10 @@ class ExperimentConfig:
     ablations: list[str] = field(default_factory=lambda: ["random_turns", "exact_reward"])
     executor: str = "process"
     keep_checkpoints: bool = False
+    #: where PivotRL and E2E RL start (and what profiles the turns): ``base`` (the paper's comparison: every
+    #: method from the same base model) or ``sft`` (from the SFT model: for a base model whose samples never
+    #: pass the verifier, so that profiling finds pivots and RL has a signal)
+    rl_init: str = "base"
     path: Path | None = None
 
     @property
@@ -98,6 +102,8 @@ def load_experiment(path: str | Path) -> ExperimentConfig:
             raise ExperimentError(f"{path}: `{key}` is required")
     seeds = data.get("seeds", [0])
     data["seeds"] = [int(s) for s in (seeds if isinstance(seeds, list) else [seeds])]
+    if data.get("rl_init", "base") not in ("base", "sft"):
+        raise ExperimentError(f"{path}: rl_init must be base or sft, got {data['rl_init']!r}")
     bad = sorted(set(data.get("ablations") or []) - {"random_turns", "exact_reward"})
     if bad:
         raise ExperimentError(f"{path}: unknown ablation(s) {bad}; choose from random_turns, exact_reward")
@@ -122,6 +128,15 @@ class Run:
         if self._base_sampler is None:
             self._base_sampler = HFSampler(self.config.model, max_batch_size=32)
         return self._base_sampler
+
+    def rl_model(self, seed: int) -> str:
+        """The model PivotRL and E2E RL start from (and that profiles the turns) for ``seed``."""
+        return self.config.model if self.config.rl_init == "base" else str(self.root / "models" / f"sft-s{seed}")
+
+    def rl_start_score(self, seed: int) -> float:
+        """In-domain curve score of :meth:`rl_model` (the learning curves' first point)."""
+        name = "base-curve-score.json" if self.config.rl_init == "base" else f"sft-s{seed}-curve-score.json"
+        return float(json.loads((self.root / "eval" / name).read_text())["score"])
 
     def curve_tasks(self) -> list[Any]:
         from pivotgym.registry import make
@@ -156,8 +171,9 @@ def _done(*paths: Path) -> bool:
     return all(p.exists() for p in paths)
 
 
-def _trainer_kwargs(run: Run, section: dict[str, Any], seed: int, out: Path) -> dict[str, Any]:
-    return {"model": run.config.model, "seed": seed, "output_dir": str(out), "report_to": ["jsonl"],
+def _trainer_kwargs(run: Run, section: dict[str, Any], seed: int, out: Path, model: str | None = None
+                    ) -> dict[str, Any]:
+    return {"model": model or run.config.model, "seed": seed, "output_dir": str(out), "report_to": ["jsonl"],
             "resume": "never", **section}
 
 
@@ -221,44 +237,57 @@ def stage_sft(run: Run, seed: int) -> None:
     trainer = SFTTrainer(cfg)
     summary = trainer.fit()
     write_json(out_dir / "experiment-summary.json", summary)
+    if run.config.rl_init == "sft":
+        model_dir = Path(run.rl_model(seed))
+        trainer.unwrapped_model.save_pretrained(model_dir)
+        trainer.tokenizer.save_pretrained(model_dir)
+        write_json(run.root / "eval" / f"sft-s{seed}-curve-score.json",
+                   {"score": run.in_domain_score(trainer.sampler), "tasks": len(run.curve_tasks())})
     run.evaluate(trainer.sampler, result)
     _cleanup(run, out_dir)
 
 
-def stage_profile(run: Run, verifier: str = "functional") -> None:
-    """Profile every expert turn with the frozen base model, then select pivots (and random turns)."""
+def stage_profile(run: Run, seed: int, verifier: str = "functional") -> None:
+    """Profile every expert turn with the frozen RL start model, then select pivots (and random turns)."""
     from pivotgym.pivot.profile import profile_trajectories
     from pivotgym.pivot.select import SelectionRule, select_pivots
     from pivotgym.sampling.base import SamplingParams
 
     data = run.root / "data"
-    profiles_path = data / f"profiles-{verifier}.jsonl"
-    meta_path = data / f"profiles-{verifier}.meta.json"
+    profiles_path = data / f"profiles-{verifier}-s{seed}.jsonl"
+    meta_path = data / f"profiles-{verifier}-s{seed}.meta.json"
     if not _done(meta_path):
         p = dict(run.config.profile)
         params = SamplingParams(temperature=float(p.pop("temperature", 1.0)),
                                 max_new_tokens=int(p.pop("max_new_tokens", 128)), top_p=float(p.pop("top_p", 1.0)))
         started = time.perf_counter()
-        result = profile_trajectories(read_trajectories(data / "expert.jsonl"), run.base_sampler(),
+        if run.config.rl_init == "base":
+            sampler = run.base_sampler()
+        else:
+            from pivotgym.sampling.hf import HFSampler
+
+            sampler = HFSampler(run.rl_model(seed), max_batch_size=32)
+        p.setdefault("seed", seed)
+        result = profile_trajectories(read_trajectories(data / "expert.jsonl"), sampler,
                                       out=profiles_path, executor=run.config.executor, params=params,
                                       verifier=verifier, **p)
         write_json(meta_path, {"seconds": time.perf_counter() - started, "stats": result.stats,
                                "turns": sum(pr.k for pr in result.profiles)})
-    pivots_path = data / f"pivots-{verifier}.jsonl"
-    if not _done(pivots_path, data / f"select-{verifier}.json"):
+    pivots_path = data / f"pivots-{verifier}-s{seed}.jsonl"
+    if not _done(pivots_path, data / f"select-{verifier}-s{seed}.json"):
         profiles = read_profiles(profiles_path)
         rule = SelectionRule.from_dict(run.config.select)
         pivot_set = select_pivots(profiles, rule)
         write_pivot_set(pivots_path, pivot_set)
-        write_json(data / f"select-{verifier}.json", {"rule": pivot_set.rule, "stats": pivot_set.stats,
+        write_json(data / f"select-{verifier}-s{seed}.json", {"rule": pivot_set.rule, "stats": pivot_set.stats,
                                                       "pivots": len(pivot_set.pivots)})
         if verifier == "functional":
             from pivotgym.types import PivotSet
 
-            rng = random.Random(0)
+            rng = random.Random(seed)
             chosen = rng.sample(profiles, min(len(profiles), max(1, len(pivot_set.pivots))))
-            write_pivot_set(data / "pivots-random.jsonl", PivotSet(rule={"random_turns": len(chosen), "seed": 0},
-                                                                    pivots=chosen))
+            write_pivot_set(data / f"pivots-random-s{seed}.jsonl",
+                            PivotSet(rule={"random_turns": len(chosen), "seed": seed}, pivots=chosen))
 
 
 def _pivot_run(run: Run, seed: int, tag: str, pivots: Path, verifier: str, full_eval: bool) -> None:
@@ -273,12 +302,13 @@ def _pivot_run(run: Run, seed: int, tag: str, pivots: Path, verifier: str, full_
         write_json(result, {"suite": "inline", "model": tag, "scores": {}, "role": {}, "skipped": "no pivots"})
         return
     vfy = "functional" if verifier == "functional" else "exact"
-    meta = json.loads((run.root / "data" / f"profiles-{vfy}.meta.json").read_text())
-    cfg = PivotConfig.from_dict({**_trainer_kwargs(run, run.config.pivot, seed, out_dir), "pivots": str(pivots),
-                                 "trajectories": str(run.root / "data" / "expert.jsonl"),
-                                 "profiles": str(run.root / "data" / f"profiles-{vfy}.jsonl"), "verifier": verifier})
+    meta = json.loads((run.root / "data" / f"profiles-{vfy}-s{seed}.meta.json").read_text())
+    cfg = PivotConfig.from_dict({**_trainer_kwargs(run, run.config.pivot, seed, out_dir, run.rl_model(seed)),
+                                 "pivots": str(pivots), "trajectories": str(run.root / "data" / "expert.jsonl"),
+                                 "profiles": str(run.root / "data" / f"profiles-{vfy}-s{seed}.jsonl"),
+                                 "verifier": verifier})
     trainer = PivotTrainer(cfg)
-    start = json.loads((run.root / "eval" / "base-curve-score.json").read_text())["score"]
+    start = run.rl_start_score(seed)
     if full_eval:
         summary, curve = _fit_with_curve(run, trainer, int(run.config.curve.get("every", 2)),
                                          {"turns": float(meta["turns"]), "seconds": float(meta["seconds"]),
@@ -292,7 +322,7 @@ def _pivot_run(run: Run, seed: int, tag: str, pivots: Path, verifier: str, full_
 
 
 def stage_pivot(run: Run, seed: int) -> None:
-    _pivot_run(run, seed, "pivot", run.root / "data" / "pivots-functional.jsonl", "functional", True)
+    _pivot_run(run, seed, "pivot", run.root / "data" / f"pivots-functional-s{seed}.jsonl", "functional", True)
 
 
 def stage_e2e(run: Run, seed: int) -> None:
@@ -302,9 +332,10 @@ def stage_e2e(run: Run, seed: int) -> None:
     result = run.root / "eval" / f"e2e-s{seed}.json"
     if _done(result, out_dir / "curve.json"):
         return
-    cfg = E2EConfig.from_dict({**_trainer_kwargs(run, run.config.e2e, seed, out_dir), "env_id": run.config.env})
+    cfg = E2EConfig.from_dict({**_trainer_kwargs(run, run.config.e2e, seed, out_dir, run.rl_model(seed)),
+                               "env_id": run.config.env})
     trainer = E2ETrainer(cfg)
-    start = json.loads((run.root / "eval" / "base-curve-score.json").read_text())["score"]
+    start = run.rl_start_score(seed)
     summary, curve = _fit_with_curve(run, trainer, int(run.config.curve.get("every", 2)),
                                      {"turns": 0.0, "seconds": 0.0, "score": start})
     write_json(out_dir / "experiment-summary.json", summary)
@@ -315,10 +346,10 @@ def stage_e2e(run: Run, seed: int) -> None:
 
 def stage_ablation(run: Run, seed: int) -> None:
     if "random_turns" in run.config.ablations:
-        _pivot_run(run, seed, "random-turns", run.root / "data" / "pivots-random.jsonl", "functional", False)
+        _pivot_run(run, seed, "random-turns", run.root / "data" / f"pivots-random-s{seed}.jsonl", "functional", False)
     if "exact_reward" in run.config.ablations:
-        stage_profile(run, verifier="exact")
-        _pivot_run(run, seed, "exact-reward", run.root / "data" / "pivots-exact.jsonl", "exact", False)
+        stage_profile(run, seed, verifier="exact")
+        _pivot_run(run, seed, "exact-reward", run.root / "data" / f"pivots-exact-s{seed}.jsonl", "exact", False)
 
 
 # ----------------------------------------------------------------------------------------- run
@@ -340,8 +371,8 @@ def run_experiment(config: ExperimentConfig, out_dir: str | Path | None = None,
                                                   ("expert", lambda: stage_expert(run))]
     for seed in config.seeds:
         plan.append(("sft", lambda s=seed: stage_sft(run, s)))
-    plan.append(("profile", lambda: stage_profile(run)))
     for seed in config.seeds:
+        plan.append(("profile", lambda s=seed: stage_profile(run, s)))
         plan.append(("pivot", lambda s=seed: stage_pivot(run, s)))
         plan.append(("e2e", lambda s=seed: stage_e2e(run, s)))
     for seed in config.seeds:

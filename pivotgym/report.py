@@ -183,7 +183,10 @@ def write_experiment_report(root: str | Path, config: Any) -> dict[str, Any]:
     lines = [f"# pivotgym experiment `{config.name}`", "",
              f"Target domain `{config.env}`, base model `{config.model}`, seeds {seed_text}. Every number below "
              "comes from this run's files under this folder (`eval/*.json`, `train/*/curve.json`, `data/*`). "
-             "Scores in %; with several seeds a cell shows the mean (min–max).", ""]
+             "Scores in %; with several seeds a cell shows the mean (min–max). PivotRL and E2E RL start from "
+             + ("the base model, like SFT (the paper's comparison)." if getattr(config, "rl_init", "base") == "base"
+                else "the SFT model (`rl_init: sft`: the base model's samples never pass the verifier, so RL from "
+                     "it has no signal); their deltas therefore include SFT's."), ""]
 
     # ---- main table
     rows = []
@@ -249,7 +252,7 @@ def write_experiment_report(root: str | Path, config: Any) -> dict[str, Any]:
         lines.append("")
 
     # ---- uninformative turns
-    select = _read(root / "data" / "select-functional.json")
+    select = _read(root / "data" / f"select-functional-s{seeds[0]}.json")
     if select:
         stats = select["stats"]["per_env"].get("all", {})
         turns = max(1, stats.get("turns", 0))
@@ -261,7 +264,7 @@ def write_experiment_report(root: str | Path, config: Any) -> dict[str, Any]:
                                     "pivots": stats.get("pivots"), "rule": select["rule"]}
         lines += ["## Uninformative turns", "",
                   f"Of {stats.get('turns', 0)} expert turns profiled with K={config.profile.get('k', 8)} samples "
-                  f"from the frozen base model, **{pct(stats.get('share_uninformative'))}%** carry no signal "
+                  f"from the frozen reference (the RL start model, seed {seeds[0]}), **{pct(stats.get('share_uninformative'))}%** carry no signal "
                   f"(all samples fail: {stats.get('all_fail', 0)}, all pass: {stats.get('all_pass', 0)}); "
                   f"{stats.get('pivots', 0)} pivots pass the rule (var > {select['rule'].get('min_var', 0)}, "
                   f"mean < {select['rule'].get('max_mean')}). The paper reports ~71% uninformative.", "",
@@ -281,7 +284,7 @@ def write_experiment_report(root: str | Path, config: Any) -> dict[str, Any]:
     if len(abl_vals) > 1:
         plot_bars(abl_vals, plots / "ablation.png", ylabel="in-domain score", percent=True,
                   title="ablation: which turns, which reward", errors=abl_err if len(seeds) > 1 else None)
-        exact_sel = _read(root / "data" / "select-exact.json")
+        exact_sel = _read(root / "data" / f"select-exact-s{seeds[0]}.json")
         note = f" The exact-match profile selected {exact_sel['pivots']} pivots." if exact_sel else ""
         lines += ["## Ablation", "",
                   "Same trainer and budget; *random turns* trains on as many randomly chosen profiled turns as "

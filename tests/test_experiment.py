@@ -63,6 +63,7 @@ def test_miniature_experiment_end_to_end(tiny_model_dir, arith_registry, tmp_pat
         "e2e": {"steps": 2, "group_size": 2, "tasks_per_step": 1, "max_new_tokens": 2, "max_turns": 1,
                 "eval_tasks": 1, "eval_samples": 1, "progress": False},
         "ablations": ["random_turns", "exact_reward"],
+        "rl_init": "sft",  # RL starts from (and profiles with) the saved SFT model
     }
     path = tmp_path / "mini.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -83,11 +84,15 @@ def test_miniature_experiment_end_to_end(tiny_model_dir, arith_registry, tmp_pat
     pivot_curve = json.loads((root / "train" / "pivot-s0" / "curve.json").read_text())
     e2e_curve = json.loads((root / "train" / "e2e-s0" / "curve.json").read_text())
     assert [p["step"] for p in pivot_curve] == [0, 1, 2] and [p["step"] for p in e2e_curve] == [0, 1, 2]
-    meta = json.loads((root / "data" / "profiles-functional.meta.json").read_text())
+    meta = json.loads((root / "data" / "profiles-functional-s0.meta.json").read_text())
     assert pivot_curve[0]["turns"] == meta["turns"] > 0  # PivotRL pays for profiling up front
     assert pivot_curve[-1]["turns"] > pivot_curve[0]["turns"] and e2e_curve[-1]["turns"] > 0
     assert set(summary["ablation"]) == {"pivot", "random-turns", "exact-reward"}
     assert not (root / "train" / "pivot-s0" / "checkpoints").exists()
+    assert (root / "models" / "sft-s0" / "config.json").exists()
+    sft_start = json.loads((root / "eval" / "sft-s0-curve-score.json").read_text())["score"]
+    assert pivot_curve[0]["score"] == e2e_curve[0]["score"] == sft_start
+    assert "start from the SFT model" in report
 
     # resume: every stage's outputs exist, so a rerun only rebuilds the report (and is fast)
     before = {p: p.stat().st_mtime for p in (root / "eval").glob("*.json")}
