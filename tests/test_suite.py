@@ -131,3 +131,20 @@ def test_example_script_evaluates_and_compares(tmp_path, monkeypatch):
     assert [r["env"] for r in comp["rows"]] == ["trivia/capitals-v0@test", "general/navigate-v0",
                                                 "general/sports-understanding-v0"]
     assert comp["averages"]["in_domain"]["n_envs"] == 1 and comp["averages"]["ood"]["n_envs"] == 2
+
+
+def test_eval_cli_writes_a_suite_result(tmp_path, capsys):
+    from pivotgym.sampling.testing import tiny_llama
+
+    model, tokenizer = tiny_llama(seed=3)
+    model.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    out = tmp_path / "scores.json"
+    assert main(["eval", "--suite", "ood-quick", "--model", str(tmp_path / "model"), "--out", str(out),
+                 "--limit", "2", "--member", "general/navigate-v0", "--json", "--device", "cpu"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    saved = json.loads(out.read_text())
+    assert printed["scores"] == saved["scores"] and saved["suite"] == "ood-quick"
+    assert list(saved["scores"]) == ["general/navigate-v0"] and saved["scores"]["general/navigate-v0"]["n"] == 2
+    assert main(["eval", "--suite", "no-such-suite", "--model", str(tmp_path / "model"), "--out", str(out)]) == 1
+    assert "unknown suite" in capsys.readouterr().err
