@@ -164,7 +164,7 @@ class Run:
         ev = self.config.eval
         return evaluate_suite(self.config.members, sampler, out, limit=ev.get("limit"), members=members,
                               max_new_tokens=ev.get("max_new_tokens"), batch_size=int(ev.get("batch_size", 8)),
-                              model=out.stem, progress=True)
+                              model=out.stem, progress=True, name=self.config.suite or self.config.name)
 
 
 def _done(*paths: Path) -> bool:

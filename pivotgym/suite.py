@@ -196,19 +196,21 @@ def evaluate_suite(
     batch_size: int = 8,
     model: str | None = None,
     progress: bool = True,
+    name: str | None = None,
 ) -> dict[str, Any]:
     """Evaluate ``sampler`` on every member of ``suite`` and return the contract's suite result.
 
     ``limit`` caps the tasks per member (``limits`` per member key overrides it); ``members`` restricts the
     evaluation to those keys. With ``out``, the result is written there and items are appended to
-    ``<out>.items.jsonl`` as they finish (resumable).
+    ``<out>.items.jsonl`` as they finish (resumable). ``name`` names an inline suite in the result.
     """
     from tqdm.auto import tqdm
 
     from pivotgym.declarative import DeclarativeEnv
     from pivotgym.registry import make
 
-    name, all_members = suite_members(suite)
+    suite_name, all_members = suite_members(suite)
+    name = name or suite_name
     chosen = [m for m in all_members if members is None or m.key in members]
     if members is not None and len(chosen) != len(set(members)):
         unknown = sorted(set(members) - {m.key for m in chosen})
