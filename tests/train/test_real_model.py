@@ -9,12 +9,19 @@ fixed sampling seeds before and after.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from pivotgym.sampling.base import SamplingParams
 from pivotgym.train import PivotConfig, PivotTrainer
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(1800),
+    pytest.mark.skipif(os.environ.get("PIVOTGYM_TRAIN_REAL") != "1",
+                       reason="real-model RL run (minutes of CPU); set PIVOTGYM_TRAIN_REAL=1 to run it"),
+]
 
 
 def test_pivot_training_raises_the_pivot_score_of_smollm2(arith_registry, tmp_path):
