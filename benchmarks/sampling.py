@@ -18,18 +18,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from typing import Any
 
-# this folder holds other scripts (e.g. profile.py) that would shadow stdlib modules torch imports
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))]
 
-import torch  # noqa: E402
+import torch
 
-from pivotgym.sampling.base import SamplingParams  # noqa: E402
-from pivotgym.sampling.hf import HFSampler  # noqa: E402
+from pivotgym.sampling.base import SamplingParams
+from pivotgym.sampling.hf import HFSampler
 
 FILLER = ("The agent called search_flights(origin='SFO', destination='JFK', date='2025-03-14') and the tool "
           "returned three options with prices, layovers and seat availability. ")

@@ -15,14 +15,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from pathlib import Path
 
-# benchmarks/ holds scripts named like stdlib modules (profile.py): keep them from shadowing the stdlib
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-import torch  # noqa: E402
+import torch
 
 
 def smollm2_like(layers: int | None) -> torch.nn.Module:

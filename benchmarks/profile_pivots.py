@@ -11,8 +11,8 @@ the pivot sets (var > 0 and mean < λ): per-state agreement and the Jaccard over
 (differences come only from the unanimity rule) and against the one-call baseline (which also includes
 sampling noise; the fixed-vs-fixed-stream line shows that noise floor).
 
-    python benchmarks/profile.py                        # SmolLM2-135M on CPU, arith + BFCL simple states
-    python benchmarks/profile.py --states 200 --k 16    # larger (e.g. on a GPU machine)
+    python benchmarks/profile_pivots.py                        # SmolLM2-135M on CPU, arith + BFCL simple states
+    python benchmarks/profile_pivots.py --states 200 --k 16    # larger (e.g. on a GPU machine)
 """
 
 from __future__ import annotations
@@ -29,9 +29,6 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-# this file is named like the stdlib's `profile` module, which torch imports (via cProfile): keep its folder
-# off the import path so `import profile` finds the real one
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 ARITH = ROOT / "tests" / "plugins" / "pivotgym-arith"
 
 
