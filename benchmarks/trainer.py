@@ -17,7 +17,6 @@ import argparse
 import json
 import time
 
-
 import torch
 
 
