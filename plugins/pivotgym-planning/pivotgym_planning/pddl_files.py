@@ -122,4 +122,9 @@ def strip_action_literals(domain_text: str, problem_text: str) -> tuple[str, str
     if names:
         domain = [_drop_atoms(domain[0], names)]
         problem = [_drop_atoms(problem[0], names)]
+    for tree in (domain[0], problem[0]):  # VAL rejects names that do not start with a letter ("(problem 0)")
+        for section in tree:
+            if (isinstance(section, list) and len(section) == 2 and section[0] in ("domain", "problem")
+                    and isinstance(section[1], str) and not section[1][:1].isalpha()):
+                section[1] = f"p{section[1]}"
     return to_text(domain[0]) + "\n", to_text(problem[0]) + "\n"

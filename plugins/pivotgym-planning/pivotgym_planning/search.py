@@ -38,6 +38,9 @@ class SearchResult:
     status: str
     plan: list[str] | None
     expansions: int
+    #: optimal cost when solved; ``len(plan)`` unless the search stopped at a state of known h*, in which
+    #: case ``plan`` is the optimal prefix up to that state
+    cost: float | None = None
 
     @property
     def solved(self) -> bool:
@@ -111,17 +114,29 @@ HEURISTICS = ("goalcount", "lmcut", "blind")
 
 
 def astar(task: SearchTask, start: State, *, heuristic: str = "goalcount",
-          max_expansions: int = DEFAULT_MAX_EXPANSIONS, deadline: float | None = None) -> SearchResult:
+          max_expansions: int = DEFAULT_MAX_EXPANSIONS, deadline: float | None = None,
+          exact: dict[State, float] | None = None) -> SearchResult:
     """Optimal (unit-cost) A* from ``start`` (already projected) with an admissible heuristic.
 
     ``goalcount`` (default) costs microseconds per state; pyperplan's ``lmcut`` is far better informed but
     costs milliseconds per state in pure Python, which on the small problems shipped here is the slower
     choice overall (measured: depot pfile1 9 ms/state for LM-cut vs 20 us to generate successors).
+
+    ``exact`` maps states to known h* values: they serve as a perfect heuristic, dead ends are pruned, and
+    the search stops when it pops such a state (its f = g + h* is then the optimal cost).
     """
     if heuristic not in HEURISTICS:
         raise ValueError(f"heuristic must be one of {HEURISTICS}, got {heuristic!r}")
     h = {"goalcount": task.goal_count, "lmcut": task.lmcut, "blind": lambda _s: 0}[heuristic]
-    return _best_first(task, start, h, weight_g=1, max_expansions=max_expansions, deadline=deadline)
+    if exact:
+        base = h
+
+        def h(state: State) -> float:
+            known = exact.get(state)
+            return base(state) if known is None else known
+
+    return _best_first(task, start, h, weight_g=1, max_expansions=max_expansions, deadline=deadline,
+                       exact=exact)
 
 
 def greedy(task: SearchTask, start: State, *, max_expansions: int = DEFAULT_MAX_EXPANSIONS,
@@ -131,7 +146,7 @@ def greedy(task: SearchTask, start: State, *, max_expansions: int = DEFAULT_MAX_
 
 
 def _best_first(task: SearchTask, start: State, h, *, weight_g: int, max_expansions: int,
-                deadline: float | None = None) -> SearchResult:
+                deadline: float | None = None, exact: dict[State, float] | None = None) -> SearchResult:
     """Best-first search on f = weight_g * g + h; ``deadline`` (a ``time.monotonic()`` value) is only for
     offline tools: verdicts use the deterministic expansion budget alone."""
     h0 = h(start)
@@ -149,7 +164,9 @@ def _best_first(task: SearchTask, start: State, h, *, weight_g: int, max_expansi
         if g_state != best_g[state]:
             continue  # a stale entry: the state was reached more cheaply since
         if task.goals <= state:
-            return SearchResult("solved", _extract(parent, state), expansions)
+            return SearchResult("solved", _extract(parent, state), expansions, cost=g_state)
+        if exact and state in exact:  # f = g + h* exactly, and no open entry has a smaller f
+            return SearchResult("solved", _extract(parent, state), expansions, cost=g_state + exact[state])
         if expansions >= max_expansions or (deadline is not None and expansions % 256 == 0
                                              and time.monotonic() > deadline):
             return SearchResult("budget", None, expansions)
@@ -183,6 +200,8 @@ class OptimalCost:
     """h*(s): the optimal plan length from a state, by A*, cached per (projected) state.
 
     A solved search also caches every state on the plan it found (a suffix of an optimal plan is optimal),
+    and later searches use the cached values as a perfect heuristic and stop at the first cached state
+    they pop: a candidate one step off an expert path usually meets that path again within a few steps,
     which is what makes verifying many candidates along expert trajectories cheap. ``None`` means unknown
     (the search ran out of budget); ``math.inf`` means the goal is unreachable (a dead end).
     """
@@ -193,28 +212,75 @@ class OptimalCost:
     use_cache: bool = True
     cache: dict[State, float] = field(default_factory=dict)
     searches: int = 0
+    #: with the cache on, the first query tries to enumerate every state reachable from ``root`` (at most
+    #: this many) and fills the cache with exact h* for all of them by one backward breadth-first pass;
+    #: larger spaces fall back to per-query A*. 0 disables it.
+    table_limit: int = 0
+    root: State | None = None
+    _ops: dict[str, Any] | None = field(default=None, repr=False)
+    _table_tried: bool = field(default=False, repr=False)
 
     def __call__(self, state: Iterable[str]) -> float | None:
         start = self.task.project(state)
+        if self.use_cache and not self._table_tried and self.table_limit > 0:
+            self._table_tried = True
+            self._fill_table(self.task.project(self.root) if self.root is not None else start)
         if self.use_cache and start in self.cache:
             return self.cache[start]
         if self.task.goals <= start:
             return 0
         self.searches += 1
-        result = astar(self.task, start, heuristic=self.heuristic, max_expansions=self.max_expansions)
+        result = astar(self.task, start, heuristic=self.heuristic, max_expansions=self.max_expansions,
+                       exact=self.cache if self.use_cache else None)
         if result.status == "budget":
             return None
         if result.status == "unsolvable":
             if self.use_cache:
                 self.cache[start] = math.inf
             return math.inf
-        plan = result.plan or []
+        plan, cost = result.plan or [], result.cost if result.cost is not None else len(result.plan or [])
         if self.use_cache:
-            ops = {op.name: op for op in self.task.operators}
+            if self._ops is None:
+                self._ops = {op.name: op for op in self.task.operators}
             s = start
             for i, name in enumerate(plan):
-                self.cache.setdefault(s, len(plan) - i)
-                op = ops[name]
+                self.cache.setdefault(s, cost - i)
+                op = self._ops[name]
                 s = (s - op.del_effects) | op.add_effects
-            self.cache.setdefault(s, 0)
-        return len(plan)
+            self.cache.setdefault(s, cost - len(plan))
+        return cost
+
+    def _fill_table(self, root: State) -> bool:
+        """Exact h* of every state reachable from ``root`` (unreachable goal: inf), if there are at most
+        ``table_limit`` of them. Returns whether the table was built."""
+        from collections import deque
+
+        index: dict[State, int] = {root: 0}
+        states: list[State] = [root]
+        preds: list[list[int]] = [[]]
+        frontier = deque([0])
+        while frontier:
+            i = frontier.popleft()
+            for _op, succ in self.task.successors(states[i]):
+                j = index.get(succ)
+                if j is None:
+                    if len(states) >= self.table_limit:
+                        return False
+                    j = index[succ] = len(states)
+                    states.append(succ)
+                    preds.append([])
+                    frontier.append(j)
+                preds[j].append(i)
+        dist = [math.inf] * len(states)
+        queue = deque(i for i, st in enumerate(states) if self.task.goals <= st)
+        for i in queue:
+            dist[i] = 0
+        while queue:
+            j = queue.popleft()
+            for i in preds[j]:
+                if dist[i] == math.inf:
+                    dist[i] = dist[j] + 1
+                    queue.append(i)
+        for st, d in zip(states, dist):
+            self.cache[st] = d if math.isinf(d) else int(d)
+        return True

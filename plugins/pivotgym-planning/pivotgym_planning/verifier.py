@@ -24,15 +24,19 @@ from pivotgym_planning.search import DEFAULT_MAX_EXPANSIONS, OptimalCost
 class OptimalActionVerifier:
     """Credits any applicable action that preserves the optimal cost to the goal (see module docstring).
 
-    ``use_cache=False`` recomputes h* for every verification (the benchmark's baseline).
+    ``use_cache=False`` recomputes h* for every verification (the benchmark's baseline). With the cache,
+    problems with at most ``table_limit`` reachable states get an exact h* table on first use (one
+    breadth-first pass); larger ones use A* per new state, seeded with the h* values cached so far.
     """
 
     name = "planning/optimal"
     version = "1"
 
-    def __init__(self, *, max_expansions: int = DEFAULT_MAX_EXPANSIONS, use_cache: bool = True) -> None:
+    def __init__(self, *, max_expansions: int = DEFAULT_MAX_EXPANSIONS, use_cache: bool = True,
+                 table_limit: int = 200_000) -> None:
         self.max_expansions = max_expansions
         self.use_cache = use_cache
+        self.table_limit = table_limit
         self._oracles: dict[str, OptimalCost] = {}
         self._lock = threading.Lock()
 
@@ -40,8 +44,9 @@ class OptimalActionVerifier:
         """The h* oracle of ``problem`` (one per problem, holding its per-state cache)."""
         with self._lock:
             if problem.key not in self._oracles:
-                self._oracles[problem.key] = OptimalCost(problem.search_task(), self.max_expansions,
-                                                         use_cache=self.use_cache)
+                self._oracles[problem.key] = OptimalCost(
+                    problem.search_task(), self.max_expansions, use_cache=self.use_cache,
+                    table_limit=self.table_limit, root=problem.init)
             return self._oracles[problem.key]
 
     def verify(self, context: VerifyContext, candidate: str) -> Verdict:

@@ -52,3 +52,20 @@ def test_dead_end_is_infinite():
     # a state where the robot holds nothing and the hand is neither empty nor full: no action applies
     stuck = frozenset(f for f in problem.init if "handempty" not in f)
     assert math.isinf(oracle(stuck))
+
+
+def test_exhaustive_table_matches_astar_on_reachable_states():
+    import random
+
+    problem = load_problem("blocks", "problem3.pddl")
+    task = problem.search_task()
+    table = OptimalCost(task, table_limit=100_000, root=problem.init)
+    assert table(problem.init) == 8 and table.searches == 0 and len(table.cache) > 100
+    plain = OptimalCost(task, use_cache=False)
+    rng = random.Random(0)
+    state = task.project(problem.init)
+    for _ in range(30):  # a random walk: every state on it is reachable
+        assert table(state) == plain(state)
+        state = rng.choice(task.successors(state))[1]
+    small = OptimalCost(task, table_limit=10, root=problem.init)
+    assert small(problem.init) == 8 and small.searches == 1  # space too large for the table: A*
