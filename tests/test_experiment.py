@@ -9,7 +9,6 @@ import pytest
 import yaml
 
 from pivotgym.experiment import ExperimentError, load_experiment, run_experiment
-from pivotgym.report import markdown_table, reach_ratio, time_to_reach
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "configs"
 
@@ -23,17 +22,6 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
-
-
-def test_reach_ratio_arithmetic():
-    e2e = [{"turns": 0, "seconds": 0, "score": 0.1}, {"turns": 100, "seconds": 50, "score": 0.3},
-           {"turns": 200, "seconds": 100, "score": 0.5}]
-    pivot = [{"turns": 40, "seconds": 20, "score": 0.1}, {"turns": 60, "seconds": 30, "score": 0.55}]
-    assert time_to_reach(e2e, 0.3) == 100
-    r = reach_ratio(pivot, e2e, "turns")
-    assert r == {"target": 0.5, "fast": 60.0, "reference": 200.0, "ratio": pytest.approx(200 / 60)}
-    assert reach_ratio([{"turns": 5, "seconds": 1, "score": 0.2}], e2e)["ratio"] is None
-    assert markdown_table(["a", "b"], [[1, "x|y"]]) == "| a | b |\n|---|---|\n| 1 | x\\|y |"
 
 
 def test_shipped_configs_parse():
