@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 PLUGINS := $(sort $(wildcard plugins/*))
 TORCH  ?= torch==2.13.0
 
-.PHONY: install demo test test-fast bench clean system-deps
+.PHONY: install demo check-envs test bench clean system-deps
 
 install: $(STAMP)
 
@@ -31,9 +31,15 @@ system-deps:
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq bubblewrap >/dev/null; } \
 	  || echo "warning: could not install bubblewrap; sandboxed code will not run (apt-get install bubblewrap)"
 
+# The main job: base eval -> expert data -> SFT -> profile + select pivots -> PivotRL -> E2E RL -> OOD evals,
+# on the bundled SmolLM2 model and bundled data, offline; writes runs/quickstart/report.md (resumable).
 demo: $(STAMP)
 	$(VENV)/bin/pivotgym plugins
-	$(VENV)/bin/pivotgym envs
+	$(VENV)/bin/pivotgym experiment examples/configs/quickstart.yaml
+	@echo "report: runs/quickstart/report.md"
+
+# Contract checks of every registered environment and its verifier.
+check-envs: $(STAMP)
 	$(VENV)/bin/pivotgym check all
 
 test: $(STAMP)
