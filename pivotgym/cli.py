@@ -24,7 +24,13 @@ app = typer.Typer(
 )
 
 #: modules that add commands to ``app`` through ``register(app)``
-COMMAND_MODULES: list[str] = ["pivotgym.eval_commands", "pivotgym.data_commands", "pivotgym.train.commands", "pivotgym.sampling.commands", "pivotgym.pivot.commands"]
+COMMAND_MODULES: list[str] = [
+    "pivotgym.eval_commands",
+    "pivotgym.data_commands",
+    "pivotgym.train.commands",
+    "pivotgym.sampling.commands",
+    "pivotgym.pivot.commands",
+]
 
 _state: dict[str, Any] = {"debug": False}
 
