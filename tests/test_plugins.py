@@ -55,7 +55,9 @@ def test_disable_autoload_keeps_only_builtins(plugin_site, monkeypatch):
     pm.load_builtins()
     pm.load_entry_points()
     registry = Registry.from_plugins(pm)
-    assert list(pm.infos) == ["builtins"] and "exact" in registry.verifiers and not registry.envs
+    assert list(pm.infos) == ["builtins"] and "exact" in registry.verifiers
+    assert "arith/chain-v0" not in registry.envs
+    assert {spec.plugin for spec in registry.envs.values()} <= {"builtins"}
 
 
 def test_load_only_names_missing_plugins(plugin_site, monkeypatch):
