@@ -23,6 +23,7 @@ moves the pinned states from ~0.3 to ~1.0.
 from __future__ import annotations
 
 import dataclasses
+import shutil
 
 import pytest
 import torch
@@ -82,6 +83,7 @@ def test_pivot_training_raises_the_pivot_score_of_smollm2(one_thread, tmp_path):
         eval_pivots=0, eval_samples=16, eval_temperature=TEMPERATURE, report_to=["none"], progress=False, seed=0)
     summary = PivotTrainer(config, model=model, tokenizer=tokenizer, sampler=sampler).fit()
 
+    shutil.rmtree(tmp_path / "run" / "checkpoints", ignore_errors=True)  # the final one is ~1.6 GB (weights+AdamW)
     curve, counters = summary["eval_curve"], summary["counters"]
     before, after = curve[0]["score"], curve[-1]["score"]
     print(f"pivots {[(p.task_id, p.turn, p.mean) for p in pivot_set.pivots]}: before {before:.3f} after {after:.3f}; "
