@@ -81,19 +81,21 @@ class BwrapSandbox(Sandbox):
                 args += ["--symlink", os.readlink(target), str(target)]
             elif target.is_dir():
                 args += ["--ro-bind", str(target), str(target)]
+        # the private /tmp comes before the binds, so an environment that lives under /tmp (a CI checkout's
+        # .venv, say) is mounted on top of it instead of being hidden by it
+        tmp_size = limits.file_size_bytes or (256 << 20)
+        args += ["--size", str(tmp_size), "--tmpfs", "/tmp"]
         binds = [str(Path("/etc") / n) for n in ETC_FILES if (Path("/etc") / n).exists()]
         binds += [*python_paths(), *self.ro_binds]
         # bwrap would create missing parents of mount points with mode 0700, which the unprivileged
         # sandbox user could not traverse: create them explicitly, world-traversable
-        parents = sorted({str(p) for b in binds for p in Path(b).parents if str(p) not in ("/", "/usr")
+        parents = sorted({str(p) for b in binds for p in Path(b).parents if str(p) not in ("/", "/usr", "/tmp")
                           and not str(p).startswith("/usr/")}, key=lambda p: (p.count("/"), p))
         for parent in parents:
             args += ["--perms", "0755", "--dir", parent]
         for path in binds:
             args += ["--ro-bind", path, path]
-        tmp_size = limits.file_size_bytes or (256 << 20)
-        args += ["--size", str(tmp_size), "--tmpfs", "/tmp",
-                 "--bind", str(workdir), MOUNT_POINT, "--chdir", MOUNT_POINT]
+        args += ["--bind", str(workdir), MOUNT_POINT, "--chdir", MOUNT_POINT]
         if self._drop:
             args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
                      self._setpriv, f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups",

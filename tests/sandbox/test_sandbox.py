@@ -31,6 +31,23 @@ def test_bwrap_runs_python_in_the_work_dir(tmp_path):
 
 
 @needs_bwrap
+def test_read_only_binds_under_tmp_stay_visible(tmp_path):
+    # a checkout (and its .venv) under /tmp must not be hidden by the sandbox's private /tmp
+    shared = tmp_path / "checkout"
+    shared.mkdir()
+    shared.chmod(0o755)
+    tmp_path.chmod(0o755)
+    (shared / "data.txt").write_text("visible\n")
+    (shared / "data.txt").chmod(0o644)
+    work = tmp_path / "work"
+    work.mkdir()
+    box = get_sandbox("bwrap", ro_binds=[str(shared)])
+    result = box.run(["cat", str(shared / "data.txt")], work)
+    assert result.ok and result.stdout == "visible\n", result.stderr
+    assert box.run(f"touch {shared}/x", work).returncode != 0  # still read-only
+
+
+@needs_bwrap
 def test_bwrap_passes_stdin_env_and_exit_codes(tmp_path):
     box = get_sandbox("bwrap")
     assert box.run("cat", tmp_path, stdin="hello").stdout == "hello"
