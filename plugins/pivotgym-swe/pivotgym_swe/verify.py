@@ -48,6 +48,19 @@ def _expert_call(context: VerifyContext):  # noqa: ANN202
     return tools.parse_tool_call(context.expert_text)
 
 
+def _tool_layer(context: VerifyContext, candidate: Any) -> tuple[Any, Any, Verdict | None]:
+    """The cheap layers both verifiers share: parse the candidate, then compare its tool with the expert's.
+
+    Returns (call, expert call, failing verdict or None)."""
+    call, failure = _parse(candidate)
+    if failure:
+        return None, None, failure
+    expert = _expert_call(context)
+    if call.name != expert.name:
+        return call, expert, Verdict.fail("tool_category", parse=True, tool=call.name, expected=expert.name)
+    return call, expert, None
+
+
 class NameVerifier:
     """Reward 1 when the candidate calls the same tool as the expert (the paper's coarse SWE reward)."""
 
@@ -55,13 +68,8 @@ class NameVerifier:
     version = "1"
 
     def verify(self, context: VerifyContext, candidate: str) -> Verdict:
-        call, failure = _parse(candidate)
-        if failure:
-            return failure
-        expert = _expert_call(context)
-        if call.name == expert.name:
-            return Verdict.ok("same_tool", parse=True, tool=call.name)
-        return Verdict.fail("tool_category", parse=True, tool=call.name, expected=expert.name)
+        call, _expert, failure = _tool_layer(context, candidate)
+        return failure or Verdict.ok("same_tool", parse=True, tool=call.name)
 
 
 class FunctionalVerifier:
@@ -71,12 +79,9 @@ class FunctionalVerifier:
     version = "1"
 
     def verify(self, context: VerifyContext, candidate: str) -> Verdict:
-        call, failure = _parse(candidate)
+        call, expert, failure = _tool_layer(context, candidate)
         if failure:
             return failure
-        expert = _expert_call(context)
-        if call.name != expert.name:
-            return Verdict.fail("tool_category", parse=True, tool=call.name, expected=expert.name)
         check = getattr(self, f"_{call.name}")
         return check(context, call.arguments, expert.arguments)
 
