@@ -28,7 +28,7 @@ from typing import Any
 
 from pivotgym.execution import Executor, TaskResult, chunks, make_executor
 from pivotgym.jsonl import JsonlAppender, iter_jsonl
-from pivotgym.sampling.base import Sampler, SamplingParams
+from pivotgym.sampling.base import Sampler, SamplingParams, sample_seeded
 from pivotgym.types import Message, Trajectory, Turn, TurnProfile, content_hash
 
 #: bump when the profile computation changes in a way that alters results (part of every key)
@@ -313,22 +313,29 @@ class Profiler:
         return int(content_hash(state.stream, "block", block_index)[:8], 16)
 
     def _sample(self, states: list[State], wanted: list[int], round_index: int) -> list[list[Any]]:
-        """One block of samples per state, each under its own derived seed. A server backend (a sampler with
-        ``concurrency > 1``, e.g. the OpenAI-compatible client) gets the states' requests concurrently."""
-
-        def one(item: tuple[State, int]) -> list[Any]:
-            state, n = item
-            params = replace(self.config.params, seed=self._block_seed(state, round_index))
-            return self.sampler.sample([state.prompt], n=n, params=params)[0]
-
-        items = list(zip(states, wanted))
+        """One block of samples per state, each under its own derived seed, so a state draws the same samples
+        whatever chunk it lands in. States asking for the same block size share one batched sampler call
+        (:func:`~pivotgym.sampling.base.sample_seeded`); a server backend (``concurrency > 1``, e.g. the
+        OpenAI-compatible client) gets the states' requests concurrently instead."""
+        seeds = [self._block_seed(state, round_index) for state in states]
         concurrency = int(getattr(self.sampler, "concurrency", 1) or 1)
-        if concurrency > 1 and len(items) > 1:
+        if concurrency > 1 and len(states) > 1:
             from concurrent.futures import ThreadPoolExecutor
 
-            with ThreadPoolExecutor(max_workers=min(concurrency, len(items))) as pool:
-                return list(pool.map(one, items))
-        return [one(item) for item in items]
+            def one(i: int) -> list[Any]:
+                params = replace(self.config.params, seed=seeds[i])
+                return self.sampler.sample([states[i].prompt], n=wanted[i], params=params)[0]
+
+            with ThreadPoolExecutor(max_workers=min(concurrency, len(states))) as pool:
+                return list(pool.map(one, range(len(states))))
+        results: list[list[Any]] = [[] for _ in states]
+        for n in sorted(set(wanted)):
+            picked = [i for i, w in enumerate(wanted) if w == n]
+            groups = sample_seeded(self.sampler, [states[i].prompt for i in picked], n, self.config.params,
+                                   [seeds[i] for i in picked])
+            for i, group in zip(picked, groups):
+                results[i] = group
+        return results
 
     def _profile_chunk(self, chunk: list[State], counters: dict[str, int]) -> list[TurnProfile]:
         """Profile a few states together: sample a block for each active state, verify all candidates in one

@@ -6,7 +6,7 @@ Backends: :class:`pivotgym.sampling.hf.HFSampler` (transformers, shared prefill)
 modules are imported lazily, so ``import pivotgym.sampling`` stays cheap.
 """
 
-from pivotgym.sampling.base import Prompt, Sampler, SamplingParams
+from pivotgym.sampling.base import Prompt, Sampler, SamplingParams, sample_seeded
 from pivotgym.sampling.models import DEFAULT_MODEL, load_model_and_tokenizer, pull_default_model, resolve_model
 
 __all__ = [
@@ -17,4 +17,5 @@ __all__ = [
     "load_model_and_tokenizer",
     "pull_default_model",
     "resolve_model",
+    "sample_seeded",
 ]

@@ -7,7 +7,7 @@ generated ``token_ids`` exactly as produced, so training never re-tokenises gene
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol, Union, runtime_checkable
 
 from pivotgym.types import Completion, Message
@@ -43,6 +43,25 @@ class Sampler(Protocol):
     def describe(self) -> dict[str, Any]:
         """``{"model", "revision", "backend"}``: what produced the samples (recorded in turn profiles)."""
         ...
+
+
+def sample_seeded(sampler: Sampler, prompts: Sequence[Prompt], n: int, params: SamplingParams,
+                  seeds: Sequence[int]) -> list[list[Completion]]:
+    """``n`` completions per prompt, prompt ``i`` under its own ``seeds[i]``.
+
+    A backend that declares ``prompt_seeds = True`` (the transformers and vLLM samplers) gets every prompt in
+    one batched call with ``seeds=``; any other backend gets one call per prompt with ``params.seed`` set
+    (slower: no batching across prompts). Either way a prompt's samples depend on its seed, not on which other
+    prompts came with it, so profiles and training steps reproduce whatever the batching.
+    """
+    if len(seeds) != len(prompts):
+        raise ValueError(f"seeds: one per prompt, got {len(seeds)} for {len(prompts)} prompts")
+    if not prompts:
+        return []
+    if getattr(sampler, "prompt_seeds", False):
+        return sampler.sample(prompts, n=n, params=params, seeds=list(seeds))  # type: ignore[call-arg]
+    return [sampler.sample([prompt], n=n, params=replace(params, seed=int(seed)))[0]
+            for prompt, seed in zip(prompts, seeds)]
 
 
 class SamplerError(RuntimeError):

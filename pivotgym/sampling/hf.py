@@ -109,21 +109,32 @@ class HFSampler:
         return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
 
     # -------------------------------------------------------------- sampling
+    #: takes ``seeds=`` (one seed per prompt) in :meth:`sample`; see :func:`~pivotgym.sampling.base.sample_seeded`
+    prompt_seeds = True
+
     def sample(
-        self, prompts: Sequence[Prompt], n: int = 1, params: SamplingParams | None = None
+        self, prompts: Sequence[Prompt], n: int = 1, params: SamplingParams | None = None,
+        *, seeds: Sequence[int] | None = None,
     ) -> list[list[Completion]]:
         """``n`` completions for each prompt, in prompt order.
 
         With ``params.seed`` set, the j-th sample of the i-th prompt is reproducible whatever the batch size
-        or device path (see :class:`GumbelNoise`); without it every call draws a fresh seed."""
+        or device path (see :class:`GumbelNoise`); without it every call draws a fresh seed. ``seeds`` (one
+        per prompt, overriding ``params.seed``) ties each prompt's samples to its own seed, so many prompts
+        batch into one call and still draw exactly what they would alone."""
         from tqdm.auto import tqdm
 
         params = params or SamplingParams()
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
         encoded = [self.encode(p) for p in prompts]
-        seed = params.seed if params.seed is not None else random.SystemRandom().randrange(2**63)
-        noise = GumbelNoise(int(seed), self.device)
+        if seeds is not None:
+            if len(seeds) != len(encoded):
+                raise ValueError(f"seeds: one per prompt, got {len(seeds)} for {len(encoded)} prompts")
+            noise = GumbelNoise.per_prompt([int(s) for s in seeds], n, self.device)
+        else:
+            seed = params.seed if params.seed is not None else random.SystemRandom().randrange(2**63)
+            noise = GumbelNoise(int(seed), self.device)
         per_group = max(1, self.max_batch_size // n)
         results: list[list[Completion]] = []
         was_training = self.model.training
@@ -382,6 +393,11 @@ def _fmix32(x: int) -> int:
     return x ^ (x >> 16)
 
 
+def _seed_mix(seed: int) -> int:
+    """A 64-bit seed folded into 32 well-mixed bits."""
+    return _fmix32(_fmix32(seed & _MASK32) ^ ((seed >> 32) & _MASK32))
+
+
 def _mul32(x: torch.Tensor, constant: int) -> torch.Tensor:
     """``(x * constant) mod 2**32`` for int64 tensors holding 32-bit values, without int64 overflow."""
     low, high = constant & 0xFFFF, constant >> 16
@@ -407,14 +423,27 @@ class GumbelNoise:
 
     def __init__(self, seed: int, device: torch.device, keys: torch.Tensor | None = None) -> None:
         self.seed, self.device = seed, device
-        self._seed_mix = _fmix32(_fmix32(seed & _MASK32) ^ ((seed >> 32) & _MASK32))
+        self._seed_mix = _seed_mix(seed)
         self.keys = keys
         self._columns: dict[int, torch.Tensor] = {}
+        self._row_keys: list[int] | None = None
+
+    @classmethod
+    def per_prompt(cls, seeds: Sequence[int], n: int, device: torch.device) -> GumbelNoise:
+        """A stream whose row ``i * n + j`` (sample j of prompt i) is keyed by ``(seeds[i], j)`` alone, so a
+        prompt's samples do not depend on which other prompts share the call."""
+        noise = cls(0, device)
+        noise._row_keys = [_fmix32(_seed_mix(seed) ^ _fmix32(j + 0x9E3779B9)) for seed in seeds for j in range(n)]
+        return noise
 
     def rows(self, first: int, count: int) -> GumbelNoise:
         """The same stream, restricted to global rows ``first .. first+count-1`` (one prompt group)."""
-        hashed = [_fmix32(first + i + 0x9E3779B9) for i in range(count)]
+        if self._row_keys is not None:
+            hashed = self._row_keys[first:first + count]
+        else:
+            hashed = [_fmix32(first + i + 0x9E3779B9) for i in range(count)]
         child = GumbelNoise(self.seed, self.device, torch.as_tensor(hashed, dtype=torch.long, device=self.device))
+        child._seed_mix = self._seed_mix
         child._columns = self._columns
         return child
 

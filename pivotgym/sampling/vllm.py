@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from pivotgym.sampling.base import Prompt, SamplerError, SamplingParams, encode_prompt
@@ -70,12 +71,21 @@ class VLLMSampler:
             logprobs=0,
         )
 
-    def sample(self, prompts: Sequence[Prompt], n: int = 1,
-               params: SamplingParams | None = None) -> list[list[Completion]]:
+    #: takes ``seeds=`` (one per prompt): vLLM accepts one ``SamplingParams`` per request
+    prompt_seeds = True
+
+    def sample(self, prompts: Sequence[Prompt], n: int = 1, params: SamplingParams | None = None,
+               *, seeds: Sequence[int] | None = None) -> list[list[Completion]]:
         params = params or SamplingParams()
         encoded = [self.encode(p) for p in prompts]
+        if seeds is not None:
+            if len(seeds) != len(encoded):
+                raise ValueError(f"seeds: one per prompt, got {len(seeds)} for {len(encoded)} prompts")
+            per_request: Any = [self.sampling_params(n, replace(params, seed=int(s))) for s in seeds]
+        else:
+            per_request = self.sampling_params(n, params)
         outputs = self.llm.generate([{"prompt_token_ids": ids} for ids in encoded],
-                                    self.sampling_params(n, params), use_tqdm=len(encoded) > 1)
+                                    per_request, use_tqdm=len(encoded) > 1)
         results = []
         for ids, output in zip(encoded, outputs):
             group = []

@@ -1,10 +1,10 @@
 """End-to-end multi-turn RL: whole episodes with the current policy and the outcome reward (the paper's
 compute baseline).
 
-Each step draws ``tasks_per_step`` tasks and runs ``group_size`` episodes of each through the env, all
-episodes of a task advancing together (one sampler call per turn). Every assistant turn becomes a training
-sample - its prompt ids exactly as sampled from, its completion ids exactly as generated - whose advantage
-is its episode's group-relative outcome advantage. Groups whose episodes all got the same return are
+Each step draws ``tasks_per_step`` tasks and runs ``group_size`` episodes of each through the env, the
+episodes of every task advancing together (one batched sampler call per turn). Every assistant turn becomes
+a training sample - its prompt ids exactly as sampled from, its completion ids exactly as generated -
+whose advantage is its episode's group-relative outcome advantage. Groups whose episodes all got the same return are
 dropped (their turns counted as filtered). The loss is the same clipped surrogate as the pivot trainer's.
 """
 
@@ -14,12 +14,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pivotgym.sampling.base import SamplingParams
+from pivotgym.sampling.base import SamplingParams, sample_seeded
 from pivotgym.train.config import ConfigError, E2EConfig
 from pivotgym.train.loop import DataOrder, Trainer, sample_seed, shard
 from pivotgym.train.rl import PolicySample, RLTrainer, group_samples
 
 EVAL_SALT = 104_729
+TURN_SALT = 7_907
 
 
 @dataclass
@@ -32,11 +33,15 @@ class Episode:
     done: bool = False
 
 
-def run_episodes(trainer: Trainer, env_id: str, task_id: str, n: int, params: SamplingParams,
-                 max_turns: int | None = None, timed: bool = True) -> list[Episode]:
-    """``n`` episodes of ``task_id`` with the trainer's current policy, advancing together turn by turn.
-    The return of an episode is the sum of its step rewards. When ``timed``, time is split into the
-    generation and verification (env) counters (evaluations pass ``timed=False``)."""
+def run_episodes(trainer: Trainer, env_id: str, tasks: Sequence[tuple[str, int]], n: int, params: SamplingParams,
+                 max_turns: int | None = None, timed: bool = True) -> list[list[Episode]]:
+    """``n`` episodes of each ``(task_id, seed)`` with the trainer's current policy, all advancing together.
+
+    Each turn is one batched sampler call over every live episode of every task; while a task's episodes
+    still share one prompt (the first turn) that prompt is prefilled once and sampled ``n`` times. Seeds
+    derive from the task's seed, the turn and the episode index alone, so an episode does not depend on which
+    other tasks ran beside it. The return of an episode is the sum of its step rewards. When ``timed``, time
+    is split into the generation and verification (env) counters (evaluations pass ``timed=False``)."""
     import contextlib
 
     from pivotgym.registry import make
@@ -44,26 +49,39 @@ def run_episodes(trainer: Trainer, env_id: str, task_id: str, n: int, params: Sa
     def phase(name: str) -> Any:
         return trainer.counters.time(name) if timed else contextlib.nullcontext()
 
-    envs = [make(env_id) for _ in range(n)]
-    episodes = [Episode(task_id) for _ in range(n)]
-    for env in envs:
-        env.reset(options={"task_id": task_id})
-    limit = max_turns or max(env.max_turns for env in envs)
-    base_seed = params.seed or 0
+    envs = [[make(env_id) for _ in range(n)] for _ in tasks]
+    episodes = [[Episode(task_id) for _ in range(n)] for task_id, _ in tasks]
+    for (task_id, _), group in zip(tasks, envs):
+        for env in group:
+            env.reset(options={"task_id": task_id})
+    limit = max_turns or max((env.max_turns for group in envs for env in group), default=0)
     for turn in range(limit):
-        live = [i for i, e in enumerate(episodes) if not e.done]
-        if not live:
+        shared: list[tuple[int, list[int]]] = []  # (task, prompt): every episode of the task, sampled n times
+        single: list[tuple[int, int, list[int]]] = []  # (task, episode, prompt): sampled once
+        for g, group in enumerate(envs):
+            live = [j for j in range(n) if not episodes[g][j].done]
+            prompts = [trainer.sampler.encode(group[j].prompt_messages(group[j].messages)) for j in live]
+            if n > 1 and len(live) == n and all(p == prompts[0] for p in prompts):
+                shared.append((g, prompts[0]))
+            else:
+                single.extend((g, j, p) for j, p in zip(live, prompts))
+        if not shared and not single:
             break
-        prompts = [trainer.sampler.encode(envs[i].prompt_messages(envs[i].messages)) for i in live]
-        turn_params = SamplingParams(**{**params.to_dict(), "seed": base_seed + 7_907 * turn})
         with phase("generation"):
-            completions = [group[0] for group in trainer.sampler.sample(prompts, n=1, params=turn_params)]
+            shared_out = sample_seeded(trainer.sampler, [p for _, p in shared], n, params,
+                                       [sample_seed(tasks[g][1], turn, 0, TURN_SALT) for g, _ in shared])
+            single_out = sample_seeded(trainer.sampler, [p for _, _, p in single], 1, params,
+                                       [sample_seed(tasks[g][1], turn, j + 1, TURN_SALT) for g, j, _ in single])
+        moves = [(g, j, prompt, completion) for (g, prompt), group in zip(shared, shared_out)
+                 for j, completion in enumerate(group)]
+        moves += [(g, j, prompt, group[0]) for (g, j, prompt), group in zip(single, single_out)]
         with phase("verification"):
-            for i, prompt, completion in zip(live, prompts, completions):
-                _obs, reward, terminated, truncated, _info = envs[i].step(completion.text)
-                episodes[i].turns.append((prompt, list(completion.token_ids)))
-                episodes[i].reward += float(reward)
-                episodes[i].done = bool(terminated or truncated)
+            for g, j, prompt, completion in moves:
+                _obs, reward, terminated, truncated, _info = envs[g][j].step(completion.text)
+                episode = episodes[g][j]
+                episode.turns.append((prompt, list(completion.token_ids)))
+                episode.reward += float(reward)
+                episode.done = bool(terminated or truncated)
     return episodes
 
 
@@ -94,12 +112,12 @@ class E2ETrainer(RLTrainer):
         self.order = DataOrder(len(self.task_ids), cfg.seed)
         self.data_state = {"cursor": 0}
 
-    def _params(self, seed: int, temperature: float | None = None) -> SamplingParams:
+    def _params(self, temperature: float | None = None) -> SamplingParams:
         cfg = self.config
         t = cfg.temperature if temperature is None else temperature
         greedy = t <= 0
         return SamplingParams(temperature=1.0 if greedy else t, top_p=cfg.top_p, top_k=1 if greedy else 0,
-                              max_new_tokens=cfg.max_new_tokens, seed=seed)
+                              max_new_tokens=cfg.max_new_tokens)
 
     def train_step(self, step: int) -> dict[str, Any]:
         cfg = self.config
@@ -109,9 +127,10 @@ class E2ETrainer(RLTrainer):
         samples: list[PolicySample] = []
         local = {"rollout_turns": 0, "filtered_turns": 0, "tokens_generated": 0, "reward_sum": 0.0,
                  "episodes": 0, "groups": 0, "informative": 0}
-        for global_index, task_index in shard(picked, self.rank, self.world):
-            episodes = run_episodes(self, cfg.env_id, self.task_ids[task_index], cfg.group_size,
-                                    self._params(sample_seed(cfg.seed, step, global_index)), cfg.max_turns)
+        mine = shard(picked, self.rank, self.world)
+        tasks = [(self.task_ids[task_index], sample_seed(cfg.seed, step, global_index))
+                 for global_index, task_index in mine]
+        for episodes in run_episodes(self, cfg.env_id, tasks, cfg.group_size, self._params(), cfg.max_turns):
             rewards = [e.reward for e in episodes]
             n_turns = sum(len(e.turns) for e in episodes)
             local["tokens_generated"] += sum(len(c) for e in episodes for _, c in e.turns)
@@ -145,10 +164,10 @@ class E2ETrainer(RLTrainer):
         greedy = cfg.eval_temperature <= 0
         n = 1 if greedy else cfg.eval_samples
         total = episodes_n = turns = 0.0
-        for i, task_id in shard(list(enumerate(self.eval_task_ids)), self.rank, self.world):
-            episodes = run_episodes(self, cfg.env_id, task_id, n,
-                                    self._params(sample_seed(cfg.seed, 0, i, EVAL_SALT), cfg.eval_temperature),
-                                    cfg.max_turns, timed=False)
+        mine = shard(list(enumerate(self.eval_task_ids)), self.rank, self.world)
+        tasks = [(task_id, sample_seed(cfg.seed, 0, i, EVAL_SALT)) for i, task_id in mine]
+        for episodes in run_episodes(self, cfg.env_id, tasks, n, self._params(cfg.eval_temperature), cfg.max_turns,
+                                     timed=False):
             total += sum(min(1.0, e.reward) for e in episodes)
             episodes_n += len(episodes)
             turns += sum(len(e.turns) for e in episodes)

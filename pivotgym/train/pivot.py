@@ -1,7 +1,7 @@
 """PivotRL: GRPO on pivot states.
 
 Each step draws ``pivots_per_step`` states (a seeded shuffle, resumable), samples ``group_size``
-completions per state from the current policy (one shared prefill), scores them with the functional
+completions per state from the current policy (one batched call, a shared prefill per state), scores them with the functional
 verifier from the exact state, drops zero-variance groups (counted as filtered turns) and applies the
 clipped-surrogate update of :class:`~pivotgym.train.rl.RLTrainer`. Evaluation scores a fixed set of pivot
 states with fixed seeds, so scores at different steps are comparable.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pivotgym.sampling.base import SamplingParams
+from pivotgym.sampling.base import SamplingParams, sample_seeded
 from pivotgym.train.config import PivotConfig
 from pivotgym.train.loop import DataOrder, Trainer, sample_seed, shard
 from pivotgym.train.rl import PolicySample, RLTrainer, group_samples
@@ -29,10 +29,12 @@ def evaluate_states(trainer: Trainer, states: Sequence[PivotState], scorer: Stat
     greedy = temperature <= 0
     n = 1 if greedy else samples
     total = solved = turns = 0.0
-    for i, state in shard(list(enumerate(states)), trainer.rank, trainer.world):
-        params = SamplingParams(temperature=1.0 if greedy else temperature, top_k=1 if greedy else 0,
-                                max_new_tokens=max_new_tokens, seed=sample_seed(seed, 0, i, EVAL_SALT))
-        completions = trainer.sampler.sample([state.prompt_ids], n=n, params=params)[0]
+    mine = shard(list(enumerate(states)), trainer.rank, trainer.world)
+    params = SamplingParams(temperature=1.0 if greedy else temperature, top_k=1 if greedy else 0,
+                            max_new_tokens=max_new_tokens)
+    groups = sample_seeded(trainer.sampler, [state.prompt_ids for _, state in mine], n, params,
+                           [sample_seed(seed, 0, i, EVAL_SALT) for i, _ in mine])
+    for (_, state), completions in zip(mine, groups):
         rewards = scorer.score(state, [c.text for c in completions])
         total += sum(rewards)
         solved += float(max(rewards) >= 1.0)
@@ -90,12 +92,13 @@ class PivotTrainer(RLTrainer):
         samples: list[PolicySample] = []
         local = {"rollout_turns": 0, "filtered_turns": 0, "tokens_generated": 0, "reward_sum": 0.0,
                  "groups": 0, "informative": 0}
-        for global_index, state_index in shard(picked, self.rank, self.world):
-            state = self.states[state_index]
-            params = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens,
-                                    seed=sample_seed(cfg.seed, step, global_index))
-            with self.counters.time("generation"):
-                completions = self.sampler.sample([state.prompt_ids], n=cfg.group_size, params=params)[0]
+        mine = shard(picked, self.rank, self.world)
+        states = [self.states[state_index] for _, state_index in mine]
+        params = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
+        with self.counters.time("generation"):  # every state of the step in one batched call, own seed each
+            groups = sample_seeded(self.sampler, [state.prompt_ids for state in states], cfg.group_size, params,
+                                   [sample_seed(cfg.seed, step, global_index) for global_index, _ in mine])
+        for (_, state_index), state, completions in zip(mine, states, groups):
             with self.counters.time("verification"):
                 rewards = self.scorer.score(state, [c.text for c in completions])
             group = group_samples(state.prompt_ids, [c.token_ids for c in completions], rewards, cfg.advantage,

@@ -68,6 +68,42 @@ def test_samples_of_one_prompt_differ_but_seed_reproduces(tiny_sampler):
     assert len({tuple(c.token_ids) for c in first[0]}) > 1  # near-uniform model: samples differ
 
 
+def test_per_prompt_seeds_make_a_prompts_samples_independent_of_its_batch(tiny_sampler):
+    params = SamplingParams(max_new_tokens=6)
+    ids = lambda res: [[c.token_ids for c in g] for g in res]  # noqa: E731
+    batched = tiny_sampler.sample([CHAT_A, CHAT_B, CHAT_A], n=2, params=params, seeds=[11, 22, 33])
+    alone_b = tiny_sampler.sample([CHAT_B], n=2, params=params, seeds=[22])
+    assert ids(batched)[1] == ids(alone_b)[0]  # same prompt, same seed: same samples, whatever came along
+    assert ids(batched)[0] != ids(batched)[2]  # same prompt, other seed: other samples
+    swapped = tiny_sampler.sample([CHAT_A, CHAT_B], n=2, params=params, seeds=[33, 22])
+    assert ids(swapped) == [ids(batched)[2], ids(batched)[1]]
+    with pytest.raises(ValueError, match="one per prompt"):
+        tiny_sampler.sample([CHAT_A, CHAT_B], n=2, params=params, seeds=[1])
+
+
+def test_sample_seeded_batches_capable_backends_and_loops_over_the_rest(tiny_sampler):
+    from pivotgym.sampling.base import sample_seeded
+
+    calls: list[int] = []
+
+    class PlainBackend:  # a third-party sampler without per-prompt seeds
+        def sample(self, prompts, n=1, params=None):
+            calls.append(len(prompts))
+            return tiny_sampler.sample(prompts, n=n, params=params)
+
+        def describe(self):
+            return {"model": "plain", "revision": None, "backend": "plain"}
+
+    params = SamplingParams(max_new_tokens=4)
+    plain = sample_seeded(PlainBackend(), [CHAT_A, CHAT_B], 2, params, [5, 6])
+    assert calls == [1, 1]  # one call per prompt, each under its own params.seed
+    assert [c.token_ids for c in plain[1]] == [
+        c.token_ids for c in tiny_sampler.sample([CHAT_B], n=2, params=SamplingParams(max_new_tokens=4, seed=6))[0]]
+    batched = sample_seeded(tiny_sampler, [CHAT_A, CHAT_B], 2, params, [5, 6])
+    assert [len(g) for g in batched] == [2, 2]
+    assert sample_seeded(tiny_sampler, [], 2, params, []) == []
+
+
 def test_sampled_logprobs_match_score(tiny_sampler):
     out = tiny_sampler.sample([CHAT_A, CHAT_B], n=2, params=SamplingParams(max_new_tokens=6, seed=7, temperature=0.7))
     completions = [c for g in out for c in g]

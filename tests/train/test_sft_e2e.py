@@ -64,3 +64,30 @@ def test_e2e_runs_episodes_and_counts_turns(arith_data, tmp_path):
     assert summary["final_eval"]["score"] == 0.0
     assert counters["seconds_verification"] > 0
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+def test_e2e_episodes_batch_across_tasks_without_changing_any_episode(arith_data, tmp_path):
+    from pivotgym.env import AgentEnv
+    from pivotgym.registry import make
+    from pivotgym.sampling.testing import tiny_llama
+    from pivotgym.train.e2e import run_episodes
+
+    model, tokenizer = tiny_llama(seed=6)
+    trainer = E2ETrainer(E2EConfig(output_dir=str(tmp_path / "e2e"), env_id="arith/chain-v0", steps=1,
+                                   max_new_tokens=4, report_to=["none"], progress=False),
+                         model=model, tokenizer=tokenizer)
+    trainer.setup_data()
+    calls: list[int] = []
+    sample = trainer.sampler.sample
+    trainer.sampler.sample = lambda prompts, **kw: calls.append(len(prompts)) or sample(prompts, **kw)
+    first, second = trainer.task_ids[:2]
+    params = trainer._params()
+    both = run_episodes(trainer, "arith/chain-v0", [(first, 11), (second, 22)], 3, params, max_turns=2)
+    assert calls == [2, 6]  # turn 0: one shared prompt per task (n=3); turn 1: every live episode once
+    alone = run_episodes(trainer, "arith/chain-v0", [(second, 22)], 3, params, max_turns=2)
+    assert [e.turns for e in both[1]] == [e.turns for e in alone[0]]
+    assert len({tuple(e.turns[0][1]) for e in both[0]}) > 1  # the 3 episodes of a task draw different samples
+    env = make("arith/chain-v0")
+    assert isinstance(env.unwrapped, AgentEnv)
+    env.reset(options={"task_id": second})
+    assert both[1][0].turns[0][0] == trainer.sampler.encode(env.unwrapped.prompt_messages(env.unwrapped.messages))
