@@ -79,6 +79,9 @@ def register(app: typer.Typer) -> None:
         config: Path = typer.Argument(..., help="Experiment YAML (see examples/configs/quickstart.yaml)."),
         out: Optional[Path] = typer.Option(None, help="Run folder (default: runs/<name>)."),
         stages: Optional[str] = typer.Option(None, help="Comma-separated stages to run (default: all)."),
+        seeds: Optional[str] = typer.Option(
+            None, help="Comma-separated training seeds, replacing the config's `seeds` (e.g. 0,1,2). Finished "
+                       "seeds of the run folder are kept, so this adds seeds to a finished run."),
         as_json: bool = typer.Option(False, "--json", help="Print the summary JSON."),
     ) -> None:
         """Run the whole comparison for one domain: base eval, expert data, SFT, pivots, PivotRL, E2E RL,
@@ -87,6 +90,8 @@ def register(app: typer.Typer) -> None:
 
         try:
             cfg = load_experiment(config)
+            if seeds:
+                cfg.seeds = parse_seeds(seeds)
         except (ExperimentError, FileNotFoundError) as exc:
             raise CLIError(str(exc), hint="see examples/configs/quickstart.yaml for the format") from exc
         summary = run_experiment(cfg, out_dir=out, stages=stages.split(",") if stages else None)
@@ -94,6 +99,19 @@ def register(app: typer.Typer) -> None:
             emit_json(summary)
             return
         typer.echo(f"report: {summary['report']}")
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``"0,1,2"`` -> ``[0, 1, 2]`` (order kept, repeats dropped); anything else is an ExperimentError."""
+    from pivotgym.experiment import ExperimentError
+
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ExperimentError(f"--seeds: expected comma-separated integers such as 0,1,2, got {text!r}") from None
+    if not values:
+        raise ExperimentError("--seeds: give at least one seed, e.g. --seeds 0,1,2")
+    return list(dict.fromkeys(values))
 
 
 def format_result(result: dict[str, Any]) -> str:

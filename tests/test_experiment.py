@@ -86,3 +86,25 @@ def test_miniature_experiment_end_to_end(tiny_model_dir, arith_registry, tmp_pat
     before = {p: p.stat().st_mtime for p in (root / "eval").glob("*.json")}
     run_experiment(load_experiment(path), out_dir=root)
     assert {p: p.stat().st_mtime for p in (root / "eval").glob("*.json")} == before
+
+    # more seeds later: `--seeds 0,1` keeps seed 0's results and the base eval, and adds seed 1
+    from pivotgym.cli import main
+
+    assert main(["experiment", str(path), "--out", str(root), "--seeds", "0,1", "--json"]) == 0
+    assert {p: p.stat().st_mtime for p in (root / "eval").glob("*.json") if p in before} == before
+    assert (root / "eval" / "pivot-s1.json").exists() and (root / "train" / "e2e-s1" / "curve.json").exists()
+    assert "seeds 0, 1" in (root / "report.md").read_text()
+
+
+@pytest.mark.parametrize("text, expected", [("0,1,2", [0, 1, 2]), (" 3, 1,3 ", [3, 1]), ("7", [7])])
+def test_seeds_option_parses_a_comma_separated_list(text, expected):
+    from pivotgym.eval_commands import parse_seeds
+
+    assert parse_seeds(text) == expected
+
+
+def test_seeds_option_rejects_junk_with_a_hint(tmp_path, capsys):
+    from pivotgym.cli import main
+
+    assert main(["experiment", str(EXAMPLES / "quickstart.yaml"), "--out", str(tmp_path), "--seeds", "zero"]) == 1
+    assert "comma-separated integers" in capsys.readouterr().err and not list(tmp_path.iterdir())
