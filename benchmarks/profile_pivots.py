@@ -1,12 +1,14 @@
 """Profiling throughput: fixed K vs adaptive K on a real model, with the agreement of the selected pivots.
 
-Three runs over the same states (expert trajectories of ``--env``), same reference model and seed:
+Four runs over the same states (expert trajectories of ``--env``), same reference model and seed:
 
-* ``fixed``        - K samples per state in one sampler call (the baseline);
+* ``per-state``    - K samples per state, one sampler call per state (no batching across states);
+* ``fixed``        - K samples per state, the states of a chunk batched into one call (the default);
 * ``fixed-stream`` - K samples per state in blocks of ``--block`` (the exact sample stream adaptive K reads);
 * ``adaptive``     - blocks of ``--block`` until the pivot decision is settled (:class:`AdaptiveK`).
 
-Printed: states/s and samples of each run, the sample ratio fixed/adaptive (goal >= 2x), and the agreement of
+Printed: states/s and samples of each run, the speed-up of batching states (fixed / per-state), the sample
+ratio fixed/adaptive (goal >= 2x), and the agreement of
 the pivot sets (var > 0 and mean < λ): per-state agreement and the Jaccard overlap, against the same stream
 (differences come only from the unanimity rule) and against the one-call baseline (which also includes
 sampling noise; the fixed-vs-fixed-stream line shows that noise floor).
@@ -80,6 +82,19 @@ def _agreement(a: dict, b: dict) -> dict[str, float]:
     return {"state_agreement": round(same, 4), "pivot_jaccard": round(jaccard, 4)}
 
 
+class OneCallPerState:
+    """A sampler without per-prompt seeds: the profiler falls back to one call per state (the baseline)."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+
+    def sample(self, prompts, n=1, params=None):  # noqa: ANN001, ANN201 - the Sampler protocol
+        return self.inner.sample(prompts, n=n, params=params)
+
+    def describe(self) -> dict:
+        return self.inner.describe()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", action="append", help="env ids (default: arith/chain-v0, tooluse/bfcl-simple-v0)")
@@ -111,6 +126,7 @@ def main() -> None:
     sampler = make_reference_sampler("hf", args.model)
     params = SamplingParams(temperature=args.temperature, max_new_tokens=args.max_new_tokens)
     runs = {
+        "per-state": ProfileConfig(k=args.k, params=params, block=args.k),
         "fixed": ProfileConfig(k=args.k, params=params, block=args.k),
         "fixed-stream": ProfileConfig(k=args.k, params=params, block=args.block),
         "adaptive": ProfileConfig(k=args.k, params=params, adaptive=AdaptiveK(
@@ -123,7 +139,8 @@ def main() -> None:
         for name, config in runs.items():
             config.pivot_max_mean = args.max_mean
             start = time.perf_counter()
-            result = Profiler(sampler, config, pool).profile(trajectories, None, progress=False)
+            reference = OneCallPerState(sampler) if name == "per-state" else sampler
+            result = Profiler(reference, config, pool).profile(trajectories, None, progress=False)
             elapsed = time.perf_counter() - start
             n = len(result.profiles)
             figures[name] = {"states": n, "samples": result.stats["samples"], "seconds": round(elapsed, 2),
@@ -135,6 +152,8 @@ def main() -> None:
     summary = {
         "model": sampler.describe(), "envs": envs, "k": args.k, "block": args.block,
         "min_unanimous": args.min_unanimous, "runs": figures,
+        "batching_speedup_fixed_over_per_state": round(
+            fixed["states_per_s"] / figures["per-state"]["states_per_s"], 3),
         "sample_ratio_fixed_over_adaptive": round(fixed["samples"] / max(1, adaptive["samples"]), 3),
         "speedup_states_per_s": round(adaptive["states_per_s"] / fixed["states_per_s"], 3),
         "agreement_same_stream": _agreement(decisions["fixed-stream"], decisions["adaptive"]),
@@ -149,6 +168,8 @@ def main() -> None:
     for name, f in figures.items():
         print(f"  {name:13} {f['states']:4d} states  {f['samples']:5d} samples  {f['seconds']:8.2f}s  "
               f"{f['states_per_s']:7.3f} states/s  pivots {f['pivots']}  uninformative {f['uninformative']}")
+    print(f"batching states into one call: {summary['batching_speedup_fixed_over_per_state']}x states/s "
+          "(fixed / per-state)")
     print(f"samples fixed/adaptive: {summary['sample_ratio_fixed_over_adaptive']}x (goal >= 2x); "
           f"states/s adaptive/fixed: {summary['speedup_states_per_s']}x")
     for label in ("agreement_same_stream", "agreement_vs_one_call_fixed", "noise_floor_fixed_vs_fixed_stream"):
