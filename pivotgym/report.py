@@ -121,11 +121,14 @@ def ratio_text(ratio: Mapping[str, Any], unit: str) -> str:
     if ratio.get("target") is None:
         return "not measured"
     if ratio.get("fast") is None:
-        return f"did not reach E2E's final score ({pct(ratio['target'])}%) within its budget"
+        return f"PivotRL did not reach E2E's final score ({pct(ratio['target'])}%) within its budget"
+    if not ratio.get("reference"):
+        return (f"not measurable: E2E RL never rose above its start score ({pct(ratio['target'])}%), so it has no "
+                "cost to reach it")
     if not ratio.get("ratio"):
-        return f"reached {pct(ratio['target'])}% at {ratio['fast']:.0f} {unit} (E2E: {ratio['reference'] or 0:.0f})"
-    return (f"reached E2E's final score ({pct(ratio['target'])}%) after {ratio['fast']:.0f} {unit} vs E2E's "
-            f"{ratio['reference']:.0f}: **{ratio['ratio']:.2f}x** fewer")
+        return f"PivotRL reached {pct(ratio['target'])}% at {ratio['fast']:.0f} {unit} (E2E: {ratio['reference']:.0f})"
+    return (f"PivotRL reached E2E's final score ({pct(ratio['target'])}%) after {ratio['fast']:.0f} {unit} vs "
+            f"E2E's {ratio['reference']:.0f}: **{ratio['ratio']:.2f}x** fewer")
 
 
 __all__ = ["markdown_table", "pct", "plot_bars", "plot_curves", "ratio_text", "reach_ratio", "time_to_reach"]
@@ -247,27 +250,38 @@ def write_experiment_report(root: str | Path, config: Any) -> dict[str, Any]:
                                              "e2e_final": ec[-1]["score"] if ec else None,
                                              "pivot_turns": pc[-1]["turns"] if pc else None,
                                              "e2e_turns": ec[-1]["turns"] if ec else None}
-            lines += [f"- seed {s}: rollout turns — PivotRL {ratio_text(by_turns, 'turns')}; "
-                      f"wall-clock — {ratio_text(by_secs, 's')}."]
+            if by_turns.get("target") is not None and not by_turns.get("reference"):  # E2E's curve stayed flat
+                lines += [f"- seed {s}: {ratio_text(by_turns, 'turns')}; final scores PivotRL "
+                          f"{pct(pc[-1]['score'] if pc else None)}%, E2E RL {pct(ec[-1]['score'])}%."]
+            else:
+                lines += [f"- seed {s}: rollout turns — {ratio_text(by_turns, 'turns')}; "
+                          f"wall-clock — {ratio_text(by_secs, 's')}."]
         lines.append("")
 
     # ---- uninformative turns
-    select = _read(root / "data" / f"select-functional-s{seeds[0]}.json")
-    if select:
-        stats = select["stats"]["per_env"].get("all", {})
-        turns = max(1, stats.get("turns", 0))
-        shares = {"all fail": stats.get("all_fail", 0) / turns, "all pass": stats.get("all_pass", 0) / turns,
-                  "informative": stats.get("informative", 0) / turns, "pivots": stats.get("pivots", 0) / turns}
+    selects = {s: sel for s in seeds if (sel := _read(root / "data" / f"select-functional-s{s}.json"))}
+    if selects:
+        k = config.profile.get("k", 8)
+        per_seed = {s: sel["stats"]["per_env"].get("all", {}) for s, sel in selects.items()}
+        kinds = {"all fail": "all_fail", "all pass": "all_pass", "informative": "informative", "pivots": "pivots"}
+        shares = {label: sum(st.get(key, 0) / max(1, st.get("turns", 0)) for st in per_seed.values()) / len(per_seed)
+                  for label, key in kinds.items()}
+        share, share_v = _mean_over(per_seed, lambda st: st.get("share_uninformative"))
         plot_bars(shares, plots / "turn_shares.png", ylabel="share of expert turns", percent=True,
-                  title=f"profiled turns ({stats.get('turns', 0)}; K={config.profile.get('k', 8)})")
-        summary["uninformative"] = {"share": stats.get("share_uninformative"), "turns": stats.get("turns"),
-                                    "pivots": stats.get("pivots"), "rule": select["rule"]}
+                  title=f"profiled turns (K={k}, mean of {len(per_seed)} seed(s))")
+        rule = next(iter(selects.values()))["rule"]
+        summary["uninformative"] = {"share": share, "per_seed": {str(s): st.get("share_uninformative")
+                                                                 for s, st in per_seed.items()},
+                                    "pivots": {str(s): st.get("pivots") for s, st in per_seed.items()}, "rule": rule}
+        detail = "; ".join(f"seed {s}: {pct(st.get('share_uninformative'))}% of {st.get('turns', 0)} turns "
+                           f"({st.get('all_fail', 0)} all fail, {st.get('all_pass', 0)} all pass), "
+                           f"{st.get('pivots', 0)} pivots" for s, st in per_seed.items())
         lines += ["## Uninformative turns", "",
-                  f"Of {stats.get('turns', 0)} expert turns profiled with K={config.profile.get('k', 8)} samples "
-                  f"from the frozen reference (the RL start model, seed {seeds[0]}), **{pct(stats.get('share_uninformative'))}%** carry no signal "
-                  f"(all samples fail: {stats.get('all_fail', 0)}, all pass: {stats.get('all_pass', 0)}); "
-                  f"{stats.get('pivots', 0)} pivots pass the rule (var > {select['rule'].get('min_var', 0)}, "
-                  f"mean < {select['rule'].get('max_mean')}). The paper reports ~71% uninformative.", "",
+                  f"Expert turns profiled with K={k} samples from the frozen reference (the RL start model of each "
+                  f"seed): **{pct(share)}%** carry no signal (every sample fails or every sample passes)"
+                  + (f", {pct(min(share_v))}–{pct(max(share_v))}% across seeds" if len(share_v) > 1 else "")
+                  + f". {detail}. Pivots pass the rule var > {rule.get('min_var', 0)} and mean < "
+                  f"{rule.get('max_mean')}. The paper reports ~71% uninformative.", "",
                   "![turn shares](plots/turn_shares.png)", ""]
 
     # ---- ablation
@@ -284,8 +298,9 @@ def write_experiment_report(root: str | Path, config: Any) -> dict[str, Any]:
     if len(abl_vals) > 1:
         plot_bars(abl_vals, plots / "ablation.png", ylabel="in-domain score", percent=True,
                   title="ablation: which turns, which reward", errors=abl_err if len(seeds) > 1 else None)
-        exact_sel = _read(root / "data" / f"select-exact-s{seeds[0]}.json")
-        note = f" The exact-match profile selected {exact_sel['pivots']} pivots." if exact_sel else ""
+        exact = {s: sel["pivots"] for s in seeds if (sel := _read(root / "data" / f"select-exact-s{s}.json"))}
+        note = (" The exact-match profile selected " + ", ".join(f"{n} (seed {s})" for s, n in exact.items())
+                + " pivots.") if exact else ""
         lines += ["## Ablation", "",
                   "Same trainer and budget; *random turns* trains on as many randomly chosen profiled turns as "
                   "there are pivots; *exact-match reward* profiles, selects and trains with the exact-match "
@@ -305,18 +320,30 @@ def write_experiment_report(root: str | Path, config: Any) -> dict[str, Any]:
     return summary
 
 
+def _seed_verdict(ratios: Mapping[str, Mapping[str, Any]]) -> str:
+    """"reproduced / mixed / not reproduced: k of n seeds (...)" over the seeds where the cost is measurable
+    (E2E RL rose above its start score); PivotRL never reaching the target counts as not reproduced."""
+    measurable = {seed: r for seed, r in ratios.items() if r.get("reference")}
+    skipped = sorted(set(ratios) - set(measurable), key=str)
+    note = f"; seed(s) {', '.join(skipped)} not measurable (E2E RL never rose above its start)" if skipped else ""
+    if not measurable:
+        return "not measurable in any seed (E2E RL never rose above its start score)"
+    hits = [seed for seed, r in measurable.items() if r.get("ratio") and r["ratio"] > 1]
+    verdict = ("reproduced" if len(hits) == len(measurable) else "not reproduced" if not hits else "mixed")
+    each = ", ".join(f"seed {seed} {r['ratio']:.2f}x" if r.get("ratio") else f"seed {seed} never reached"
+                     for seed, r in measurable.items())
+    return f"{verdict}, {len(hits)} of {len(measurable)} measurable seed(s) ({each}){note}"
+
+
 def _claims(summary: Mapping[str, Any]) -> list[str]:
     """Plain statements of which claims this run reproduces, computed from the summary."""
     m = summary["methods"]
     out = []
-    eff = [v for v in summary["efficiency"].values() if v["turns"].get("target") is not None]
-    if eff:
-        hits = [v for v in eff if v["turns"].get("ratio") and v["turns"]["ratio"] > 1]
-        out.append(f"- **Fewer rollout turns than E2E RL to E2E's final score**: "
-                   f"{'reproduced' if len(hits) == len(eff) else 'not reproduced'} in {len(hits)}/{len(eff)} seed(s).")
-        hits_s = [v for v in eff if v["seconds"].get("ratio") and v["seconds"]["ratio"] > 1]
-        out.append(f"- **Less wall-clock than E2E RL**: "
-                   f"{'reproduced' if len(hits_s) == len(eff) else 'not reproduced'} in {len(hits_s)}/{len(eff)} seed(s).")
+    for x, claim in (("turns", "Fewer rollout turns than E2E RL to E2E's final score"),
+                     ("seconds", "Less wall-clock than E2E RL to E2E's final score")):
+        ratios = {seed: v[x] for seed, v in summary["efficiency"].items() if v[x].get("target") is not None}
+        if ratios:
+            out.append(f"- **{claim}**: {_seed_verdict(ratios)}.")
     if "pivot" in m and "sft" in m and m["pivot"]["in_domain"] is not None and m["sft"]["in_domain"] is not None:
         ok = m["pivot"]["in_domain"] >= m["sft"]["in_domain"]
         out.append(f"- **In-domain PivotRL ≥ SFT**: {'reproduced' if ok else 'not reproduced'} "

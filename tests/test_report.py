@@ -21,6 +21,26 @@ def test_reach_ratio_arithmetic():
     assert "3.33x" in ratio_text(reach_ratio(PIVOT, E2E), "turns")
 
 
+def test_a_flat_e2e_curve_makes_the_cost_not_measurable():
+    flat = [{"turns": 0, "seconds": 0, "score": 0.5}, {"turns": 80, "seconds": 40, "score": 0.5}]
+    ratio = reach_ratio(PIVOT, flat)
+    assert ratio["reference"] == 0.0 and ratio["ratio"] is None
+    assert ratio_text(ratio, "turns").startswith("not measurable: E2E RL never rose above its start score")
+
+
+def test_claim_verdicts_count_only_measurable_seeds():
+    from pivotgym.report import _seed_verdict
+
+    win, loss = reach_ratio(PIVOT, E2E), {"target": 0.5, "fast": 300.0, "reference": 200.0, "ratio": 200 / 300}
+    flat = {"target": 0.5, "fast": 60.0, "reference": 0.0, "ratio": None}
+    never = {"target": 0.5, "fast": None, "reference": 200.0, "ratio": None}
+    assert _seed_verdict({"0": win, "1": flat}).startswith("reproduced, 1 of 1 measurable seed(s) (seed 0 3.33x)")
+    assert "seed(s) 1 not measurable" in _seed_verdict({"0": win, "1": flat})
+    assert _seed_verdict({"0": win, "2": loss}).startswith("mixed, 1 of 2")
+    assert _seed_verdict({"0": never}) == "not reproduced, 0 of 1 measurable seed(s) (seed 0 never reached)"
+    assert _seed_verdict({"1": flat}).startswith("not measurable in any seed")
+
+
 def test_markdown_table_and_percent():
     assert markdown_table(["a", "b"], [[1, "x|y"]]) == "| a | b |\n|---|---|\n| 1 | x\\|y |"
     assert pct(0.4321) == "43.2" and pct(None) == "-"
