@@ -31,8 +31,9 @@ from pivotgym.jsonl import JsonlAppender, iter_jsonl
 from pivotgym.sampling.base import Sampler, SamplingParams, sample_seeded
 from pivotgym.types import Message, Trajectory, Turn, TurnProfile, content_hash
 
-#: bump when the profile computation changes in a way that alters results (part of every key)
-PROFILE_FORMAT = "1"
+#: bump when the profile computation changes in a way that alters results (part of every key);
+#: "2": samples keyed by per-state seeds in batched calls (`sample_seeded`)
+PROFILE_FORMAT = "2"
 
 __all__ = [
     "AdaptiveK", "ProfileConfig", "ProfileResult", "Profiler", "State", "VerifyTask", "profile_trajectories",

@@ -1,10 +1,10 @@
 """PivotRL: GRPO on pivot states.
 
 Each step draws ``pivots_per_step`` states (a seeded shuffle, resumable), samples ``group_size``
-completions per state from the current policy (one batched call, a shared prefill per state), scores them with the functional
-verifier from the exact state, drops zero-variance groups (counted as filtered turns) and applies the
-clipped-surrogate update of :class:`~pivotgym.train.rl.RLTrainer`. Evaluation scores a fixed set of pivot
-states with fixed seeds, so scores at different steps are comparable.
+completions per state from the current policy (all states in one batched call, one shared prefill per
+state), scores them with the functional verifier from the exact state, drops zero-variance groups (counted
+as filtered turns) and applies the clipped-surrogate update of :class:`~pivotgym.train.rl.RLTrainer`.
+Evaluation scores a fixed set of pivot states with fixed seeds, so scores at different steps are comparable.
 """
 
 from __future__ import annotations
