@@ -50,13 +50,20 @@ def reach_ratio(fast: Curve, reference: Curve, x: str = "turns") -> dict[str, An
 
 def plot_curves(curves: Mapping[str, Curve], path: str | Path, *, x: str = "turns", xlabel: str = "rollout turns",
                 ylabel: str = "in-domain score", title: str = "", target: float | None = None) -> Path:
-    """Line plot of several learning curves against ``x``; ``target`` draws a dashed horizontal line."""
+    """Line plot of several learning curves against ``x``; ``target`` draws a dashed horizontal line.
+
+    A curve named ``"METHOD (seed N)"`` takes its method's colour and its seed's line style and marker, so the
+    seeds of one method stay apart."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 4), dpi=110)
+    styles = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D")]
+    variants: dict[str, int] = {}
     for name, curve in curves.items():
         if curve:
-            ax.plot([p[x] for p in curve], [p["score"] for p in curve], marker="o", label=name,
-                    color=COLORS.get(name.split(" (")[0]))
+            method, _, variant = name.partition(" (")
+            line, marker = styles[variants.setdefault(variant, len(variants)) % len(styles)]
+            ax.plot([p[x] for p in curve], [p["score"] for p in curve], marker=marker, linestyle=line, label=name,
+                    color=COLORS.get(method))
     if target is not None:
         ax.axhline(target, linestyle="--", color="#555555", linewidth=1, label=f"target {target:.2f}")
     ax.set_xlabel(xlabel)
@@ -64,7 +71,7 @@ def plot_curves(curves: Mapping[str, Curve], path: str | Path, *, x: str = "turn
     if title:
         ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize="small")
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -233,7 +240,8 @@ def write_experiment_report(root: str | Path, config: Any) -> dict[str, Any]:
         named_turns[f"PivotRL{suffix}"] = pc
         named_turns[f"E2E RL{suffix}"] = ec
     if any(c for pair in curves.values() for c in pair):
-        target = curves[seeds[0]][1][-1]["score"] if curves[seeds[0]][1] else None
+        # one seed: E2E's final score as the target line; several: each seed has its own, so none is drawn
+        target = curves[seeds[0]][1][-1]["score"] if len(seeds) == 1 and curves[seeds[0]][1] else None
         plot_curves(named_turns, plots / "curve_turns.png", x="turns", xlabel="rollout turns (incl. profiling)",
                     title=f"{config.env}: in-domain score vs rollout turns", target=target)
         plot_curves(named_turns, plots / "curve_seconds.png", x="seconds", xlabel="wall-clock seconds (excl. eval)",
