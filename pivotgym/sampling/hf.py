@@ -504,13 +504,33 @@ def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
 
 
 def _revision(name: str) -> str | None:
-    """A stable identity for the weights behind ``name`` (used in cache keys)."""
+    """A stable identity for the weights behind ``name`` (used in cache keys and the profiler's seeds).
+
+    For a folder it hashes the contents of its config and weight files, so the same weights written again
+    (a rerun of the same training, a copy on another machine) get the same revision, and other weights never
+    do. File timestamps are not part of it: they would give every rerun new sampling seeds."""
     if name in BUNDLED_MODELS:
         return BUNDLED_MODELS[name].requirement
     path = os.path.expanduser(name)
     if os.path.isdir(path):
         files = sorted(f for f in os.listdir(path) if f.endswith((".json", ".safetensors", ".bin")))
-        stats = [(f, os.path.getsize(os.path.join(path, f)), int(os.path.getmtime(os.path.join(path, f))))
-                 for f in files]
-        return content_hash(stats)[:16]
+        return content_hash([(f, _file_digest(os.path.join(path, f))) for f in files])[:16]
     return None
+
+
+_DIGESTS: dict[tuple[str, int, int], str] = {}
+
+
+def _file_digest(path: str) -> str:
+    """sha256 of a file's bytes, memoised per (path, size, mtime) so a process hashes each file once."""
+    import hashlib
+
+    stat = os.stat(path)
+    memo = (os.path.realpath(path), stat.st_size, stat.st_mtime_ns)
+    if memo not in _DIGESTS:
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 22), b""):
+                digest.update(block)
+        _DIGESTS[memo] = digest.hexdigest()
+    return _DIGESTS[memo]

@@ -236,3 +236,25 @@ def test_gumbel_sampling_draws_from_the_softmax():
     assert (hot == 2).float().mean() > 0.95  # low temperature concentrates on the argmax
     rows = torch.tensor([5, 7])
     assert torch.equal(noise.gumbel(4, 4, rows), noise.gumbel(4, 4, None)[rows])  # row-keyed, not position-keyed
+
+
+def test_revision_follows_the_weights_not_the_file_times(tmp_path):
+    import os
+    import shutil
+
+    from pivotgym.sampling.hf import _revision
+    from pivotgym.sampling.testing import tiny_llama
+
+    model, tokenizer = tiny_llama(seed=3)  # its own copy: the weights get changed below
+    first = tmp_path / "first"
+    model.save_pretrained(first)
+    tokenizer.save_pretrained(first)
+    again = tmp_path / "again"
+    shutil.copytree(first, again)
+    for f in again.iterdir():
+        os.utime(f, (1_000_000, 1_000_000))  # same bytes, other timestamps: same revision (and profiler seeds)
+    assert _revision(str(first)) == _revision(str(again)) is not None
+    with torch.no_grad():
+        next(model.parameters()).add_(1.0)
+    model.save_pretrained(again)
+    assert _revision(str(again)) != _revision(str(first))
