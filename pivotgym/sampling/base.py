@@ -45,6 +45,12 @@ class Sampler(Protocol):
         ...
 
 
+def check_prompt_seeds(seeds: Sequence[int], prompts: int) -> None:
+    """Raise ValueError unless there is exactly one seed per prompt (the ``seeds=`` contract of a sampler)."""
+    if len(seeds) != prompts:
+        raise ValueError(f"seeds: one per prompt, got {len(seeds)} for {prompts} prompts")
+
+
 def sample_seeded(sampler: Sampler, prompts: Sequence[Prompt], n: int, params: SamplingParams,
                   seeds: Sequence[int]) -> list[list[Completion]]:
     """``n`` completions per prompt, prompt ``i`` under its own ``seeds[i]``.
@@ -54,8 +60,7 @@ def sample_seeded(sampler: Sampler, prompts: Sequence[Prompt], n: int, params: S
     (slower: no batching across prompts). Either way a prompt's samples depend on its seed, not on which other
     prompts came with it, so profiles and training steps reproduce whatever the batching.
     """
-    if len(seeds) != len(prompts):
-        raise ValueError(f"seeds: one per prompt, got {len(seeds)} for {len(prompts)} prompts")
+    check_prompt_seeds(seeds, len(prompts))
     if not prompts:
         return []
     if getattr(sampler, "prompt_seeds", False):

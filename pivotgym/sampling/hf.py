@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from pivotgym.sampling.base import Prompt, SamplingParams, cut_at_stop, encode_prompt
+from pivotgym.sampling.base import Prompt, SamplingParams, check_prompt_seeds, cut_at_stop, encode_prompt
 from pivotgym.sampling.logprobs import positions_from_mask, token_logprobs
 from pivotgym.sampling.models import DEFAULT_MODEL, BUNDLED_MODELS, load_model_and_tokenizer
 from pivotgym.types import Completion, content_hash
@@ -129,8 +129,7 @@ class HFSampler:
             raise ValueError(f"n must be >= 1, got {n}")
         encoded = [self.encode(p) for p in prompts]
         if seeds is not None:
-            if len(seeds) != len(encoded):
-                raise ValueError(f"seeds: one per prompt, got {len(seeds)} for {len(encoded)} prompts")
+            check_prompt_seeds(seeds, len(encoded))
             noise = GumbelNoise.per_prompt([int(s) for s in seeds], n, self.device)
         else:
             seed = params.seed if params.seed is not None else random.SystemRandom().randrange(2**63)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from pivotgym.sampling.base import Prompt, SamplerError, SamplingParams, encode_prompt
+from pivotgym.sampling.base import Prompt, SamplerError, SamplingParams, check_prompt_seeds, encode_prompt
 from pivotgym.sampling.models import DEFAULT_MODEL, resolve_model
 from pivotgym.types import Completion
 
@@ -79,8 +79,7 @@ class VLLMSampler:
         params = params or SamplingParams()
         encoded = [self.encode(p) for p in prompts]
         if seeds is not None:
-            if len(seeds) != len(encoded):
-                raise ValueError(f"seeds: one per prompt, got {len(seeds)} for {len(encoded)} prompts")
+            check_prompt_seeds(seeds, len(encoded))
             per_request: Any = [self.sampling_params(n, replace(params, seed=int(s))) for s in seeds]
         else:
             per_request = self.sampling_params(n, params)

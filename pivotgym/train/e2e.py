@@ -4,8 +4,9 @@ compute baseline).
 Each step draws ``tasks_per_step`` tasks and runs ``group_size`` episodes of each through the env, the
 episodes of every task advancing together (one batched sampler call per turn). Every assistant turn becomes
 a training sample - its prompt ids exactly as sampled from, its completion ids exactly as generated -
-whose advantage is its episode's group-relative outcome advantage. Groups whose episodes all got the same return are
-dropped (their turns counted as filtered). The loss is the same clipped surrogate as the pivot trainer's.
+whose advantage is its episode's group-relative outcome advantage. Groups whose episodes all got the same
+return are dropped (their turns counted as filtered). The loss is the same clipped surrogate as the pivot
+trainer's.
 """
 
 from __future__ import annotations
