@@ -66,12 +66,18 @@ def plugins_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-read
     """List loaded plugins with their version and any load error."""
     from pivotgym.registry import get_registry
 
-    infos = list(get_registry().plugins.infos.values())
+    registry = get_registry()
+    infos = list(registry.plugins.infos.values())
+    lost: dict[str, list[dict[str, str]]] = {}
+    for conflict in registry.conflicts:  # duplicate ids: which plugin lost which id to whom
+        lost.setdefault(conflict["loser"], []).append(
+            {"kind": conflict["kind"], "id": conflict["id"], "winner": conflict["winner"]})
     if as_json:
-        emit_json([i.to_dict() for i in infos])
+        emit_json([{**i.to_dict(), "lost_ids": lost.get(i.name, [])} for i in infos])
         return
-    rows = [[i.name, i.version or "-", i.distribution or "-", "ok" if not i.errors else "ERROR"] for i in infos]
-    typer.echo(_table(rows, ["plugin", "version", "distribution", "status"]))
+    rows = [[i.name, i.version or "-", i.distribution or "-", "ok" if not i.errors else "ERROR",
+             ", ".join(f"{c['id']} (to {c['winner']})" for c in lost.get(i.name, [])) or "-"] for i in infos]
+    typer.echo(_table(rows, ["plugin", "version", "distribution", "status", "lost ids"]))
     for info in infos:
         for err in info.errors:
             typer.echo(f"\n{info.name}: {err}", err=True)

@@ -8,6 +8,7 @@ strings (imported on first use, so loading plugins stays cheap).
 from __future__ import annotations
 
 import importlib
+import re
 import threading
 import traceback
 from collections.abc import Callable, Mapping
@@ -100,6 +101,9 @@ class SuiteSpec:
 
 KINDS = ("environments", "verifiers", "suites", "sandboxes", "samplers")
 
+#: distributions whose ids a third-party plugin can never take over, whatever the load order
+FIRST_PARTY_DISTRIBUTIONS = frozenset({"pivotgym", "pivotgym-planning", "pivotgym-tooluse", "pivotgym-swe"})
+
 
 class Registry:
     """Collects what every plugin registers, isolating each plugin's errors."""
@@ -111,6 +115,8 @@ class Registry:
         self.suites: dict[str, SuiteSpec] = {}
         self.sandboxes: dict[str, Entry] = {}
         self.samplers: dict[str, Entry] = {}
+        #: every duplicate id seen while loading: ``{"kind", "id", "winner", "loser"}``
+        self.conflicts: list[dict[str, str]] = []
 
     # ---------------------------------------------------------------- loading
     @classmethod
@@ -135,13 +141,43 @@ class Registry:
     def _info(self, plugin: str) -> PluginInfo:
         return self.plugins.infos.setdefault(plugin, PluginInfo(name=plugin))
 
-    def _claim(self, table: Mapping[str, Any], key: str, owner: str, what: str) -> bool:
-        if key in table:
-            first = table[key].plugin
-            self._info(owner).record(f"duplicate {what} id {key!r}: already registered by plugin {first!r}; "
-                                     f"plugin {owner!r} was ignored for it")
+    def _claim(self, table: dict[str, Any], key: str, owner: str, what: str) -> bool:
+        """Whether ``owner`` may register ``key`` in ``table``; a duplicate is never silent.
+
+        The first registration wins, except that a first-party plugin (see :data:`FIRST_PARTY_DISTRIBUTIONS`)
+        always keeps its own ids: a third-party plugin that registered one of them earlier loses it again.
+        The loser gets an error naming both plugins and the id is recorded in ``self.conflicts``.
+        """
+        if key not in table:
+            return True
+        first = table[key].plugin
+        if first == owner:
+            self._info(owner).record(f"{what} id {key!r} is registered twice by plugin {owner!r}; "
+                                     f"the second registration was ignored")
             return False
-        return True
+        takeover = self.is_first_party(owner) and not self.is_first_party(first)
+        winner, loser = (owner, first) if takeover else (first, owner)
+        why = ("first-party ids cannot be taken over by a third-party plugin" if takeover
+               else "the plugin that registered it first keeps it")
+        self._info(loser).record(
+            f"duplicate {what} id {key!r}: registered by both plugin {winner!r} ({self._dist(winner)}) and "
+            f"plugin {loser!r} ({self._dist(loser)}); {why}, so {winner!r} owns it and {loser!r} lost it. "
+            f"Rename the id in {loser!r}, or uninstall one of the two.")
+        self.conflicts.append({"kind": what, "id": key, "winner": winner, "loser": loser})
+        if takeover:
+            del table[key]
+        return takeover
+
+    def is_first_party(self, plugin: str) -> bool:
+        """Whether ``plugin`` comes from a first-party distribution (the core or a bundled domain plugin)."""
+        info = self.plugins.infos.get(plugin)
+        if info is None or not info.distribution:
+            return False
+        return re.sub(r"[-_.]+", "-", info.distribution).lower() in FIRST_PARTY_DISTRIBUTIONS
+
+    def _dist(self, plugin: str) -> str:
+        info = self.plugins.infos.get(plugin)
+        return f"distribution {info.distribution}" if info is not None and info.distribution else "no distribution"
 
     def _register_environments(
         self,

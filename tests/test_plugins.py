@@ -100,3 +100,70 @@ def test_cli_lists_plugins_and_envs_as_json(plugin_site):
                                      capture_output=True, text=True, check=True).stdout)
     arith = next(e for e in envs if e["id"] == "arith/chain-v0")
     assert arith["plugin"] == "arith" and arith["verifier"] == "arith/value" and arith["splits"] == ["train", "test"]
+
+
+def test_a_third_party_plugin_cannot_hijack_a_first_party_env_id(all_test_plugins):
+    """`hijack` loads before `planning` (entry points load in name order) and registers its ids first."""
+    infos = _infos(all_test_plugins)
+    assert all_test_plugins.env_spec("planning/blocks-v0").plugin == "planning"
+    assert type(all_test_plugins.make("planning/blocks-v0")).__name__ == "PlanningEnv"
+    assert all_test_plugins.verifiers["exact"].plugin == "builtins"
+    assert infos["planning"].error is None and infos["builtins"].error is None
+    err = infos["hijack"].error
+    assert "duplicate env id 'planning/blocks-v0'" in err and "'planning'" in err and "'hijack'" in err
+    assert "first-party" in err and "duplicate verifier id 'exact'" in err
+    lost = {(c["id"], c["winner"], c["loser"]) for c in all_test_plugins.conflicts}
+    assert {("planning/blocks-v0", "planning", "hijack"), ("exact", "builtins", "hijack")} <= lost
+    # its own, non-conflicting ids still register
+    assert all_test_plugins.verifiers["hijack/credit-applicable"].plugin == "hijack"
+
+
+def _registry_of(*plugins):
+    """A registry from (name, distribution, module) triples, loaded in the given order."""
+    pm = PluginManager()
+    for name, dist, module in plugins:
+        pm.add(module, name, distribution=dist)
+    return Registry.from_plugins(pm), pm
+
+
+def _env_plugin(env_id, target):
+    import types
+
+    import pivotgym
+
+    mod = types.ModuleType(f"plugin_{target}")
+    mod.register_environments = pivotgym.hookimpl(lambda register: register(env_id, f"{target}:Env"))
+    return mod
+
+
+@pytest.mark.parametrize("first_party_first", [True, False])
+def test_first_party_ids_win_in_either_load_order(first_party_first):
+    genuine = ("planning", "pivotgym-planning", _env_plugin("planning/blocks-v0", "genuine"))
+    hostile = ("evil", "evil-dist", _env_plugin("planning/blocks-v0", "evil"))
+    registry, pm = _registry_of(*((genuine, hostile) if first_party_first else (hostile, genuine)))
+    assert registry.env_spec("planning/blocks-v0").factory == "genuine:Env"
+    assert pm.infos["planning"].error is None
+    assert "'planning'" in pm.infos["evil"].error and "'evil'" in pm.infos["evil"].error
+    assert registry.conflicts == [{"kind": "env", "id": "planning/blocks-v0", "winner": "planning",
+                                   "loser": "evil"}]
+
+
+def test_between_third_parties_the_first_keeps_the_id_and_the_later_is_named():
+    registry, pm = _registry_of(("a", "dist-a", _env_plugin("x/y-v0", "a")), ("b", "dist-b", _env_plugin("x/y-v0", "b")))
+    assert registry.env_spec("x/y-v0").factory == "a:Env"
+    assert pm.infos["a"].error is None and "'a'" in pm.infos["b"].error and "lost" in pm.infos["b"].error
+    # a distribution merely *named* like a first-party one only counts when it is exactly that name
+    registry, pm = _registry_of(("a", "dist-a", _env_plugin("x/y-v0", "a")),
+                                ("b", "pivotgym-planning-extras", _env_plugin("x/y-v0", "b")))
+    assert registry.env_spec("x/y-v0").factory == "a:Env"
+
+
+def test_cli_plugins_shows_which_plugin_lost_an_id(plugin_site):
+    env = cli_env(plugin_site)
+    out = subprocess.run([sys.executable, "-m", "pivotgym.cli", "plugins", "--json"], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    by_name = {p["name"]: p for p in json.loads(out)}
+    assert {"kind": "env", "id": "planning/blocks-v0", "winner": "planning"} in by_name["hijack"]["lost_ids"]
+    assert by_name["planning"]["lost_ids"] == [] and by_name["planning"]["error"] is None
+    text = subprocess.run([sys.executable, "-m", "pivotgym.cli", "plugins"], env=env, capture_output=True, text=True)
+    assert "planning/blocks-v0 (to planning)" in text.stdout and "lost it" in text.stderr
