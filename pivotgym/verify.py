@@ -7,15 +7,18 @@ structural argument comparison, then execution from the exact state (via :meth:`
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import re
 import traceback
 import unicodedata
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from pivotgym.types import Task, ToolCall, Turn, Verdict
+from pivotgym.types import Task, ToolCall, Trajectory, Turn, Verdict
 
 if TYPE_CHECKING:
     from pivotgym.env import AgentEnv
@@ -43,13 +46,62 @@ class VerifyContext:
     turn: Turn
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     env_factory: Callable[[], AgentEnv] | None = None
+    #: the functions offered at this turn (OpenAI ``tools``), when they travel with the turn instead of
+    #: coming from the env's task (an imported row, a user's own trajectory)
+    tools: list[dict[str, Any]] | None = None
     _fresh: AgentEnv | None = field(default=None, repr=False)
     _positioned: AgentEnv | None = field(default=None, repr=False)
     _snapshot: Any = field(default=None, repr=False)
 
+    @classmethod
+    def from_turn(
+        cls,
+        env_id: str,
+        messages: Sequence[Mapping[str, Any]],
+        expert: Mapping[str, Any] | str | Sequence[ToolCall | Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        task_id: str | None = None,
+        env_kwargs: Mapping[str, Any] | None = None,
+        env_factory: Callable[[], AgentEnv] | None = None,
+    ) -> VerifyContext:
+        """A context for any turn, not only one of the env's own tasks: the chat ``messages`` before the
+        turn, the ``expert``'s action there and, for tool use, the ``tools`` offered (OpenAI form).
+
+        ``expert`` is an assistant message, its plain text, or its tool calls (``ToolCall`` objects or
+        ``{"name", "arguments"}`` dicts). ``task_id`` names one of the env's tasks when the turn comes from
+        one (a verifier may then use what the task knows, e.g. BFCL's acceptable answers); by default it is
+        a content hash, which no env task has, so verifiers judge from the expert's action alone.
+        """
+        prefix = [dict(m) for m in messages]
+        expert_msg = expert_message(expert)
+        tool_list = [dict(t) for t in tools] if tools is not None else None
+        if task_id is None:
+            digest = hashlib.sha256(json.dumps([prefix, expert_msg, tool_list], sort_keys=True, default=str)
+                                    .encode("utf-8", "surrogatepass")).hexdigest()
+            task_id = f"adhoc:{digest[:16]}"
+        turn = Turn(trajectory_id=f"{task_id}:turn", env_id=env_id, task_id=task_id,
+                    turn=sum(1 for m in prefix if m.get("role") == "assistant"),
+                    prefix=prefix, expert=expert_msg)  # type: ignore[arg-type]
+        return cls(turn, env_kwargs=dict(env_kwargs or {}), env_factory=env_factory, tools=tool_list)
+
+    @classmethod
+    def from_trajectory(cls, trajectory: Trajectory, n: int, **kwargs: Any) -> VerifyContext:
+        """The context of assistant turn ``n`` of a trajectory, carrying ``metadata["tools"]`` when the
+        trajectory has them (trajectories imported from NeMo-Gym rows do)."""
+        tools = (trajectory.metadata or {}).get("tools")
+        return cls(trajectory.turn(n), tools=list(tools) if isinstance(tools, list) else None, **kwargs)
+
     @property
     def env_id(self) -> str:
         return self.turn.env_id
+
+    def known_task(self) -> Task | None:
+        """The env's task this turn belongs to, or None for a turn from elsewhere (see :meth:`from_turn`)."""
+        try:
+            return self.fresh_env().get_task(self.turn.task_id)
+        except (KeyError, LookupError):
+            return None
 
     @property
     def expert(self) -> dict[str, Any]:
@@ -98,6 +150,34 @@ class VerifyContext:
         return state
 
 
+def expert_message(expert: Mapping[str, Any] | str | Sequence[ToolCall | Mapping[str, Any]]) -> dict[str, Any]:
+    """An assistant message from an expert action given as a message, its text, or its tool calls."""
+    if isinstance(expert, str):
+        return {"role": "assistant", "content": expert}
+    if isinstance(expert, Mapping) and ("role" in expert or "tool_calls" in expert or "content" in expert):
+        msg = dict(expert)
+        msg["role"] = "assistant"
+        msg["content"] = msg.get("content") or ""
+        return msg
+    items = [expert] if isinstance(expert, Mapping) else list(expert)
+    calls = []
+    for item in items:
+        if isinstance(item, ToolCall):
+            calls.append(item.to_dict())
+        elif isinstance(item, Mapping):
+            fn = item.get("function", item)
+            if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
+                raise ValueError(f"an expert tool call needs a \"name\" (got {item!r:.80}); write "
+                                 '{"name": "f", "arguments": {...}}')
+            args = fn.get("arguments", fn.get("parameters", {}))
+            calls.append({"id": item.get("id") or f"call_{len(calls)}", "type": "function",
+                          "function": {"name": fn["name"], "arguments": args if isinstance(args, str)
+                                       else json.dumps(args, ensure_ascii=False)}})
+        else:
+            raise ValueError(f"an expert action is a message, a text or tool calls, got {type(item).__name__}")
+    return {"role": "assistant", "content": "", "tool_calls": calls}
+
+
 def verify_safely(verifier: Verifier, context: VerifyContext, candidate: str) -> Verdict:
     """Run a verifier, turning any exception into a failing verdict with the error as its reason."""
     try:
@@ -127,18 +207,47 @@ class ExactMatchVerifier:
 
 
 # ---------------------------------------------------------------------------- comparison helpers
+#: Why a comparison of calls failed (or that it succeeded). The tool-use verifier's reasons extend these.
+CallReason = Literal[
+    "equivalent",           # every call matched an expected call
+    "call_count",           # a different number of calls
+    "function_name",        # a call to a function the expert did not call (or not as often)
+    "missing_argument",     # the expert's call sets a parameter (to a non-default value) the candidate leaves out
+    "unexpected_argument",  # a parameter the function does not have, or one the expert left unset set to a non-default
+    "wrong_type",           # a value of the wrong JSON type for its parameter (``"70"`` for an integer)
+    "argument_value",       # the right type, a different value
+]
+
+#: nested values deeper than this are never equivalent (bounded recursion on untrusted input)
+MAX_VALUE_DEPTH = 64
+
 _WS = re.compile(r"\s+")
-_STRING_NOISE = re.compile(r"[\s,./\-_*^'\"`]")
+_CASE_INSENSITIVE = re.compile(r"case[\s_-]?insensitive", re.IGNORECASE)
+_MISSING: Any = object()
 
 
 def normalize_whitespace(text: str) -> str:
     return _WS.sub(" ", text).strip()
 
 
-def normalize_string(text: str) -> str:
-    """Loose string identity for argument values: Unicode-normalised, case-folded, without whitespace and
-    common punctuation (so ``"New York, NY"`` equals ``"new york ny"``)."""
-    return _STRING_NOISE.sub("", unicodedata.normalize("NFKC", text).casefold())
+def normalize_string(text: str, *, case_insensitive: bool = False) -> str:
+    """The meaning-preserving normal form of a string argument: canonical Unicode composition (NFC, so a
+    composed and a decomposed ``é`` are one string) without surrounding whitespace, case-folded only when
+    ``case_insensitive``. Inner whitespace, punctuation and compatibility forms (full-width letters) are
+    kept: ``my_data`` is not ``mydata`` and ``ｃｅｌｓｉｕｓ`` is not ``celsius``."""
+    out = unicodedata.normalize("NFC", text).strip()
+    return out.casefold() if case_insensitive else out
+
+
+def is_case_insensitive(spec: Mapping[str, Any] | None) -> bool:
+    """Does a parameter's schema say its value is case-insensitive? (``"x-case-insensitive": true`` or a
+    description that says "case-insensitive".)"""
+    if not isinstance(spec, Mapping):
+        return False
+    if spec.get("x-case-insensitive") is True:
+        return True
+    description = spec.get("description")
+    return isinstance(description, str) and bool(_CASE_INSENSITIVE.search(description))
 
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
@@ -149,62 +258,122 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
     "array": (list, tuple),
     "tuple": (list, tuple),
-    "object": (dict,),
-    "dict": (dict,),
+    "object": (Mapping,),
+    "dict": (Mapping,),
 }
 
 
+def type_matches(value: Any, type_name: str | None) -> bool:
+    """Is ``value`` of JSON-schema type ``type_name``? An integral float passes for ``integer`` (``2.0`` is
+    the number 2) and an integer for ``number``; a boolean is never a number and a numeric string is never a
+    number or a boolean. Unknown or missing types accept anything."""
+    if not isinstance(type_name, str) or type_name not in _JSON_TYPES:
+        return True
+    if isinstance(value, bool):
+        return type_name == "boolean"
+    if type_name == "integer" and isinstance(value, float):
+        return math.isfinite(value) and value.is_integer()
+    return isinstance(value, _JSON_TYPES[type_name])
+
+
 def coerce_value(value: Any, type_name: str | None) -> Any:
-    """Coerce ``value`` to a JSON-schema type where that is lossless (``"2"``→2, ``2.0``→2 for integer,
-    ``2``→2.0 for number, ``"true"``→True); otherwise return it unchanged."""
-    if type_name is None:
-        return value
-    try:
-        if type_name == "integer":
-            if isinstance(value, bool):
-                return value
-            if isinstance(value, float) and value.is_integer():
-                return int(value)
-            if isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip()):
-                return int(value)
-        elif type_name in ("number", "float"):
-            if isinstance(value, bool):
-                return value
-            if isinstance(value, (int, float)):
-                return float(value)
-            if isinstance(value, str):
-                return float(value.strip())
-        elif type_name == "boolean" and isinstance(value, str) and value.strip().lower() in ("true", "false"):
-            return value.strip().lower() == "true"
-        elif type_name == "string" and isinstance(value, (int, float)) and not isinstance(value, bool):
-            return str(value)
-    except ValueError:
-        return value
+    """Write ``value`` in its schema type's canonical form where that changes no meaning: an integral float
+    for an ``integer`` parameter becomes an int (``2.0`` -> 2). Nothing else is converted: ``"2"``, ``"true"``
+    and ``3`` for a string stay as they are (and fail :func:`type_matches`), as in BFCL's checker."""
+    if type_name == "integer" and isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
     return value
 
 
-def values_equivalent(a: Any, b: Any, *, loose_strings: bool = True, rel_tol: float = 1e-9) -> bool:
-    """Structural equality for argument values: numbers by value (``2 == 2.0``, booleans apart), strings
-    normalised when ``loose_strings``, sequences element-wise, mappings key-wise."""
+def numbers_equal(a: int | float, b: int | float, *, rel_tol: float = 1e-9) -> bool:
+    """Numeric equality that never raises: ints exactly (any size), floats within ``rel_tol``; an int too
+    large for a float equals a float only when the float is integral and the same number."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    try:
+        fa, fb = float(a), float(b)
+    except OverflowError:  # one side is an int beyond float range
+        big, other = (a, b) if isinstance(a, int) else (b, a)
+        return isinstance(other, float) and math.isfinite(other) and other.is_integer() and int(other) == big
+    if math.isnan(fa) or math.isnan(fb):
+        return False
+    if math.isinf(fa) or math.isinf(fb):
+        return fa == fb
+    return math.isclose(fa, fb, rel_tol=rel_tol, abs_tol=1e-12)
+
+
+def values_equivalent(a: Any, b: Any, *, spec: Mapping[str, Any] | None = None, loose_strings: bool = True,
+                      rel_tol: float = 1e-9, _depth: int = 0) -> bool:
+    """Structural equality for argument values: numbers by value (``2 == 2.0``, booleans apart, any size),
+    strings by :func:`normalize_string` when ``loose_strings`` (case-folded only where ``spec`` says the
+    parameter is case-insensitive) or exactly otherwise, sequences element-wise, mappings key-wise. ``spec``
+    (the parameter's JSON schema) is followed into ``items`` and ``properties``. Never raises."""
+    if _depth > MAX_VALUE_DEPTH:
+        return False
+    spec = spec if isinstance(spec, Mapping) else {}
     if isinstance(a, bool) or isinstance(b, bool):
         return isinstance(a, bool) and isinstance(b, bool) and a == b
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return math.isclose(float(a), float(b), rel_tol=rel_tol, abs_tol=1e-12)
+        return numbers_equal(a, b, rel_tol=rel_tol)
     if isinstance(a, str) and isinstance(b, str):
-        return normalize_string(a) == normalize_string(b) if loose_strings else a == b
+        if not loose_strings:
+            return a == b
+        fold = is_case_insensitive(spec)
+        return normalize_string(a, case_insensitive=fold) == normalize_string(b, case_insensitive=fold)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(values_equivalent(x, y, loose_strings=loose_strings) for x, y in zip(a, b))
+        items = spec.get("items")
+        return len(a) == len(b) and all(
+            values_equivalent(x, y, spec=items, loose_strings=loose_strings, rel_tol=rel_tol, _depth=_depth + 1)
+            for x, y in zip(a, b))
     if isinstance(a, Mapping) and isinstance(b, Mapping):
-        return a.keys() == b.keys() and all(values_equivalent(a[k], b[k], loose_strings=loose_strings) for k in a)
-    return a == b
+        props = spec.get("properties") if isinstance(spec.get("properties"), Mapping) else {}
+        return a.keys() == b.keys() and all(
+            values_equivalent(a[k], b[k], spec=props.get(k), loose_strings=loose_strings, rel_tol=rel_tol,
+                              _depth=_depth + 1) for k in a)
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - exotic objects: unequal rather than an exception
+        return False
+
+
+def value_problem(value: Any, spec: Mapping[str, Any] | None, _depth: int = 0) -> tuple[CallReason, str] | None:
+    """Why ``value`` cannot be a value of a parameter with schema ``spec`` (its type and the types of its
+    items and properties), or None when it can. Enums are not checked here: a value still has to equal the
+    expert's, and no normalisation maps a value outside an enum onto a member."""
+    if _depth > MAX_VALUE_DEPTH:
+        return "wrong_type", f"nested deeper than {MAX_VALUE_DEPTH} levels"
+    if not isinstance(spec, Mapping):
+        return None
+    type_name = spec.get("type")
+    if not type_matches(value, type_name):
+        return "wrong_type", f"{_short(value)} is not of type {type_name}"
+    if isinstance(value, (list, tuple)) and isinstance(spec.get("items"), Mapping):
+        for item in value:
+            problem = value_problem(item, spec["items"], _depth + 1)
+            if problem:
+                return problem
+    if isinstance(value, Mapping) and isinstance(spec.get("properties"), Mapping):
+        for key, item in value.items():
+            problem = value_problem(item, spec["properties"].get(key), _depth + 1)
+            if problem:
+                return problem
+    return None
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a repr that raises (huge int digits limit) still gets a label
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @dataclass
 class CallMatch:
-    """The result of comparing tool calls: ``ok`` plus a reason tag and per-call details."""
+    """The result of comparing tool calls: ``ok`` plus a reason code and per-call details."""
 
     ok: bool
-    reason: str
+    reason: CallReason
     details: list[str] = field(default_factory=list)
 
 
@@ -215,24 +384,36 @@ def arguments_equivalent(
     schema: Mapping[str, Any] | None = None,
     loose_strings: bool = True,
 ) -> CallMatch:
-    """Compare keyword arguments, using the function's JSON schema (``parameters``) when given to coerce
-    types and to fill omitted optional arguments with their defaults on both sides."""
-    props: Mapping[str, Any] = (schema or {}).get("properties", {}) or {}
-    cand, exp = dict(candidate), dict(expected)
-    for name, spec in props.items():
-        if isinstance(spec, Mapping) and "default" in spec:
-            cand.setdefault(name, spec["default"])
-            exp.setdefault(name, spec["default"])
-    missing = sorted(set(exp) - set(cand))
-    extra = sorted(set(cand) - set(exp))
-    if missing or extra:
-        return CallMatch(False, "argument_names", [f"missing={missing}", f"unexpected={extra}"])
-    for name in exp:
-        type_name = props.get(name, {}).get("type") if isinstance(props.get(name), Mapping) else None
-        a, b = coerce_value(cand[name], type_name), coerce_value(exp[name], type_name)
-        if not values_equivalent(a, b, loose_strings=loose_strings):
-            return CallMatch(False, "argument_value", [f"{name}: got {a!r}, expected {b!r}"])
-    return CallMatch(True, "arguments_equivalent")
+    """Compare keyword arguments against the expert's, using the function's JSON schema (``parameters``)
+    when given: types are checked (:func:`value_problem`), a parameter left out counts as its schema
+    default on either side, unknown parameters and missing required ones fail. Argument order never
+    matters."""
+    schema = schema if isinstance(schema, Mapping) else {}
+    props: Mapping[str, Any] = schema.get("properties") if isinstance(schema.get("properties"), Mapping) else {}
+    required = [r for r in schema.get("required") or [] if isinstance(r, str)]
+    for name in candidate:
+        if props and name not in props:
+            return CallMatch(False, "unexpected_argument", [f"the function has no parameter {name!r}"])
+    for name in required:
+        if name not in candidate and name in props and "default" not in (props.get(name) or {}):
+            return CallMatch(False, "missing_argument", [f"argument {name!r} is required"])
+    for name in sorted(set(candidate) | set(expected)):
+        spec = props.get(name) if isinstance(props.get(name), Mapping) else None
+        default = spec.get("default", _MISSING) if spec else _MISSING
+        got, want = candidate.get(name, default), expected.get(name, default)
+        if got is _MISSING:
+            return CallMatch(False, "missing_argument", [f"{name}: expected {_short(want)}, left out"])
+        if name in candidate:
+            problem = value_problem(got, spec)
+            if problem:
+                return CallMatch(False, problem[0], [f"{name}: {problem[1]}"])
+        if want is _MISSING:
+            return CallMatch(False, "unexpected_argument", [f"{name}={_short(got)} is not set by the expert"])
+        type_name = spec.get("type") if spec else None
+        if not values_equivalent(coerce_value(got, type_name), coerce_value(want, type_name), spec=spec,
+                                 loose_strings=loose_strings):
+            return CallMatch(False, "argument_value", [f"{name}: got {_short(got)}, expected {_short(want)}"])
+    return CallMatch(True, "equivalent")
 
 
 def calls_equivalent(
@@ -244,13 +425,12 @@ def calls_equivalent(
     loose_strings: bool = True,
 ) -> CallMatch:
     """Compare two lists of tool calls: same count, same names, equivalent arguments. With ``order_free``
-    (parallel calls) each expected call is matched to a distinct candidate call in any order."""
+    (parallel calls) the calls must form a perfect matching to the expected calls, in any order."""
     schemas = schemas or {}
     if len(candidate) != len(expected):
         return CallMatch(False, "call_count", [f"got {len(candidate)} calls, expected {len(expected)}"])
-    if sorted(c.name for c in candidate) != sorted(c.name for c in expected):
-        got = [c.name for c in candidate]
-        want = [c.name for c in expected]
+    if Counter(c.name for c in candidate) != Counter(e.name for e in expected):
+        got, want = [c.name for c in candidate], [c.name for c in expected]
         return CallMatch(False, "function_name", [f"got {got}, expected {want}"])
 
     def match(c: ToolCall, e: ToolCall) -> CallMatch:
@@ -263,19 +443,29 @@ def calls_equivalent(
             result = match(c, e)
             if not result.ok:
                 return result
-        return CallMatch(True, "calls_equivalent")
-    used: set[int] = set()
-    for e in expected:
-        last = CallMatch(False, "function_name", [f"no call to {e.name}"])
-        for i, c in enumerate(candidate):
-            if i in used:
-                continue
-            result = match(c, e)
-            if result.ok:
-                used.add(i)
-                break
-            if c.name == e.name:
-                last = result
-        else:
-            return last
-    return CallMatch(True, "calls_equivalent")
+        return CallMatch(True, "equivalent")
+    table = [[match(c, e) for e in expected] for c in candidate]
+    if perfect_matching([[m.ok for m in row] for row in table]):
+        return CallMatch(True, "equivalent")
+    # the most telling failure: the first candidate call with no match, against a same-name expected call
+    for row in table:
+        if not any(m.ok for m in row):
+            return next((m for m in row if m.reason != "function_name"), row[0])
+    return CallMatch(False, "argument_value", ["no consistent assignment of calls to expected calls"])
+
+
+def perfect_matching(ok: Sequence[Sequence[bool]]) -> bool:
+    """Can every row be assigned a distinct column where ``ok[row][col]``? (Kuhn's augmenting paths.)"""
+    n = len(ok)
+    owner = [-1] * (len(ok[0]) if n else 0)
+
+    def augment(row: int, seen: list[bool]) -> bool:
+        for col, good in enumerate(ok[row]):
+            if good and not seen[col]:
+                seen[col] = True
+                if owner[col] < 0 or augment(owner[col], seen):
+                    owner[col] = row
+                    return True
+        return False
+
+    return all(augment(r, [False] * len(owner)) for r in range(n))

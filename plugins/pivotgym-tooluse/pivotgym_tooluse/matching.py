@@ -1,26 +1,29 @@
 """Structural comparison of tool calls against BFCL's acceptable answers.
 
 BFCL gives, per expected call, each parameter's list of acceptable values; ``""`` in a list means the
-parameter may be omitted. These rules are our own reading of that format:
+parameter may be omitted. These rules are our own reading of that format (the plugin README lists every
+place where they depart from BFCL's checker):
 
-* values are coerced to the parameter's JSON type where lossless (``2`` for a number, ``"5"`` for an
-  integer), strings compare after :func:`pivotgym.verify.normalize_string`;
+* a value must have its parameter's JSON type (:func:`pivotgym.verify.value_problem`: ``"5"`` is not an
+  integer, ``"true"`` not a boolean; an int is a number and ``2.0`` an integer), then equal an acceptable
+  value by :func:`pivotgym.verify.values_equivalent` (strings: NFC, surrounding whitespace; case only where
+  the schema says case-insensitive);
 * lists compare element-wise, dicts key-wise against nested acceptable lists;
-* an omitted parameter is fine when ``""`` is acceptable or the schema default is an acceptable value; an
-  extra parameter is fine when it equals the schema default;
+* an omitted parameter is fine when ``""`` is acceptable or the schema default is an acceptable value; a
+  parameter passed at its schema default is fine when omitting it is acceptable; any other extra
+  parameter fails;
 * parallel calls are matched order-free (a perfect bipartite matching of calls to expected calls).
 """
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pivotgym.types import ToolCall
-from pivotgym.verify import coerce_value, normalize_string
+from pivotgym.verify import coerce_value, perfect_matching, value_problem, values_equivalent
 
 from pivotgym_tooluse.sourcecode import from_source, to_source
 
@@ -41,35 +44,29 @@ def _default(spec: Mapping[str, Any] | None) -> Any:
     return spec.get("default", _MISSING) if isinstance(spec, Mapping) else _MISSING
 
 
-def _same_scalar(v: Any, a: Any) -> bool:
-    if isinstance(v, bool) or isinstance(a, bool):
-        return isinstance(v, bool) and isinstance(a, bool) and v == a
-    if isinstance(v, (int, float)) and isinstance(a, (int, float)):
-        return math.isclose(float(v), float(a), rel_tol=1e-9, abs_tol=1e-12)
-    if isinstance(v, str) and isinstance(a, str):
-        return normalize_string(v) == normalize_string(a)
-    return v == a
-
-
-def value_matches(value: Any, answer: Any, spec: Mapping[str, Any] | None = None) -> bool:
+def value_matches(value: Any, answer: Any, spec: Mapping[str, Any] | None = None, _depth: int = 0) -> bool:
     """Does ``value`` equal one acceptable ``answer`` (a single value, possibly a nested BFCL answer)?"""
     spec = spec if isinstance(spec, Mapping) else {}
+    if _depth > 64:
+        return False
     type_name = spec.get("type")
     if "x-source-type" in spec:  # Java/JavaScript: the candidate writes source code in a string
         value = from_source(value, spec["x-source-type"], spec.get("x-source-items"))
         if not isinstance(answer, str):
             type_name = None
+    elif value_problem(value, {"type": type_name}) is not None:
+        return False
     v, a = coerce_value(value, type_name), coerce_value(answer, type_name)
     if isinstance(a, Mapping):
         if not isinstance(v, Mapping):
             return False
-        return dict_matches(v, a, spec.get("properties") or {})
+        return dict_matches(v, a, spec.get("properties") or {}, _depth + 1)
     if isinstance(a, (list, tuple)):
         if not isinstance(v, (list, tuple)) or len(v) != len(a):
             return False
         items = spec.get("items") if isinstance(spec.get("items"), Mapping) else {}
-        return all(value_matches(x, y, items) for x, y in zip(v, a))
-    return _same_scalar(v, a)
+        return all(value_matches(x, y, items, _depth + 1) for x, y in zip(v, a))
+    return values_equivalent(v, a, spec=spec)
 
 
 def acceptable_values(answers: Any) -> list[Any]:
@@ -92,12 +89,25 @@ def _omittable(answers: Sequence[Any], spec: Mapping[str, Any] | None) -> bool:
     return default is not _MISSING and acceptable(default, answers, spec)
 
 
-def dict_matches(value: Mapping[str, Any], answer: Mapping[str, Any], props: Mapping[str, Any]) -> bool:
+def _listed(value: Any, answer: Any, spec: Mapping[str, Any] | None) -> bool:
+    """``value`` is literally one of BFCL's acceptable values: same JSON type, same value."""
+    return answer != "" and type(value) is type(answer) and values_equivalent(value, answer, spec=spec)
+
+
+def _at_omittable_default(value: Any, answers: Sequence[Any], spec: Mapping[str, Any] | None) -> bool:
+    """A value passed explicitly at the schema default where the answers allow leaving it out."""
+    default = _default(spec)
+    return "" in answers and default is not _MISSING and value_matches(value, default, spec)
+
+
+def dict_matches(value: Mapping[str, Any], answer: Mapping[str, Any], props: Mapping[str, Any],
+                 _depth: int = 0) -> bool:
     """A dict value against a BFCL nested answer (each key mapped to a list of acceptable values)."""
     for key, accepted in answer.items():
         accepted = acceptable_values(accepted)
         if key in value:
-            if not acceptable(value[key], accepted, props.get(key)):
+            if not (any(value_matches(value[key], a, props.get(key), _depth) for a in accepted)
+                    or _at_omittable_default(value[key], accepted, props.get(key))):
                 return False
         elif not _omittable(accepted, props.get(key)):
             return False
@@ -119,8 +129,15 @@ def match_call(call: ToolCall, name: str, answer: Mapping[str, Sequence[Any]],
     for param, value in call.arguments.items():
         if params is not None and param not in props:
             return Match(False, "unexpected_argument", f"{name} has no parameter {param!r}")
+        spec = props.get(param) if isinstance(props.get(param), Mapping) else None
+        accepted = acceptable_values(answer[param]) if param in answer else []
+        if any(_listed(value, a, spec) for a in accepted):
+            continue  # BFCL lists this very value (even where it contradicts the schema's type)
+        problem = value_problem(value, spec) if spec and "x-source-type" not in spec else None
+        if problem:
+            return Match(False, problem[0], f"{name}.{param}: {problem[1]}")
         if param in answer:
-            if not acceptable(value, answer[param], props.get(param)):
+            if not acceptable(value, accepted, spec) and not _at_omittable_default(value, accepted, spec):
                 shown = [a for a in acceptable_values(answer[param]) if a != ""]
                 return Match(False, "argument_value", f"{name}.{param}: got {value!r}, expected one of {shown!r}")
         else:
@@ -161,26 +178,9 @@ def match_answers(calls: Sequence[ToolCall], answers: Sequence[Mapping[str, Any]
             if not m.ok and call.name == name and first_failure is None:
                 first_failure = m
         ok.append(row)
-    if _perfect_matching(ok):
+    if perfect_matching(ok):
         return Match(True, "arguments_equivalent")
     return first_failure or Match(False, "argument_value", "no consistent assignment of calls to expected calls")
-
-
-def _perfect_matching(ok: list[list[bool]]) -> bool:
-    """Kuhn's augmenting paths: can every row be assigned a distinct True column?"""
-    n = len(ok)
-    owner = [-1] * n
-
-    def augment(row: int, seen: list[bool]) -> bool:
-        for col in range(n):
-            if ok[row][col] and not seen[col]:
-                seen[col] = True
-                if owner[col] < 0 or augment(owner[col], seen):
-                    owner[col] = row
-                    return True
-        return False
-
-    return all(augment(r, [False] * n) for r in range(n))
 
 
 def expert_call(name: str, answer: Mapping[str, Sequence[Any]], params: Mapping[str, Any] | None = None,

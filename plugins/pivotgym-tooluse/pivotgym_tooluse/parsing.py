@@ -11,7 +11,10 @@ A policy may answer in any of three common shapes; all are read leniently:
 
 Anything else is a plain message, which is a valid action too (answering or abstaining instead of calling
 is part of what is judged). Text that clearly tries to call a tool but cannot be read raises
-:class:`ParseError` with a message that says how to write the call.
+:class:`ParseError` with a message that says how to write the call; so does every hostile or broken input
+(a ``<tool_call>`` without its ``</tool_call>``, nesting deeper than :data:`MAX_NESTING`, integers beyond
+Python's digit limit, lone surrogates). The parser itself never raises anything else: a leading byte-order
+mark is dropped, and JSON nesting is measured before it is decoded, so no input reaches a recursion limit.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ from typing import Any
 from pivotgym.types import Message, ToolCall, tool_calls_of
 
 TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
+#: the deepest bracket nesting a call may have (BFCL's deepest argument is a handful of levels)
+MAX_NESTING = 64
+_BOM = "\ufeff"
 _FENCE_RE = re.compile(r"^```[a-zA-Z0-9_-]*\s*\n?(.*?)\n?```$", re.DOTALL)
 _NAME_RE = re.compile(r"^[A-Za-z_][\w.\-]*$")
 _PY_LITERAL_NAMES = {"true": True, "false": False, "null": None, "none": None}
@@ -57,34 +63,92 @@ def parse_action(text: str, positional: PositionalNames | None = None) -> Parsed
     """Read ``text`` as tool calls or a plain message. Raises :class:`ParseError` for unreadable calls."""
     if not isinstance(text, str):
         raise ParseError(f"an action must be text, got {type(text).__name__}. {FORMAT_HINT}")
-    stripped = text.strip()
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ParseError(f"the reply contains a lone surrogate (not valid Unicode text). {FORMAT_HINT}") from None
+    stripped = text.lstrip(_BOM).strip()
     if "<tool_call>" in stripped:
-        return _parse_tagged(stripped)
-    body = _unfence(stripped)
+        return _checked(_parse_tagged(stripped))
+    body = _unfence(stripped).lstrip(_BOM)
     if body.startswith(("{", "[")):
         try:
-            data = json.loads(body)
-        except ValueError as exc:
-            if body.startswith("["):
+            data = load_json(body, "the reply")
+        except ParseError:
+            if body.startswith("[") and nesting_depth(body) <= MAX_NESTING:
                 calls = _try_python(body, positional)
                 if calls is not None:
-                    return ParsedAction(calls, "", "python")
-            raise ParseError(f"the reply looks like JSON but does not parse ({exc}). {FORMAT_HINT}") from None
-        return ParsedAction(_calls_from_json(data), "", "json")
+                    return _checked(ParsedAction(calls, "", "python"))
+            raise
+        return _checked(ParsedAction(_calls_from_json(data), "", "json"))
     calls = _try_python(body, positional) if body.endswith(")") else None
     if calls is not None:
-        return ParsedAction(calls, "", "python")
+        return _checked(ParsedAction(calls, "", "python"))
     return ParsedAction([], stripped, "message")
+
+
+def nesting_depth(text: str) -> int:
+    """The deepest ``[``/``{``/``(`` nesting of ``text`` outside JSON/python string literals (linear, no
+    recursion), so that deep input is refused before a recursive decoder sees it."""
+    depth = deepest = 0
+    quote = ""
+    escaped = False
+    for ch in text:
+        if quote:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "[{(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]})":
+            depth = max(0, depth - 1)
+    return deepest
+
+
+def load_json(text: str, where: str) -> Any:
+    """``json.loads`` for untrusted text: a leading BOM dropped, nesting bounded by :data:`MAX_NESTING`, and
+    every failure (syntax, recursion, integer digit limit, memory) a :class:`ParseError` naming ``where``."""
+    text = text.lstrip(_BOM)
+    depth = nesting_depth(text)
+    if depth > MAX_NESTING:
+        raise ParseError(f"{where} is nested {depth} levels deep; at most {MAX_NESTING} are allowed. {FORMAT_HINT}")
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError, MemoryError) as exc:
+        raise ParseError(f"{where} looks like JSON but does not parse ({str(exc)[:200]}). {FORMAT_HINT}") from None
+
+
+def _checked(parsed: ParsedAction) -> ParsedAction:
+    """Refuse calls that cannot be written back as UTF-8 JSON (lone surrogates) or nest too deeply."""
+    for i, call in enumerate(parsed.calls):
+        try:
+            encoded = json.dumps([call.name, call.arguments], ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ParseError(f"tool call #{i + 1} contains a lone surrogate (not valid Unicode text). "
+                             f"{FORMAT_HINT}") from None
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise ParseError(f"tool call #{i + 1} has a value that is not JSON ({str(exc)[:120]}). "
+                             f"{FORMAT_HINT}") from None
+        if nesting_depth(encoded.decode("utf-8")) > MAX_NESTING:
+            raise ParseError(f"tool call #{i + 1} is nested more than {MAX_NESTING} levels deep. {FORMAT_HINT}")
+    return parsed
 
 
 def _parse_tagged(text: str) -> ParsedAction:
     calls: list[ToolCall] = []
+    opened, closed = text.count("<tool_call>"), text.count("</tool_call>")
+    if closed < opened:
+        raise ParseError(f"{opened - closed} <tool_call> block(s) without a closing </tool_call>; close every "
+                         f"block. {FORMAT_HINT}")
     for i, match in enumerate(TOOL_CALL_RE.finditer(text)):
         raw = _unfence(match.group(1).strip())
-        try:
-            data = json.loads(raw)
-        except ValueError as exc:
-            raise ParseError(f"tool call #{i + 1} is not valid JSON ({exc}). {FORMAT_HINT}") from None
+        data = load_json(raw, f"tool call #{i + 1}")
         if isinstance(data, list):
             calls.extend(_calls_from_json(data))
         else:
@@ -123,10 +187,7 @@ def _call_from_obj(obj: Any, index: int) -> ToolCall:
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise ParseError(f"{where} has no valid \"name\" (got {name!r}). {FORMAT_HINT}")
     if isinstance(args, str):
-        try:
-            args = json.loads(args) if args.strip() else {}
-        except ValueError as exc:
-            raise ParseError(f"{where}: \"arguments\" is a string that is not JSON ({exc}). {FORMAT_HINT}") from None
+        args = load_json(args, f"{where}: \"arguments\" (a string)") if args.strip() else {}
     if args is None:
         args = {}
     if not isinstance(args, dict):

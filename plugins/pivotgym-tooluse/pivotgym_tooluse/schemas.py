@@ -31,7 +31,7 @@ def json_schema(spec: Mapping[str, Any], language: str = "python") -> dict[str, 
     type_name = json_type(spec.get("type"), language)
     if type_name:
         out["type"] = type_name
-    for key in ("description", "enum", "default"):
+    for key in ("description", "enum", "default", "x-case-insensitive"):
         if key in spec:
             out[key] = spec[key]
     if language != "python" and spec.get("type"):

@@ -4,33 +4,118 @@
 
 1. **parse** - the candidate must be readable (tool calls in any supported format, or a plain message);
 2. **decision** - calling a tool vs answering with a message must agree with the expert;
-3. **names** and **arguments** - single-turn: against BFCL's acceptable answers (types coerced, strings
-   normalised, omitted/explicit defaults, parallel calls order-free); multi-turn: against the expert's calls
-   (order-sensitive, exact strings, since they will be executed);
-4. **execution** (multi-turn, when the structure differs) - candidate and expert calls run on two copies of
-   the simulators positioned at this turn; credited when the states match and every result of the expert's
-   calls is among the candidate's results (so a different but state-equivalent sequence counts, a wrong
-   value, wrong function or an extra side effect does not).
+3. **structure** - names and arguments, by the first of these that applies:
 
-Every verdict carries a reason tag (``parse_error``, ``decision_mismatch``, ``call_count``,
-``function_name``, ``argument_value``, ``missing_argument``, ``unexpected_argument``, ``state_mismatch``,
-``result_mismatch``, ``equivalent:...``) and per-layer ``components``.
+   * the turn is one of a single-turn env's BFCL tasks: against BFCL's acceptable answers
+     (:func:`~pivotgym_tooluse.matching.match_answers`);
+   * otherwise, from the **expert's calls alone** and the offered functions' schemas
+     (:func:`pivotgym.verify.calls_equivalent`): argument order free, parallel calls order-free (in order
+     where calls are executed one after another, i.e. in the multi-turn env), an int for a number, ``2.0``
+     for an integer, a left-out parameter equal to its schema default, a default passed explicitly; wrong
+     types (``"70"`` for an integer, ``"true"`` for a boolean), wrong values, missing required arguments and
+     extra calls fail;
+4. **execution** (multi-turn turns of the env's own tasks, when the structure differs) - candidate and
+   expert calls run on two copies of the simulators positioned at this turn; credited when the states match
+   and every result of the expert's calls is among the candidate's results.
+
+The functions come from :attr:`VerifyContext.tools` when the turn carries them (an imported row, a user's
+own turn built with :meth:`VerifyContext.from_turn`), else from the env's task. Every verdict's reason
+starts with a :data:`ToolUseReason` code (``"argument_value: f.x: got 2, expected 3"``), also stored as
+``components["code"]``; the README lists what each means.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, get_args
 
-from pivotgym.types import Verdict, canonical_json, tool_calls_of
+from pivotgym.types import Task, ToolCall, Verdict, canonical_json, tool_calls_of
 from pivotgym.verify import VerifyContext, calls_equivalent, normalize_whitespace
 
 from pivotgym_tooluse.matching import match_answers
-from pivotgym_tooluse.parsing import ParseError, message_problem
+from pivotgym_tooluse.parsing import ParseError, ParsedAction, message_problem, parse_action
+from pivotgym_tooluse.schemas import to_tool
+
+#: Every reason code a tool-use verdict can carry (the part of ``Verdict.reason`` before ``": "``).
+ToolUseReason = Literal[
+    "equivalent:structural",  # same calls up to the equivalences listed in the module docstring
+    "equivalent:execution",   # different calls, same simulator state and results from the exact state
+    "equivalent:message",     # a real plain message where the expert answered with one
+    "exact_match",            # tooluse/exact: the expert's calls verbatim
+    "parse_error",            # the reply tries to call a tool but cannot be read (or is hostile input)
+    "decision_mismatch",      # a call where a message was expected, or the reverse
+    "empty_message",          # a "message" with no words (padding, control characters, empty)
+    "call_count",             # more or fewer calls than the expert made
+    "function_name",          # a function the expert did not call
+    "missing_argument",       # a required argument, or one the expert set to a non-default value, left out
+    "unexpected_argument",    # an argument the function does not have, or one the expert left unset set to a non-default
+    "wrong_type",             # a value of the wrong JSON type ("70" for an integer, "true" for a boolean)
+    "argument_value",         # the right type, a different value
+    "state_mismatch",         # execution: the simulators end in a different state
+    "result_mismatch",        # execution: an expert call's result is not among the candidate's results
+    "calls_differ",           # tooluse/exact: the calls are not the expert's verbatim
+    "text_differs",           # tooluse/exact: the message is not the expert's
+    "bad_expert",             # the expert action itself cannot be read (a broken imported row)
+]
+REASON_CODES: frozenset[str] = frozenset(get_args(ToolUseReason))
 
 
-def _fail(tag: str, detail: str = "", **components: Any) -> Verdict:
-    return Verdict.fail(f"{tag}: {detail}" if detail else tag, **components)
+def reason_code(verdict: Verdict) -> ToolUseReason:
+    """The :data:`ToolUseReason` of a tool-use verdict."""
+    return verdict.components.get("code") or verdict.reason.split(": ", 1)[0]  # type: ignore[return-value]
+
+
+def _fail(code: ToolUseReason, detail: str = "", **components: Any) -> Verdict:
+    return Verdict.fail(f"{code}: {detail}" if detail else code, **components, code=code)
+
+
+def _ok(code: ToolUseReason, **components: Any) -> Verdict:
+    return Verdict.ok(code, **components, code=code)
+
+
+def schemas_from_tools(tools: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``{name: JSON-schema parameters}`` from offered functions in any common form: OpenAI chat tools,
+    flat Responses tools, or BFCL function docs (BFCL types such as ``dict``/``float`` are mapped)."""
+    out: dict[str, dict[str, Any]] = {}
+    for tool in tools or []:
+        if not isinstance(tool, Mapping):
+            continue
+        fn = tool.get("function") if isinstance(tool.get("function"), Mapping) else tool
+        if isinstance(fn.get("name"), str):
+            out[fn["name"]] = to_tool(fn)["function"]["parameters"]
+    return out
+
+
+class _Turn:
+    """What the layers need from a context, resolved once: the env, the task (None for a turn from
+    elsewhere), the functions' schemas and the expert's calls."""
+
+    def __init__(self, context: VerifyContext) -> None:
+        self.env = context.fresh_env()
+        self.task: Task | None = context.known_task()
+        if context.tools is not None:
+            self.schemas = schemas_from_tools(context.tools)
+        elif self.task is not None and hasattr(self.env, "schemas_for"):
+            self.schemas = self.env.schemas_for(self.task)
+        else:
+            self.schemas = {}
+        self.sequential = hasattr(self.env, "execute")  # calls run one after another (multi-turn)
+
+    def parse(self, text: Any) -> ParsedAction:
+        text = text if isinstance(text, str) else ""
+        if self.task is not None and hasattr(self.env, "parse"):
+            return self.env.parse(text, self.task)
+        order = {name: list((schema.get("properties") or {}).keys()) for name, schema in self.schemas.items()}
+        return parse_action(text, positional=order.get)
+
+
+def expert_calls_of(context: VerifyContext) -> list[ToolCall]:
+    """The expert's tool calls; raises ParseError when the expert message's calls cannot be read."""
+    try:
+        return tool_calls_of(context.turn.expert)
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+        raise ParseError(f"the expert's tool calls cannot be read ({str(exc)[:160]})") from None
 
 
 class ToolCallVerifier:
@@ -41,7 +126,7 @@ class ToolCallVerifier:
     """
 
     name = "tooluse/functional"
-    version = "1"
+    version = "2"
 
     def __init__(self, execute: str = "fallback") -> None:
         if execute not in ("fallback", "always", "never"):
@@ -49,14 +134,16 @@ class ToolCallVerifier:
         self.execute = execute
 
     def verify(self, context: VerifyContext, candidate: str) -> Verdict:
-        env = context.fresh_env()
-        task = env.get_task(context.turn.task_id)
+        turn = _Turn(context)
         try:
-            parsed = env.parse(candidate if isinstance(candidate, str) else "", task)
+            expert_calls = expert_calls_of(context)
+        except ParseError as exc:
+            return _fail("bad_expert", str(exc))
+        try:
+            parsed = turn.parse(candidate)
         except ParseError as exc:
             return _fail("parse_error", str(exc), parse=False)
         components: dict[str, Any] = {"parse": parsed.format}
-        expert_calls = tool_calls_of(context.turn.expert)
 
         # decision: call vs message
         if bool(parsed.calls) != bool(expert_calls):
@@ -67,32 +154,33 @@ class ToolCallVerifier:
             problem = message_problem(parsed.content)
             if problem:
                 return _fail("empty_message", problem, **components)
-            return Verdict.ok("equivalent:message", **components)
+            return _ok("equivalent:message", **components)
 
-        # single turn: BFCL's acceptable answers
-        answers = task.data.get("answers")
+        # single turn of a BFCL task: BFCL's acceptable answers
+        answers = turn.task.data.get("answers") if turn.task is not None else None
         if answers:
-            result = match_answers(parsed.calls, answers, env.schemas_for(task))
-            components.update(structural=result.ok, names=result.reason not in ("call_count", "function_name"))
+            result = match_answers(parsed.calls, answers, turn.schemas)
+            components.update(structural=result.ok, names=result.reason not in ("call_count", "function_name"),
+                              layer="answers")
             if result.ok:
-                return Verdict.ok("equivalent:structural", **components)
-            return _fail(result.reason, result.detail, **components)
+                return _ok("equivalent:structural", **components)
+            return _fail(result.reason, result.detail, **components)  # type: ignore[arg-type]
 
-        # multi turn: structure against the expert's calls, then execution from the exact state
-        structural = calls_equivalent(parsed.calls, expert_calls, schemas=env.schemas_for(task),
-                                      order_free=False, loose_strings=False)
-        components["structural"] = structural.ok
-        if structural.ok and self.execute != "always":
-            return Verdict.ok("equivalent:structural", **components)
-        if self.execute == "never":
+        # from the expert's calls: order-free for parallel calls, in order where calls are executed in turn
+        structural = calls_equivalent(parsed.calls, expert_calls, schemas=turn.schemas,
+                                      order_free=not turn.sequential)
+        components.update(structural=structural.ok, layer="expert_calls",
+                          names=structural.reason not in ("call_count", "function_name"))
+        can_execute = turn.sequential and turn.task is not None
+        if structural.ok and not (self.execute == "always" and can_execute):
+            return _ok("equivalent:structural", **components)
+        if self.execute == "never" or not can_execute:
             return _fail(structural.reason, "; ".join(structural.details), **components)
         return self._execution(context, parsed.calls, expert_calls, components)
 
     @staticmethod
     def _execution(context: VerifyContext, calls: list, expert_calls: list, components: dict[str, Any]) -> Verdict:
         env = context.env()
-        if getattr(env, "backend", None) is None:
-            return _fail("no_executor", "this env has no executable tools", **components)
         mine, theirs = env.backend.copy(), env.backend.copy()
         got = env.execute(mine, calls)
         want = env.execute(theirs, expert_calls)
@@ -103,7 +191,7 @@ class ToolCallVerifier:
             return _fail("state_mismatch", f"state differs in {', '.join(diff[:5])}", **components)
         if missing:
             return _fail("result_mismatch", f"missing results: {list(missing)[:3]!r}"[:300], **components)
-        return Verdict.ok("equivalent:execution", **components)
+        return _ok("equivalent:execution", **components)
 
 
 class ToolCallExactVerifier:
@@ -111,20 +199,22 @@ class ToolCallExactVerifier:
     coercion or normalisation), whatever the syntax; a message must equal the expert's text."""
 
     name = "tooluse/exact"
-    version = "1"
+    version = "2"
 
     def verify(self, context: VerifyContext, candidate: str) -> Verdict:
-        env = context.fresh_env()
-        task = env.get_task(context.turn.task_id)
+        turn = _Turn(context)
         try:
-            parsed = env.parse(candidate if isinstance(candidate, str) else "", task)
+            expert_calls = expert_calls_of(context)
+        except ParseError as exc:
+            return _fail("bad_expert", str(exc))
+        try:
+            parsed = turn.parse(candidate)
         except ParseError as exc:
             return _fail("parse_error", str(exc))
-        expert_calls = tool_calls_of(context.turn.expert)
         if not expert_calls:
             same = not parsed.calls and normalize_whitespace(parsed.content) == \
                 normalize_whitespace(context.turn.expert.get("content") or "")
-            return Verdict.ok("exact_match") if same else _fail("text_differs")
+            return _ok("exact_match") if same else _fail("text_differs")
         key = [(c.name, canonical_json(c.arguments)) for c in parsed.calls]
         want = [(c.name, canonical_json(c.arguments)) for c in expert_calls]
-        return Verdict.ok("exact_match") if key == want else _fail("calls_differ")
+        return _ok("exact_match") if key == want else _fail("calls_differ")

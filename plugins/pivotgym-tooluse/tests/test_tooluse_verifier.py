@@ -36,7 +36,7 @@ def mt():
 @pytest.mark.parametrize("candidate", [
     tc("calculate_triangle_area", height=5, base=10),                 # argument order, optional omitted
     tc("calculate_triangle_area", base=10.0, height=5, unit="units"),  # 10.0 for an integer, optional given
-    tc("calculate_triangle_area", base="10", height=5, unit="Units"),  # "10" coerced, string normalised
+    tc("calculate_triangle_area", base=10, height=5, unit=" units "),  # surrounding whitespace
     "calculate_triangle_area(base=10, height=5)",                      # python syntax
     '{"name": "calculate_triangle_area", "arguments": "{\\"base\\": 10, \\"height\\": 5}"}',  # OpenAI JSON
 ])
@@ -48,7 +48,10 @@ def test_single_turn_equivalents_are_credited(candidate):
 
 @pytest.mark.parametrize("candidate,reason", [
     (tc("calculate_triangle_area", base=11, height=5), "argument_value"),
-    (tc("calculate_triangle_area", base=10.5, height=5), "argument_value"),
+    (tc("calculate_triangle_area", base=10.5, height=5), "wrong_type"),
+    (tc("calculate_triangle_area", base="10", height=5), "wrong_type"),
+    (tc("calculate_triangle_area", base=10, height=5, unit="Units"), "argument_value"),
+    ('<tool_call>{"name": "calculate_triangle_area", "arguments": {"base": 10, "height": 5}}', "parse_error"),
     (tc("calculate_triangle_area", base=10), "missing_argument"),
     (tc("calculate_triangle_area", base=10, height=5, color="red"), "unexpected_argument"),
     (tc("calculate_circle_area", base=10, height=5), "function_name"),
