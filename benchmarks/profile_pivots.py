@@ -102,7 +102,7 @@ def main() -> None:
     parser.add_argument("--states", type=int, default=24)
     parser.add_argument("--k", type=int, default=8)
     parser.add_argument("--block", type=int, default=2)
-    parser.add_argument("--min-unanimous", type=int, default=4)
+    parser.add_argument("--min-unanimous", type=int, default=None, help="default: derived from the error bound")
     parser.add_argument("--max-mean", type=float, default=0.6)
     parser.add_argument("--max-new-tokens", type=int, default=24)
     parser.add_argument("--temperature", type=float, default=1.0)

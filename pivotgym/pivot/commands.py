@@ -51,7 +51,9 @@ def profile_cmd(
     seed: int = typer.Option(0, help="Seed; each state's sampling seeds are derived from it and the state's key."),
     adaptive: bool = typer.Option(False, "--adaptive", help="Stop sampling a state once its pivot decision is settled."),
     max_mean: float = typer.Option(0.6, help="λ: the mean a pivot must stay below (used by --adaptive)."),
-    min_unanimous: int = typer.Option(4, help="--adaptive: stop after this many equal rewards."),
+    min_pass_rate: float = typer.Option(0.1, help="--adaptive: the error bound covers states with this pass rate or more."),
+    delta: float = typer.Option(0.05, help="--adaptive: at most this chance of dropping a fixed-K pivot (pass rate >= --min-pass-rate)."),
+    min_unanimous: Optional[int] = typer.Option(None, help="--adaptive: stop after this many equal rewards (default: derived from the bound; refused if it breaks it)."),
     block: Optional[int] = typer.Option(None, help="Samples per sampler call (default: K, or 2 with --adaptive)."),
     executor: str = typer.Option("process", help="Where verification runs: process, serial, ray, ray:ADDRESS."),
     workers: Optional[int] = typer.Option(None, help="Parallel verification workers (default: CPU count)."),
@@ -67,12 +69,16 @@ def profile_cmd(
     from pivotgym.sampling.base import SamplingParams
 
     trajs = _read_trajectories(trajectories)
-    adaptive_rule = AdaptiveK(max_mean=max_mean, min_unanimous=min_unanimous, block=block or 2) if adaptive else None
-    config = ProfileConfig(
-        k=k, params=SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens),
-        seed=seed, verifier=verifier, block=block, adaptive=adaptive_rule, timeout=timeout, chunk=chunk,
-        pivot_max_mean=max_mean,
-    )
+    try:
+        adaptive_rule = AdaptiveK(max_mean=max_mean, min_pass_rate=min_pass_rate, delta=delta,
+                                  min_unanimous=min_unanimous, block=block or 2) if adaptive else None
+        config = ProfileConfig(
+            k=k, params=SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens),
+            seed=seed, verifier=verifier, block=block, adaptive=adaptive_rule, timeout=timeout, chunk=chunk,
+            pivot_max_mean=max_mean,
+        )
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
     try:
         pool = make_executor(executor, workers=workers, timeout=timeout)
     except ValueError as exc:

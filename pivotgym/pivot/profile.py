@@ -13,8 +13,12 @@ it. Each state's sampling seeds are derived from its key (one seed per block of 
 result does not depend on which other states run with it, and rows are written in plan order, one fsynced
 line at a time: a run killed at any point and resumed writes the same file as an uninterrupted run.
 
-Adaptive K (:class:`AdaptiveK`) samples a state in blocks and stops as soon as the pivot decision is
-settled; see its docstring for the bound.
+Adaptive K (:class:`~pivotgym.pivot.adaptive.AdaptiveK`) samples a state in blocks and stops as soon as the
+pivot decision is settled; see :mod:`pivotgym.pivot.adaptive` for the rules and the stated error bound.
+
+Failed verifications (see :func:`verification_failure`) are not rewards: a row's ``rewards``, ``mean``,
+``var`` and ``k`` cover the judged samples only, and ``metadata.failed`` / ``metadata.failed_reasons`` count
+and explain the rest.
 """
 
 from __future__ import annotations
@@ -22,85 +26,51 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pivotgym.execution import Executor, TaskResult, chunks, make_executor
 from pivotgym.jsonl import JsonlAppender, iter_jsonl
 from pivotgym.sampling.base import Sampler, SamplingParams, sample_seeded
-from pivotgym.types import Message, Trajectory, Turn, TurnProfile, content_hash
+from pivotgym.pivot.adaptive import AdaptiveK
+from pivotgym.types import Message, Trajectory, Turn, TurnProfile, Verdict, content_hash
 
 #: bump when the profile computation changes in a way that alters results (part of every key);
-#: "2": samples keyed by per-state seeds in batched calls (`sample_seeded`)
-PROFILE_FORMAT = "2"
+#: "2": samples keyed by per-state seeds in batched calls (`sample_seeded`);
+#: "3": failed verifications are left out of rewards/mean/var (``metadata.failed``); adaptive K's unanimity
+#: run is derived from its error bound
+PROFILE_FORMAT = "3"
 
 __all__ = [
-    "AdaptiveK", "ProfileConfig", "ProfileResult", "Profiler", "State", "VerifyTask", "profile_trajectories",
-    "verify_candidate",
+    "FAILURE_PREFIXES", "VERIFICATION_FAILED", "AdaptiveK", "ProfileConfig", "ProfileResult", "Profiler", "State",
+    "VerifyTask", "profile_trajectories", "verification_failure", "verify_candidate",
 ]
 
 
-# ---------------------------------------------------------------------------------------------- adaptive K
-@dataclass(frozen=True)
-class AdaptiveK:
-    """Sequential sampling that stops a state once its pivot decision (``var > 0 and mean < max_mean``
-    over K samples) is settled.
+# ---------------------------------------------------------------------------------------------- failures
+#: the Verdict component a verifier sets (to True or a short reason) when it could not judge a candidate -
+#: budget exhausted, solver timed out, internal error - as opposed to judging it wrong
+VERIFICATION_FAILED = "verification_failed"
+#: reason prefixes of failures that are not judgements (``verify_safely``, the executor, the sampler)
+FAILURE_PREFIXES = ("verifier_error", "verify_failed", "verification_failed", "sampling_error")
 
-    After each block of samples, with n of the K samples seen and reward sum s (rewards in [0, 1]):
 
-    * **certain, not a pivot**: ``s / K >= max_mean`` - the K-sample mean cannot fall below the threshold
-      whatever the remaining samples are;
-    * **certain, a pivot**: rewards are mixed (so the variance is > 0) and ``(s + K - n) / K < max_mean`` -
-      the mean stays below the threshold even if every remaining sample passes (with ``settle_mean=False``
-      a mixed state stops at once, and its partial mean decides);
-    * **very likely uninformative**: the first ``min_unanimous`` rewards are all equal. For a state whose
-      per-sample pass probability p lies in [eps, 1 - eps], the chance that m samples are unanimous is at
-      most ``(1 - eps)**m + eps**m``; :meth:`min_unanimous_for` picks the smallest m that keeps this below
-      delta. States that are truly all-fail or all-pass (the ~71% majority in the paper) cost m samples
-      instead of K.
+def verification_failure(verdict: Verdict) -> str | None:
+    """Why ``verdict`` is a failed verification rather than a judgement (None when it is a judgement).
 
-    The first two rules never disagree with fixed-K profiling on the same sample stream (the recorded
-    partial mean lies on the same side of ``max_mean`` as the K-sample mean would); only the third one can.
-    Select with the same ``max_mean`` the profile was made with.
+    The core rule, for every domain: ``verdict.components["verification_failed"]`` is truthy (a string is
+    taken as the reason), or ``verdict.reason`` starts with ``verifier_error`` (an exception caught by
+    :func:`~pivotgym.verify.verify_safely`). Such samples are left out of a profile's rewards, mean and
+    variance and counted under ``metadata.failed`` instead.
     """
-
-    max_mean: float = 0.6
-    min_unanimous: int = 4
-    block: int = 2
-    settle_mean: bool = True
-
-    def __post_init__(self) -> None:
-        if self.block < 1 or self.min_unanimous < 1:
-            raise ValueError("AdaptiveK: block and min_unanimous must be >= 1")
-
-    @staticmethod
-    def min_unanimous_for(epsilon: float, delta: float) -> int:
-        """Smallest m with ``(1-eps)**m + eps**m <= delta``: the unanimity run that misses a state with pass
-        probability in [eps, 1-eps] with probability at most delta."""
-        if not (0 < epsilon <= 0.5 and 0 < delta < 1):
-            raise ValueError("need 0 < epsilon <= 0.5 and 0 < delta < 1")
-        m = 1
-        while (1 - epsilon) ** m + epsilon**m > delta:
-            m += 1
-        return m
-
-    def stop_reason(self, rewards: Sequence[float], k: int) -> str | None:
-        """Why sampling of a state can stop after ``rewards`` (None: keep sampling)."""
-        n = len(rewards)
-        if n >= k:
-            return "budget"
-        if n == 0:
-            return None
-        total = float(sum(rewards))
-        if total / k >= self.max_mean:
-            return "mean_settled_high"
-        mixed = max(rewards) > min(rewards)
-        if mixed and (not self.settle_mean or (total + (k - n)) / k < self.max_mean):
-            return "mixed"
-        if not mixed and n >= self.min_unanimous:
-            return "unanimous"
-        return None
+    flag = (verdict.components or {}).get(VERIFICATION_FAILED)
+    if flag:
+        detail = flag if isinstance(flag, str) else verdict.reason
+        return f"verification_failed: {detail}"[:300]
+    if verdict.reason.startswith("verifier_error"):
+        return verdict.reason[:300]
+    return None
 
 
 # ---------------------------------------------------------------------------------------------- config
@@ -126,6 +96,8 @@ class ProfileConfig:
     def __post_init__(self) -> None:
         if self.k < 1:
             raise ValueError(f"k must be >= 1, got {self.k}")
+        if self.adaptive is not None:
+            self.adaptive.check(self.k)  # an explicit min_unanimous that breaks the stated bound is refused
 
     @property
     def block_size(self) -> int:
@@ -186,7 +158,7 @@ def verify_candidate(task: VerifyTask) -> dict[str, Any]:
     else:
         _CONTEXTS.move_to_end(task.state_key)
     verdict = verify_safely(verifier, context, task.candidate)
-    return {"reward": verdict.reward, "reason": verdict.reason[:300]}
+    return {"reward": verdict.reward, "reason": verdict.reason[:300], "failed": verification_failure(verdict)}
 
 
 # ---------------------------------------------------------------------------------------------- the profiler
@@ -230,7 +202,7 @@ class Profiler:
     def plan(self, trajectories: Iterable[Trajectory]) -> list[State]:
         """Every assistant turn of every trajectory as a :class:`State`, in order, without duplicates."""
         reference = self.reference()
-        adaptive = asdict(self.config.adaptive) if self.config.adaptive else None
+        adaptive = self.config.adaptive.describe(self.config.k) if self.config.adaptive else None
         states: list[State] = []
         seen: set[str] = set()
         for trajectory in trajectories:
@@ -340,18 +312,27 @@ class Profiler:
 
     def _profile_chunk(self, chunk: list[State], counters: dict[str, int]) -> list[TurnProfile]:
         """Profile a few states together: sample a block for each active state, verify all candidates in one
-        fan-out, and repeat until every state is done (once for fixed K)."""
+        fan-out, and repeat until every state is done (once for fixed K).
+
+        A sample whose verification failed (timeout, crash, verifier error, a verdict marked
+        ``verification_failed``) or whose sampling failed is not a reward: it uses up one of the K draws but
+        goes to ``failed`` instead of the rewards, so it never moves a state's mean or variance."""
         k, block = self.config.k, self.config.block_size
         rewards: dict[str, list[float]] = {s.key: [] for s in chunk}
         reasons: dict[str, list[str]] = {s.key: [] for s in chunk}
+        failed: dict[str, list[str]] = {s.key: [] for s in chunk}
         prompt_tokens: dict[str, int] = {}
         stopped: dict[str, str] = {}
         active = list(chunk)
         round_index = 0
+
+        def drawn(key: str) -> int:
+            return len(rewards[key]) + len(failed[key])
+
         while active:
             tasks: list[VerifyTask] = []
             slots: list[tuple[str, int | None, str | None]] = []  # (state key, task index | None, failure)
-            wanted = [min(block, k - len(rewards[s.key])) for s in active]
+            wanted = [min(block, k - drawn(s.key)) for s in active]
             for state, n, completions in zip(active, wanted, self._sample(active, wanted, round_index)):
                 counters["samples"] += len(completions)
                 if completions and completions[0].prompt_token_ids:
@@ -368,30 +349,32 @@ class Profiler:
             for key, task_index, failure in slots:
                 if task_index is not None:
                     result: TaskResult = results[task_index]
-                    if result.ok:
+                    if result.ok and not result.value.get("failed"):
                         rewards[key].append(float(result.value["reward"]))
                         reasons[key].append(str(result.value["reason"]))
                         continue
+                    if result.ok:
+                        failure = str(result.value["failed"])
+                    else:
+                        failure = "verify_failed: " + (result.error or "unknown").splitlines()[0][:250]
                     counters["verify_failures"] += 1
-                    failure = "verify_failed: " + (result.error or "unknown").splitlines()[0][:250]
-                rewards[key].append(0.0)
-                reasons[key].append(failure or "failed")
+                failed[key].append(failure or "failed")
             still: list[State] = []
             for state in active:
-                got = rewards[state.key]
-                reason = "budget" if len(got) >= k else None
+                reason = "budget" if drawn(state.key) >= k else None
                 if reason is None and self.config.adaptive is not None:
-                    reason = self.config.adaptive.stop_reason(got, k)
+                    # the rules read the valid rewards against the draws still possible for valid ones
+                    reason = self.config.adaptive.stop_reason(rewards[state.key], k - len(failed[state.key]))
                 if reason is None:
                     still.append(state)
                 else:
                     stopped[state.key] = reason
             active = still
             round_index += 1
-        return [self._row(s, rewards[s.key], reasons[s.key], stopped[s.key], prompt_tokens.get(s.key))
-                for s in chunk]
+        return [self._row(s, rewards[s.key], reasons[s.key], failed[s.key], stopped[s.key],
+                          prompt_tokens.get(s.key)) for s in chunk]
 
-    def _row(self, state: State, rewards: list[float], reasons: list[str], stopped: str,
+    def _row(self, state: State, rewards: list[float], reasons: list[str], failed: list[str], stopped: str,
              prompt_tokens: int | None) -> TurnProfile:
         turn = state.turn
         n = len(rewards)
@@ -399,9 +382,11 @@ class Profiler:
         var = sum((r - mean) ** 2 for r in rewards) / n if n else 0.0
         if var < 1e-15:
             var = 0.0
-        metadata: dict[str, Any] = {"k_max": self.config.k, "stopped": stopped}
+        metadata: dict[str, Any] = {"k_max": self.config.k, "stopped": stopped, "failed": len(failed)}
+        if failed:
+            metadata["failed_reasons"] = failed
         if self.config.adaptive is not None:
-            metadata["adaptive"] = asdict(self.config.adaptive)
+            metadata["adaptive"] = self.config.adaptive.describe(self.config.k)
         if prompt_tokens is not None:
             metadata["prompt_tokens"] = prompt_tokens
         _, verifier_info = self._verifier(turn.env_id)

@@ -100,22 +100,65 @@ def test_hung_and_crashing_verifiers_fail_their_samples_and_the_run_goes_on(
         result = Profiler(tiny_sampler, config, pool).profile(trajectories, tmp_path / "p.jsonl", progress=False)
         assert time.monotonic() - start < 60
     by_turn = {p.turn: p for p in result.profiles}
-    assert all(r.startswith("verify_failed: timeout") for r in by_turn[0].reasons)
-    assert all(r.startswith("verify_failed: crashed") for r in by_turn[1].reasons)
-    assert by_turn[0].rewards == [0.0, 0.0] and by_turn[1].rewards == [0.0, 0.0]
-    assert not any(r.startswith("verify_failed") for r in by_turn[2].reasons)
+    # failed verifications are no rewards: counted and explained, never part of mean/var
+    assert all(r.startswith("verify_failed: timeout") for r in by_turn[0].metadata["failed_reasons"])
+    assert all(r.startswith("verify_failed: crashed") for r in by_turn[1].metadata["failed_reasons"])
+    for turn in (0, 1):
+        assert by_turn[turn].rewards == [] and by_turn[turn].k == 0 and by_turn[turn].metadata["failed"] == 2
+        assert by_turn[turn].var == 0.0
+    assert by_turn[2].metadata["failed"] == 0 and len(by_turn[2].rewards) == 2
     assert result.stats["verify_failures"] == 4
 
 
 def test_adaptive_k_stops_uninformative_states_early(pivot_registry: object, tiny_sampler: object,
                                                      tmp_path: Path) -> None:
     trajectories = arith_trajectories(n=1)
-    adaptive = AdaptiveK(max_mean=0.6, min_unanimous=2, block=2)
-    result = Profiler(tiny_sampler, ProfileConfig(k=6, params=PARAMS, adaptive=adaptive), "serial").profile(
+    adaptive = AdaptiveK(max_mean=0.6, block=2)  # derived unanimity run at K=16: 14 (bound <= 0.05)
+    assert adaptive.unanimous_after(16) == 14
+    result = Profiler(tiny_sampler, ProfileConfig(k=16, params=PARAMS, adaptive=adaptive), "serial").profile(
         trajectories, tmp_path / "p.jsonl", progress=False)
-    for p in result.profiles:  # gibberish never equals the answer: all-fail, settled after 2 samples
-        assert p.k == 2 and p.metadata["stopped"] == "unanimous" and p.metadata["k_max"] == 6
-    assert result.stats["samples"] == 2 * len(result.profiles)
+    for p in result.profiles:  # gibberish never equals the answer: all-fail, settled after 14 samples
+        assert p.k == 14 and p.metadata["stopped"] == "unanimous" and p.metadata["k_max"] == 16
+        assert p.metadata["adaptive"]["min_unanimous"] == 14 and p.metadata["adaptive"]["miss_bound"] <= 0.05
+    assert result.stats["samples"] == 14 * len(result.profiles)
+
+
+def test_a_failed_verdict_is_counted_not_scored(pivot_registry: object, tiny_sampler: object, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A state whose judged samples all pass stays all-pass (not a pivot) when one verification ran out of
+    budget: the verdict's ``verification_failed`` component takes it out of the rewards."""
+    from pivotgym.pivot import profile as profile_module
+    from pivotgym.pivot.select import SelectionRule
+    from pivotgym.types import Verdict
+
+    calls: list[int] = []
+
+    def verify(task: object) -> dict:
+        calls.append(1)
+        verdict = (Verdict.fail("budget", verification_failed="search budget exhausted") if len(calls) == 2
+                   else Verdict.ok("equivalent"))
+        return {"reward": verdict.reward, "reason": verdict.reason,
+                "failed": profile_module.verification_failure(verdict)}
+
+    monkeypatch.setattr(profile_module, "verify_candidate", verify)
+    result = Profiler(tiny_sampler, ProfileConfig(k=4, params=PARAMS), "serial").profile(
+        arith_trajectories(n=1)[:1], tmp_path / "p.jsonl", progress=False, limit=1)
+    row = result.profiles[0]
+    assert row.rewards == [1.0, 1.0, 1.0] and row.mean == 1.0 and row.var == 0.0
+    assert row.metadata["failed"] == 1
+    assert row.metadata["failed_reasons"] == ["verification_failed: search budget exhausted"]
+    assert not SelectionRule(max_mean=1.01).admits(row)
+    assert read_jsonl(tmp_path / "p.jsonl")[0]["metadata"]["failed"] == 1
+
+
+def test_verification_failure_rule() -> None:
+    from pivotgym.pivot.profile import verification_failure
+    from pivotgym.types import Verdict
+
+    assert verification_failure(Verdict.fail("wrong_answer")) is None
+    assert verification_failure(Verdict.ok()) is None
+    assert verification_failure(Verdict.fail("x", verification_failed=True)) == "verification_failed: x"
+    assert verification_failure(Verdict.fail("verifier_error: KeyError('a')")).startswith("verifier_error")
 
 
 def _save(path: Path, trajectories: list) -> None:

@@ -43,7 +43,7 @@ def test_adaptive_profile_arith_with_smollm2(pivot_registry: object, smollm2: ob
     from pivotgym.registry import make
 
     trajectories = list(make("arith/chain-v0").expert_trajectories("train", limit=1))
-    adaptive = AdaptiveK(max_mean=0.6, min_unanimous=2, block=2)
+    adaptive = AdaptiveK(max_mean=0.6, block=2)  # unanimity run derived from the bound (off at K=4)
     config = ProfileConfig(k=4, params=SamplingParams(temperature=1.0, max_new_tokens=8), adaptive=adaptive)
     result = Profiler(smollm2, config, "serial").profile(trajectories, tmp_path / "a.jsonl", progress=False)
     assert len(result.profiles) == len(trajectories[0].turns())

@@ -76,10 +76,10 @@ def test_adaptive_certain_rules_never_disagree_with_fixed_k(k: int) -> None:
         assert adaptive_pivot == fixed_pivot, (seq, n, reason)
 
 
-def test_adaptive_stop_reasons_and_bound() -> None:
-    rule = AdaptiveK(max_mean=0.6, min_unanimous=3)
-    assert rule.stop_reason([0, 0], 8) is None
-    assert rule.stop_reason([0, 0, 0], 8) == "unanimous"
+def test_adaptive_stop_reasons() -> None:
+    rule = AdaptiveK(max_mean=0.6, min_unanimous=7)  # meets the default bound at K=8
+    assert rule.stop_reason([0, 0, 0, 0, 0, 0], 8) is None
+    assert rule.stop_reason([0] * 7, 8) == "unanimous"
     assert rule.stop_reason([1, 1, 1, 1, 1], 8) == "mean_settled_high"  # 5/8 >= 0.6 whatever follows
     assert rule.stop_reason([0, 1], 8) is None  # mixed, but 7/8 passes could still follow
     assert rule.stop_reason([0, 1, 0, 0, 0], 8) == "mixed"  # at most 4/8 = 0.5 < 0.6
@@ -88,6 +88,68 @@ def test_adaptive_stop_reasons_and_bound() -> None:
     assert 0.75**m + 0.25**m <= 0.05 < 0.75 ** (m - 1) + 0.25 ** (m - 1)
     with pytest.raises(ValueError):
         AdaptiveK.min_unanimous_for(0.7, 0.1)
+
+
+def test_the_old_four_unanimous_rule_is_refused_with_the_fix() -> None:
+    """The issue's defect: 4 equal rewards at K=8 drop real low-pass-rate pivots; that rule breaks the bound."""
+    from pivotgym.pivot import ProfileConfig
+    from pivotgym.pivot.adaptive import miss_probability
+
+    assert miss_probability(0.1, 4, 8, 0.6) > 0.2  # P(pivot) 0.57 fixed vs 0.34 with the old rule
+    with pytest.raises(ValueError, match=r"min_unanimous=4 at K=8 .* use min_unanimous >= 7"):
+        ProfileConfig(k=8, adaptive=AdaptiveK(min_unanimous=4))
+    with pytest.raises(ValueError, match="too small"):
+        ProfileConfig(k=4, adaptive=AdaptiveK(min_unanimous=3))
+    assert AdaptiveK().unanimous_after(4) is None  # K too small: the rule is off, only the certain rules stop
+    ProfileConfig(k=8, adaptive=AdaptiveK())  # the derived run is accepted
+
+
+@pytest.mark.parametrize("k", [8, 16, 32])
+def test_derived_unanimity_run_meets_its_bound_by_simulation(k: int) -> None:
+    """The stated guarantee, checked by Monte Carlo on the real rule object: for pass rates >= p_min the
+    share of fixed-K pivots the adaptive reading drops is <= delta (plus sampling noise)."""
+    import random
+
+    rule = AdaptiveK()  # p_min 0.1, delta 0.05
+    m = rule.unanimous_after(k)
+    assert m is not None and m < k and rule.miss_bound(m, k) <= rule.delta < rule.miss_bound(m - 1, k)
+    rng = random.Random(k)
+    trials = 4000
+    for p in (0.1, 0.15, 0.3, 0.5, 0.7):
+        missed = 0
+        for _ in range(trials):
+            seq = [float(rng.random() < p) for _ in range(k)]
+            fixed = max(seq) > min(seq) and sum(seq) / k < 0.6
+            n = 0
+            while n < k:
+                n = min(k, n + rule.block)
+                if rule.stop_reason(seq[:n], k):
+                    break
+            part = seq[:n]
+            missed += fixed and not (max(part) > min(part) and sum(part) / n < 0.6)
+        assert missed / trials <= rule.delta + 3 * (rule.delta / trials) ** 0.5, (p, missed / trials)
+
+
+def test_failed_verifications_never_make_a_pivot() -> None:
+    """An all-pass state with a timed-out sample recorded as 0 (format-2 rows) is not a pivot; a state with
+    mostly failed draws is not selected; the failures are counted."""
+    from dataclasses import replace
+
+    from pivotgym.pivot.select import judged
+
+    legacy = profile("a/x-v0", 9, [1, 1, 0, 1])
+    legacy = replace(legacy, reasons=["ok", "ok", "verify_failed: timeout after 60s", "ok"])
+    assert legacy.var > 0 and legacy.mean < 1  # looked like a (too easy) mixed state before
+    fixed = judged(legacy)
+    assert fixed.rewards == [1, 1, 1] and fixed.var == 0 and fixed.metadata["failed"] == 1
+    assert fixed.metadata["failed_reasons"] == ["verify_failed: timeout after 60s"]
+    low = replace(profile("a/x-v0", 10, [1, 0, 0, 0]), reasons=["ok", "verifier_error: boom", "no", "no"])
+    assert judged(low).rewards == [1, 0, 0] and SelectionRule().admits(low)  # still a pivot on its own merits
+    mostly = replace(profile("a/x-v0", 11, [0, 1]), metadata={"failed": 3, "failed_reasons": ["x"] * 3})
+    assert not SelectionRule().admits(mostly) and SelectionRule(max_failed_share=0.8).admits(mostly)
+    chosen = select_pivots([legacy, low, mostly])
+    assert [p.turn for p in chosen.pivots] == [10]
+    assert chosen.stats["per_env"]["all"]["failed_verifications"] == 5
 
 
 def test_select_command_prints_and_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
