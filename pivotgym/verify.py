@@ -98,6 +98,8 @@ class VerifyContext:
 
     def known_task(self) -> Task | None:
         """The env's task this turn belongs to, or None for a turn from elsewhere (see :meth:`from_turn`)."""
+        if self.turn.task_id.startswith("adhoc:"):
+            return None
         try:
             return self.fresh_env().get_task(self.turn.task_id)
         except (KeyError, LookupError):
@@ -299,7 +301,7 @@ def numbers_equal(a: int | float, b: int | float, *, rel_tol: float = 1e-9) -> b
         return False
     if math.isinf(fa) or math.isinf(fb):
         return fa == fb
-    return math.isclose(fa, fb, rel_tol=rel_tol, abs_tol=1e-12)
+    return math.isclose(fa, fb, rel_tol=rel_tol)  # no absolute tolerance: 1.6e-19 is not -1.6e-19
 
 
 def values_equivalent(a: Any, b: Any, *, spec: Mapping[str, Any] | None = None, loose_strings: bool = True,
@@ -387,12 +389,14 @@ def arguments_equivalent(
     """Compare keyword arguments against the expert's, using the function's JSON schema (``parameters``)
     when given: types are checked (:func:`value_problem`), a parameter left out counts as its schema
     default on either side, unknown parameters and missing required ones fail. Argument order never
-    matters."""
+    matters. The schema is trusted only where the expert's call agrees with it: a parameter the expert
+    passes is never "unknown", a type the expert's own value violates is not enforced, and a value equal to
+    the schema default (even ``null``) is always of an acceptable type."""
     schema = schema if isinstance(schema, Mapping) else {}
     props: Mapping[str, Any] = schema.get("properties") if isinstance(schema.get("properties"), Mapping) else {}
     required = [r for r in schema.get("required") or [] if isinstance(r, str)]
     for name in candidate:
-        if props and name not in props:
+        if props and name not in props and name not in expected:
             return CallMatch(False, "unexpected_argument", [f"the function has no parameter {name!r}"])
     for name in required:
         if name not in candidate and name in props and "default" not in (props.get(name) or {}):
@@ -403,7 +407,10 @@ def arguments_equivalent(
         got, want = candidate.get(name, default), expected.get(name, default)
         if got is _MISSING:
             return CallMatch(False, "missing_argument", [f"{name}: expected {_short(want)}, left out"])
-        if name in candidate:
+        # the schema is trusted as far as the expert's action agrees with it, and the default is always valid
+        trusted = want is _MISSING or value_problem(want, spec) is None
+        at_default = default is not _MISSING and values_equivalent(got, default, spec=spec)
+        if name in candidate and trusted and not at_default:
             problem = value_problem(got, spec)
             if problem:
                 return CallMatch(False, problem[0], [f"{name}: {problem[1]}"])
