@@ -234,10 +234,12 @@ def normalize_whitespace(text: str) -> str:
 
 def normalize_string(text: str, *, case_insensitive: bool = False) -> str:
     """The meaning-preserving normal form of a string argument: canonical Unicode composition (NFC, so a
-    composed and a decomposed ``é`` are one string) without surrounding whitespace, case-folded only when
+    composed and a decomposed ``é`` are one string) without surrounding whitespace (unless the string is
+    only whitespace, e.g. a separator ``" "``, which is kept), case-folded only when
     ``case_insensitive``. Inner whitespace, punctuation and compatibility forms (full-width letters) are
     kept: ``my_data`` is not ``mydata`` and ``ｃｅｌｓｉｕｓ`` is not ``celsius``."""
-    out = unicodedata.normalize("NFC", text).strip()
+    out = unicodedata.normalize("NFC", text)
+    out = out.strip() or out  # a whitespace-only value (a separator) is all meaning: kept as it is
     return out.casefold() if case_insensitive else out
 
 
@@ -388,19 +390,16 @@ def arguments_equivalent(
 ) -> CallMatch:
     """Compare keyword arguments against the expert's, using the function's JSON schema (``parameters``)
     when given: types are checked (:func:`value_problem`), a parameter left out counts as its schema
-    default on either side, unknown parameters and missing required ones fail. Argument order never
-    matters. The schema is trusted only where the expert's call agrees with it: a parameter the expert
-    passes is never "unknown", a type the expert's own value violates is not enforced, and a value equal to
-    the schema default (even ``null``) is always of an acceptable type."""
+    default on either side, unknown parameters fail, and so does leaving out one the expert set to a
+    non-default value (which covers every required one). Argument order never matters. The schema is
+    trusted only where the expert's call agrees with it: a parameter the expert passes is never "unknown",
+    one the expert leaves out is never "required", a type the expert's own value violates is not enforced,
+    and a value equal to the schema default (even ``null``) is always of an acceptable type."""
     schema = schema if isinstance(schema, Mapping) else {}
     props: Mapping[str, Any] = schema.get("properties") if isinstance(schema.get("properties"), Mapping) else {}
-    required = [r for r in schema.get("required") or [] if isinstance(r, str)]
     for name in candidate:
         if props and name not in props and name not in expected:
             return CallMatch(False, "unexpected_argument", [f"the function has no parameter {name!r}"])
-    for name in required:
-        if name not in candidate and name in props and "default" not in (props.get(name) or {}):
-            return CallMatch(False, "missing_argument", [f"argument {name!r} is required"])
     for name in sorted(set(candidate) | set(expected)):
         spec = props.get(name) if isinstance(props.get(name), Mapping) else None
         default = spec.get("default", _MISSING) if spec else _MISSING

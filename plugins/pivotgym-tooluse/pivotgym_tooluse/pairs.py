@@ -107,6 +107,32 @@ def composite_items(limit: int = 150) -> Iterator[tuple[str, list[dict], list[di
                     return
 
 
+#: BFCL categories the project ships as tasks, used only for a second, held-out set of pairs
+SHIPPED_CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple", "live_simple", "live_multiple",
+                      "live_parallel", "live_parallel_multiple")
+
+
+def shipped_items(limit: int = 400) -> Iterator[tuple[str, list[dict], list[dict], list[ToolCall]]]:
+    """Items of the shipped categories with an expert call made from BFCL's answer lists: each parameter
+    at its first acceptable value, left out where BFCL's first choice is to leave it out (``""``). Every
+    ``limit``-th share of each category, so the set spans them all."""
+    for category in SHIPPED_CATEGORIES:
+        entries = bfcl.load_category(category)
+        step = max(1, len(entries) * len(SHIPPED_CATEGORIES) // limit)
+        for entry in entries[::step]:
+            calls = []
+            for answer in entry.get("answers") or []:
+                for name, params in answer.items():
+                    args = {}
+                    for param, accepted in params.items():
+                        accepted = accepted if isinstance(accepted, list) else [accepted]
+                        if accepted and accepted[0] != "" and not isinstance(accepted[0], dict):
+                            args[param] = accepted[0]
+                    calls.append(ToolCall(name, args))
+            if calls:
+                yield entry["id"], list(entry["function"]), list(entry["question"][0]), calls
+
+
 # ------------------------------------------------------------------------------------------ rendering
 def tagged(calls: Sequence[ToolCall], arguments_json: Sequence[str] | None = None) -> str:
     """``<tool_call>`` blocks; ``arguments_json`` overrides the arguments' JSON text (numeric forms)."""
@@ -235,10 +261,17 @@ def _key(call: ToolCall) -> str:
     return call.name + json.dumps(call.arguments, sort_keys=True, default=str)
 
 
-def generate(limit_composite: int = 150) -> list[Pair]:
-    """Every pair, deterministically (each item seeds its own RNG from its id)."""
+def generate(limit_composite: int = 150, source: str = "unshipped") -> list[Pair]:
+    """Every pair, deterministically (each item seeds its own RNG from its id). ``source``:
+    ``"unshipped"`` (``exec_*`` and ``multi_turn_composite`` items, the main set) or ``"shipped"`` (the
+    project's own categories, a second set the verifier was never tuned on)."""
     out = []
-    items = [*exec_items(), *composite_items(limit_composite)]
+    if source == "unshipped":
+        items = [*exec_items(), *composite_items(limit_composite)]
+    elif source == "shipped":
+        items = list(shipped_items())
+    else:
+        raise ValueError(f"source must be 'unshipped' or 'shipped', got {source!r}")
     for item_id, functions, question, calls in items:
         rng = random.Random(int(hashlib.sha256(item_id.encode()).hexdigest()[:8], 16))
         for transform, candidate, detail in _transforms(functions, calls, rng):
