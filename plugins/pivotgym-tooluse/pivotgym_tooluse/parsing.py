@@ -32,6 +32,8 @@ TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
 #: the deepest bracket nesting a call may have (BFCL's deepest argument is a handful of levels)
 MAX_NESTING = 64
 _BOM = "\ufeff"
+_CALL_START_RE = re.compile(r"^\[?\s*[A-Za-z_][\w.]*\(")
+MAX_PYTHON_CHARS = 20_000
 _FENCE_RE = re.compile(r"^```[a-zA-Z0-9_-]*\s*\n?(.*?)\n?```$", re.DOTALL)
 _NAME_RE = re.compile(r"^[A-Za-z_][\w.\-]*$")
 _PY_LITERAL_NAMES = {"true": True, "false": False, "null": None, "none": None}
@@ -81,6 +83,12 @@ def parse_action(text: str, positional: PositionalNames | None = None) -> Parsed
                     return _checked(ParsedAction(calls, "", "python"))
             raise
         return _checked(ParsedAction(_calls_from_json(data), "", "json"))
+    if _CALL_START_RE.match(body) and body.endswith((")", "]")):
+        depth = nesting_depth(body)
+        if depth > MAX_NESTING:
+            raise ParseError(f"the call is nested {depth} levels deep; at most {MAX_NESTING} are allowed. {FORMAT_HINT}")
+        if len(body) > MAX_PYTHON_CHARS:
+            raise ParseError(f"a python-style call longer than {MAX_PYTHON_CHARS} characters. {FORMAT_HINT}")
     calls = _try_python(body, positional) if body.endswith(")") else None
     if calls is not None:
         return _checked(ParsedAction(calls, "", "python"))
@@ -199,7 +207,7 @@ def _call_from_obj(obj: Any, index: int) -> ToolCall:
 def _try_python(text: str, positional: PositionalNames | None) -> list[ToolCall] | None:
     """Calls written as python (``f(a=1)`` or a list of them); None when the text is not call syntax.
     Raises ParseError when it is call syntax with unreadable arguments."""
-    if len(text) > 20_000:
+    if len(text) > MAX_PYTHON_CHARS:
         return None
     try:
         tree = ast.parse(text.strip(), mode="eval").body
