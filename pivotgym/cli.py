@@ -30,6 +30,7 @@ COMMAND_MODULES: list[str] = [
     "pivotgym.train.commands",
     "pivotgym.sampling.commands",
     "pivotgym.pivot.commands",
+    "pivotgym.verify_commands",
 ]
 
 _state: dict[str, Any] = {"debug": False}

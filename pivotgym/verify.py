@@ -418,6 +418,12 @@ def arguments_equivalent(
         type_name = spec.get("type") if spec else None
         if not values_equivalent(coerce_value(got, type_name), coerce_value(want, type_name), spec=spec,
                                  loose_strings=loose_strings):
+            if name not in candidate:  # left out, so the default applies, and the expert wanted another value
+                return CallMatch(False, "missing_argument", [f"{name}: expected {_short(want)}, left out "
+                                                             f"(its default is {_short(got)})"])
+            if name not in expected:
+                return CallMatch(False, "unexpected_argument", [f"{name}={_short(got)} is not set by the expert "
+                                                                f"(its default is {_short(want)})"])
             return CallMatch(False, "argument_value", [f"{name}: got {_short(got)}, expected {_short(want)}"])
     return CallMatch(True, "equivalent")
 

@@ -62,8 +62,11 @@ def test_arguments_equivalent_uses_schema_defaults_and_strict_types():
     assert arguments_equivalent({"city": "Paris"}, {"city": "Paris", "days": 1.0}, schema=SCHEMA).ok
     assert arguments_equivalent({"city": "Paris", "temp": 20}, {"city": "Paris", "temp": 20.0}, schema=SCHEMA).ok
     assert arguments_equivalent({"city": "Paris", "days": "1"}, {"city": "Paris"}, schema=SCHEMA).reason == "wrong_type"
-    wrong = arguments_equivalent({"city": "Paris", "days": 2}, {"city": "Paris"}, schema=SCHEMA)
+    wrong = arguments_equivalent({"city": "Paris", "days": 2}, {"city": "Paris", "days": 3}, schema=SCHEMA)
     assert not wrong.ok and wrong.reason == "argument_value"
+    off_default = arguments_equivalent({"city": "Paris", "days": 2}, {"city": "Paris"}, schema=SCHEMA)
+    assert off_default.reason == "unexpected_argument"
+    assert arguments_equivalent({"city": "Paris"}, {"city": "Paris", "days": 2}, schema=SCHEMA).reason == "missing_argument"
     extra = arguments_equivalent({"city": "Paris", "metric": True}, {"city": "Paris"}, schema=SCHEMA)
     assert not extra.ok and extra.reason == "unexpected_argument"
     assert arguments_equivalent({"city": "Paris", "x": 1}, {"city": "Paris"}, schema=SCHEMA).reason == "unexpected_argument"

@@ -1,0 +1,58 @@
+"""``pivotgym verify``: any turn from a JSON file, judged by an env's verifier through the public API."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from core_helpers import cli_env
+from pivotgym.verify_commands import load_turn
+
+
+def _run(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "pivotgym.cli", *args], capture_output=True, text=True, env=env)
+
+
+def test_verify_a_turn_with_exact_and_functional_verifiers(plugin_site, tmp_path, arith_registry):
+    env = arith_registry.make("arith/chain-v0")
+    traj = next(env.expert_trajectories("train", limit=1))
+    turn = traj.turn(1)
+    value = int(turn.expert["content"])
+    path = tmp_path / "turn.json"
+    path.write_text(json.dumps({"env_id": "arith/chain-v0", "task_id": turn.task_id, "messages": turn.prefix,
+                                "expert": turn.expert["content"]}))
+    run_env = cli_env(plugin_site, PIVOTGYM_LOAD_PLUGINS="arith")
+    r = _run("verify", "--turn", str(path), "--candidate", f"({value} - 1) + 1", "--candidate", str(value + 1),
+             "--json", env=run_env)
+    assert r.returncode == 0, r.stderr
+    results = json.loads(r.stdout)
+    assert [x["reward"] for x in results] == [1.0, 0.0]
+    assert results[0]["verifier"]["name"] == "arith/value"
+    r = _run("verify", "--turn", str(path), "--env", "arith/chain-v0", "--verifier", "exact",
+             "--candidate", f"({value} - 1) + 1", "--candidate", f" {value} ", env=run_env)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].split()[:2] == ["reward", "code"] and lines[2].startswith("0") and lines[3].startswith("1")
+
+
+@pytest.mark.parametrize("content,message", [
+    ("not json", "not valid JSON"), ("[]", "a JSON object"), ('{"messages": 3, "expert": "x"}', '"messages"'),
+    ('{"messages": []}', '"expert"'), ('{"messages": [], "expert": "x", "tools": {}}', '"tools"'),
+])
+def test_bad_turn_files_say_what_to_fix(tmp_path, content, message):
+    path = tmp_path / "turn.json"
+    path.write_text(content)
+    with pytest.raises(ValueError, match=message):
+        load_turn(path)
+    r = _run("verify", "--turn", str(path), "--env", "x/y-v0", "--candidate", "a")
+    assert r.returncode == 1 and message in r.stderr and "hint:" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_missing_env_or_candidate_is_a_clear_error(tmp_path):
+    path = tmp_path / "turn.json"
+    path.write_text('\ufeff{"messages": [], "expert": "x"}')  # a BOM is fine
+    r = _run("verify", "--turn", str(path), "--candidate", "a")
+    assert r.returncode == 1 and "--env" in r.stderr
+    r = _run("verify", "--turn", str(path), "--env", "x/y-v0")
+    assert r.returncode == 1 and "no candidate" in r.stderr
