@@ -10,7 +10,11 @@
      "pass_rate_passed": number of passing samples}
 
 Import turns each row into a :class:`~pivotgym.types.Trajectory` whose last assistant message is the
-expert's action (so ``trajectory.turns()[-1]`` is the state). ``input`` may use chat messages or Responses
+expert's action (so ``trajectory.turns()[-1]`` is the state). :func:`nemo_context` and
+:func:`verify_nemo_row` judge a candidate for a row with the env's own layered verifier through the public
+:meth:`VerifyContext.from_turn <pivotgym.verify.VerifyContext.from_turn>` (the row's messages, tools and
+expected action; no task lookup unless the row was exported by pivotgym), so an imported row is judged
+exactly like a turn of the env's own tasks. ``input`` may use chat messages or Responses
 items (``function_call``, ``function_call_output``, ``message`` with content parts); ``developer`` becomes
 ``system``. Export writes chat messages (tool calls in OpenAI form) plus our own ids under
 ``metadata.pivotgym``, so export -> import -> export is the identity.
@@ -27,11 +31,12 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pivotgym.types import Message, PivotSet, Trajectory, Turn, TurnProfile, content_hash, tool_calls_of
+from pivotgym.types import Message, PivotSet, Trajectory, Turn, TurnProfile, Verdict, content_hash, tool_calls_of
+from pivotgym.verify import Verifier, VerifyContext
 
 __all__ = [
-    "expected_action", "export_nemo_rows", "import_nemo_rows", "message_from_expected_action", "nemo_row",
-    "states_for", "to_hf_dataset", "tools_from_responses", "tools_to_responses",
+    "expected_action", "export_nemo_rows", "import_nemo_rows", "message_from_expected_action", "nemo_context",
+    "nemo_row", "states_for", "to_hf_dataset", "tools_from_responses", "tools_to_responses", "verify_nemo_row",
 ]
 
 
@@ -234,6 +239,31 @@ def import_nemo_rows(rows: Iterable[Mapping[str, Any]], env_id: str | None = Non
         out.append(Trajectory(id=trajectory_id, env_id=env, task_id=str(task_id), messages=[*prefix, expert],
                               reward=0.0, source="nemo-gym", metadata=metadata))
     return out
+
+
+def nemo_context(row: Mapping[str, Any], env_id: str | None = None) -> VerifyContext:
+    """The verification context of one NeMo-Gym pivot row, built with :meth:`VerifyContext.from_turn`:
+    the messages before the turn, the row's tools and its expected action. Rows exported by pivotgym keep
+    their task id (so a verifier may use what the task knows); foreign rows are judged from the expert's
+    action alone."""
+    [trajectory] = import_nemo_rows([row], env_id=env_id)
+    turn = trajectory.turns()[-1]
+    ours = (row.get("metadata") or {}).get("pivotgym") or {}
+    tools = trajectory.metadata.get("tools")
+    return VerifyContext.from_turn(trajectory.env_id, turn.prefix, turn.expert, tools=tools,
+                                   task_id=ours.get("task_id"))
+
+
+def verify_nemo_row(row: Mapping[str, Any], candidate: str, env_id: str | None = None,
+                    verifier: Verifier | None = None) -> Verdict:
+    """Judge ``candidate`` for a NeMo-Gym pivot row with ``verifier`` (default: the env's functional
+    verifier, the same layered one used for the env's own turns). Never raises on a bad candidate."""
+    from pivotgym.registry import verifier_for
+    from pivotgym.verify import verify_safely
+
+    context = nemo_context(row, env_id)
+    judge = verifier if verifier is not None else verifier_for(context.env_id)
+    return verify_safely(judge, context, candidate)
 
 
 # ------------------------------------------------------------------------------------------------ TRL
