@@ -4,6 +4,12 @@ Runs gymnasium's own checker, then text-env rules: tasks load and splits are dis
 under a seed, malformed and non-text actions give an error observation with reward 0 instead of raising,
 episodes truncate at ``max_turns``, expert trajectories replay to success (twice, identically), and the
 verifier credits every expert action, deterministically, while crediting none of a few reward-hacking probes.
+
+Where the env can name a legal but wrong action (the optional capability ``env.wrong_action(expert_text)``,
+called on an env positioned at the turn; see docs/plugins.md), the verifier must also reject that action,
+which catches a verifier that credits whatever the env accepts. A verdict whose
+``components["budget_exhausted"]`` is true (the verifier could not decide within its budget) fails the
+check with that reason: it is neither a credited nor a rejected action.
 """
 
 from __future__ import annotations
@@ -187,6 +193,8 @@ def check_env(
                 text = ctx.expert_text
                 first = verify_safely(verifier, ctx, text)
                 second = verify_safely(verifier, VerifyContext(turn, env_factory=factory), text)
+                _expect(not first.components.get("budget_exhausted"), f"{traj.task_id} turn {turn.turn}: the "
+                        f"verifier could not judge the expert action (budget_exhausted: {first.reason})")
                 _expect(first.reward == 1.0, f"{traj.task_id} turn {turn.turn}: expert action got reward "
                         f"{first.reward} ({first.reason})")
                 _expect((first.reward, first.reason) == (second.reward, second.reason),
@@ -198,6 +206,34 @@ def check_env(
                 n += 1
         return f"{verifier.name} v{verifier.version}: {n} expert turns credited, probes rejected"
 
+    def verifier_wrong_action() -> str:
+        if verifier is None or not experts:
+            raise _Skip("no verifier or no expert trajectory")
+        if not callable(getattr(env, "wrong_action", None)):
+            raise _Skip(f"{type(env).__name__} names no wrong action (optional: env.wrong_action(expert_text))")
+        n = 0
+        for traj in experts:
+            for turn in traj.turns():
+                ctx = VerifyContext(turn, env_factory=factory)
+                wrong = ctx.env().wrong_action(ctx.expert_text)  # type: ignore[attr-defined]
+                if wrong is None:
+                    continue
+                _expect(isinstance(wrong, str), f"wrong_action returned {type(wrong).__name__}, not str")
+                *_, info = ctx.env().step(wrong)
+                _expect("error" not in info, f"{traj.task_id} turn {turn.turn}: env.wrong_action named "
+                        f"{wrong!r}, which the env itself rejects ({info.get('error')}): it must be legal")
+                verdict = verify_safely(verifier, ctx, wrong)
+                _expect(not verdict.components.get("budget_exhausted"),
+                        f"{traj.task_id} turn {turn.turn}: the verifier could not judge {wrong!r} "
+                        f"(budget_exhausted: {verdict.reason})")
+                _expect(verdict.reward == 0.0, f"{traj.task_id} turn {turn.turn}: the legal but wrong action "
+                        f"{wrong!r} got reward {verdict.reward} ({verdict.reason}); the verifier credits actions "
+                        f"that are not equivalent to the expert's")
+                n += 1
+        if not n:
+            raise _Skip("the env named no wrong action at any expert turn")
+        return f"{n} legal but wrong action(s) rejected"
+
     run("gymnasium_checker", gymnasium_checker)
     run("tasks", tasks)
     run("reset_determinism", reset_determinism)
@@ -205,6 +241,7 @@ def check_env(
     run("truncation", truncation)
     run("expert_replay", expert_replay)
     run("verifier", verifier_expert)
+    run("verifier_wrong_action", verifier_wrong_action)
     return report
 
 

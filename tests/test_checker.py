@@ -56,7 +56,7 @@ def _status(report):
 def test_a_correct_env_and_verifier_pass_every_check():
     report = check_env(CounterEnv(), verifier=_GoodVerifier(), n_experts=2)
     assert report.ok, report.to_dict()
-    assert set(_status(report).values()) == {"pass"}
+    assert set(_status(report).values()) == {"pass", "skip"} and _status(report)["verifier_wrong_action"] == "skip"
 
 
 def test_a_verifier_that_credits_garbage_fails_the_probe_check():
@@ -87,3 +87,55 @@ def test_expert_that_never_terminates_fails_replay():
 def test_check_by_id_uses_the_registered_functional_verifier(arith_registry):
     report = check_env("arith/chain-v0", n_experts=2)
     assert report.ok and "arith/value" in next(r for r in report.results if r.name == "verifier").detail
+
+
+class _NamingEnv(CounterEnv):
+    """CounterEnv that can name a legal but wrong action: an `add K` that overshoots or differs from the
+    expert's (the optional `wrong_action` capability)."""
+
+    def wrong_action(self, expert_action):
+        for k in (1, 2, 3):
+            if f"add {k}" != expert_action.strip():
+                return f"add {k}"
+        return None
+
+
+class _ApplicableVerifier(_GoodVerifier):
+    """Credits whatever the env accepts: passes the garbage probes, fails the wrong-action probe."""
+
+    def verify(self, context, candidate):
+        *_, info = context.env().step(candidate)
+        return Verdict.fail("invalid") if "error" in info else Verdict.ok("accepted")
+
+
+def test_wrong_action_probe_passes_a_correct_verifier_and_catches_one_that_credits_legal_actions():
+    good = check_env(_NamingEnv(), verifier=_GoodVerifier(), n_experts=2)
+    assert _status(good)["verifier_wrong_action"] == "pass", good.to_dict()
+    bad = check_env(_NamingEnv(), verifier=_ApplicableVerifier(), n_experts=2)
+    assert _status(bad)["verifier"] == "pass"  # the garbage probes alone do not catch it
+    assert _status(bad)["verifier_wrong_action"] == "fail" and "legal but wrong" in bad.failures[0].detail
+
+
+def test_an_env_without_the_capability_skips_the_wrong_action_probe():
+    report = check_env(CounterEnv(), verifier=_GoodVerifier())
+    assert _status(report)["verifier_wrong_action"] == "skip" and "wrong_action" in report.to_dict()["results"][-1]["detail"]
+
+
+class _BudgetVerifier(_GoodVerifier):
+    def verify(self, context, candidate):
+        return Verdict.fail("budget_exhausted: too big", budget_exhausted=True)
+
+
+def test_a_verifier_out_of_budget_is_reported_as_undecided_not_as_a_rejection():
+    report = check_env(CounterEnv(), verifier=_BudgetVerifier())
+    assert _status(report)["verifier"] == "fail" and "could not judge" in report.failures[0].detail
+
+
+def test_check_catches_a_third_party_verifier_that_credits_every_legal_planning_action(all_test_plugins):
+    """The `hijack/credit-applicable` test plugin verifier on the real planning env: only the probe with the
+    env's named wrong action (a legal, non-optimal action) exposes it."""
+    report = check_env("planning/blocks-v0", verifier="hijack/credit-applicable")
+    status = _status(report)
+    assert status["verifier"] == "pass" and status["verifier_wrong_action"] == "fail", report.to_dict()
+    genuine = check_env("planning/blocks-v0")
+    assert genuine.ok and _status(genuine)["verifier_wrong_action"] == "pass", genuine.to_dict()

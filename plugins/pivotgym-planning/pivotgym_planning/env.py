@@ -19,6 +19,7 @@ from pivotgym.types import Message, message
 from pivotgym_planning.catalog import OOD_FAMILIES, TRAIN_FAMILIES, family_splits
 from pivotgym_planning.model import ActionError, PlanningProblem, load_problem
 from pivotgym_planning.search import DEFAULT_MAX_EXPANSIONS, astar, greedy
+from pivotgym_planning.statespace import DEFAULT_MAX_STATES
 from pivotgym_planning.val import ValidatorMissing, validate
 
 SYSTEM_PROMPT = ("You solve planning problems. Each turn, reply with exactly one action in PDDL form, "
@@ -29,22 +30,35 @@ _solutions_lock = threading.Lock()
 
 
 def solve(problem: PlanningProblem, max_expansions: int = DEFAULT_MAX_EXPANSIONS) -> tuple[list[str], str] | None:
-    """A plan for ``problem`` and the method that found it: optimal A* within the expansion budget, else
-    greedy best-first with hFF (not optimal). ``None`` when neither finds one. Cached per process."""
+    """A plan for ``problem`` and the method that found it: optimal A* within ``EXPERT_ASTAR_EXPANSIONS``
+    (``"astar"``), else the exact h* table (symmetry-reduced breadth-first search, ``"exact"``; optimal),
+    else greedy best-first with hFF (``"gbf"``, not optimal). ``None`` when none finds one. Cached per
+    process."""
     with _solutions_lock:
         if problem.key in _solutions:
             return _solutions[problem.key]
     task = problem.search_task()
     start = task.project(problem.init)
-    result = astar(task, start, max_expansions=max_expansions)
-    method = "astar"
-    if not result.solved:
-        result, method = greedy(task, start, max_expansions=max_expansions), "gbf"
-    if not result.solved or result.plan is None:
-        return None
+    result = astar(task, start, max_expansions=min(max_expansions, EXPERT_ASTAR_EXPANSIONS))
+    plan, method = (list(result.plan), "astar") if result.solved and result.plan is not None else (None, "")
+    if plan is None:
+        table = task.exact_table(problem.init, DEFAULT_MAX_STATES)
+        found = table.plan(start) if table.complete else None
+        if found is not None:
+            plan, method = found, "exact"
+    if plan is None:
+        result = greedy(task, start, max_expansions=max_expansions)
+        if not result.solved or result.plan is None:
+            return None
+        plan, method = list(result.plan), "gbf"
     with _solutions_lock:
-        _solutions[problem.key] = (list(result.plan), method)
+        _solutions[problem.key] = (plan, method)
     return _solutions[problem.key]
+
+
+#: A* budget for expert plans before the exact table is tried (the manifest's A* budget: shipped problems
+#: that A* solved keep the very plans they had)
+EXPERT_ASTAR_EXPANSIONS = 30_000
 
 
 class PlanningEnv(AgentEnv):
@@ -182,6 +196,28 @@ class PlanningEnv(AgentEnv):
         self._actions = list(snapshot["actions"])
         self.messages = copy.deepcopy(snapshot["messages"])
         self.turn, self.done, self.max_turns = snapshot["turn"], snapshot["done"], snapshot["max_turns"]
+
+    # ---------------------------------------------------------------- probes for `pivotgym check`
+    def wrong_action(self, expert_action: str) -> str | None:
+        """A legal action in the current state that a correct verifier must not credit: applicable, not
+        reaching the goal, and not optimal (h* after it is not h* now minus one). ``None`` when every
+        applicable action is optimal or h* is not known exactly (the optional ``wrong_action`` capability
+        that ``pivotgym check`` probes verifiers with)."""
+        problem = self.problem
+        if problem is None or self.done:
+            return None
+        table = problem.search_task().exact_table(problem.init, DEFAULT_MAX_STATES)
+        now = table.lookup(self.state)
+        if now is None:
+            return None
+        for action in problem.applicable(self.state):
+            after = problem.apply(self.state, action)
+            if problem.goal_reached(after):
+                continue
+            h = table.lookup(after)
+            if h is not None and h != now - 1:
+                return action.text
+        return None
 
     # ---------------------------------------------------------------- expert
     def expert_actions(self, task: Task) -> list[Message] | None:

@@ -199,25 +199,46 @@ class PlanningProblem:
         Accepts ``(unstack b a robot)``, ``unstack(b, a, robot)``, ``Unstack B A robot``, surrounding words
         and code fences, ``_`` for ``-`` in names. When trailing arguments are left out and ``state`` is
         given, they are filled in if exactly one completion is applicable (``(unstack b a)`` with one robot).
+
+        A reply is one action: if it names two or more *different* actions (by a known action name), it is
+        rejected as ``multiple_actions`` rather than judged by its first, since the episode executes one
+        action per turn and crediting a guess among several would reward hedging. Words in parentheses
+        that are not action names (facts such as ``(on a b)``) do not count. Replies longer than
+        ``MAX_REPLY_CHARS`` are rejected as ``too_long`` (never silently cut).
         """
         if not isinstance(text, str):
             raise ActionError("an action must be text.", "unparseable")
-        candidates = _candidate_calls(text[:2000])
+        if len(text) > MAX_REPLY_CHARS:
+            raise ActionError(f"the reply has {len(text)} characters; reply with one action in PDDL form "
+                              f"(at most {MAX_REPLY_CHARS} characters), e.g. {self.example_action()}.", "too_long")
+        candidates, prose = _candidate_calls(text)
         if not candidates:
             raise ActionError("no action found; reply with one action in PDDL form, e.g. "
                               f"{self.example_action()}.", "unparseable")
+        recognised: list[tuple[str, tuple[str, ...]]] = []
         for name, args in candidates:
             schema_name = self._schema_name(name)
             if schema_name is None:
                 continue
-            args = tuple(self._object_name(a) for a in args)
-            schema = self.schemas[schema_name]
-            if state is not None and len(args) < len(schema.params):
-                return self._complete(schema, args, state)
-            return self.ground(schema_name, args)
-        name = candidates[0][0]
-        raise ActionError(f"unknown action {name!r}; actions are: {', '.join(sorted(self.schemas))}. "
-                          f"Example: {self.example_action()}.", "unknown_action", name=name)
+            reading = (schema_name, tuple(self._object_name(a) for a in args))
+            if reading not in recognised:
+                recognised.append(reading)
+            if prose:  # alternative readings of one sentence: the first that names an action
+                break
+        if not recognised:
+            name = candidates[0][0]
+            raise ActionError(f"unknown action {name!r}; actions are: {', '.join(sorted(self.schemas))}. "
+                              f"Example: {self.example_action()}.", "unknown_action", name=name)
+        if len(recognised) > 1:
+            shown = ", ".join(fact(n, a) for n, a in recognised[:4])
+            raise ActionError(f"the reply names {len(recognised)} different actions ({shown}"
+                              f"{', ...' if len(recognised) > 4 else ''}); reply with exactly one action per "
+                              f"turn.", "multiple_actions", count=len(recognised))
+        schema_name, args = recognised[0]
+        schema = self.schemas[schema_name]
+        if state is not None and len(args) < len(schema.params):
+            return self._complete(schema, args, state)
+        return self.ground(schema_name, args)
 
     def _schema_name(self, name: str) -> str | None:
         name = name.lower()
@@ -300,8 +321,13 @@ _CALL = re.compile(r"(?<![\w-])([A-Za-z][\w-]*)\s*\(([^()]*)\)")
 _WORDS = re.compile(r"[A-Za-z][\w-]*")
 
 
-def _candidate_calls(text: str) -> list[tuple[str, tuple[str, ...]]]:
-    """Possible (name, args) readings of ``text``, most specific first."""
+#: the longest reply read as an action (a reply is one action, a few dozen characters)
+MAX_REPLY_CHARS = 20_000
+
+
+def _candidate_calls(text: str) -> tuple[list[tuple[str, tuple[str, ...]]], bool]:
+    """Possible (name, args) readings of ``text`` in text order, and whether they are alternative readings
+    of plain words (no parenthesised form found)."""
     text = text.replace("`", " ")
     found: list[tuple[int, str, tuple[str, ...]]] = []
     for m in _SEXPR.finditer(text):
@@ -311,13 +337,14 @@ def _candidate_calls(text: str) -> list[tuple[str, tuple[str, ...]]]:
         found.append((m.start(), m.group(1), args))
     found.sort(key=lambda t: t[0])
     calls = [(name, args) for _pos, name, args in found]
-    if not calls:
-        words = _WORDS.findall(text)
-        if words and len(words) <= 12:
-            calls.append((words[0], tuple(words[1:])))
-            if len(words) > 1:  # "pick up a" for pick-up
-                calls.append((f"{words[0]}-{words[1]}", tuple(words[2:])))
-    return calls
+    if calls:
+        return calls, False
+    words = _WORDS.findall(text)
+    if words and len(words) <= 12:
+        calls.append((words[0], tuple(words[1:])))
+        if len(words) > 1:  # "pick up a" for pick-up
+            calls.append((f"{words[0]}-{words[1]}", tuple(words[2:])))
+    return calls, True
 
 
 @functools.lru_cache(maxsize=512)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -72,8 +73,21 @@ class SearchTask:
                 self._no_pre.append(i)
         self._lmcut: Any = None
         self._hff: Any = None
+        self._tables: dict[tuple[State, int], Any] = {}
+        self._tables_lock = threading.Lock()
         # the most goal facts one operator can add: |unmet goals| / this is a lower bound on plan length
         self._max_goal_adds = max([len(op.add_effects & self.goals) for op in self.operators] + [1])
+
+    def exact_table(self, root: Iterable[str], max_states: int) -> Any:
+        """The exact h* table of the states reachable from ``root`` (built once per root and cap, shared
+        by every verifier and the env of this problem in the process)."""
+        from pivotgym_planning.statespace import ExactTable
+
+        key = (self.project(root), max_states)
+        with self._tables_lock:
+            if key not in self._tables:
+                self._tables[key] = ExactTable(self, key[0], max_states=max_states)
+            return self._tables[key]
 
     def project(self, state: Iterable[str]) -> State:
         return frozenset(state) & self.relevant
@@ -197,13 +211,15 @@ def _extract(parent: dict[State, tuple[State, str] | None], state: State) -> lis
 
 @dataclass
 class OptimalCost:
-    """h*(s): the optimal plan length from a state, by A*, cached per (projected) state.
+    """h*(s): the optimal plan length from a state, cached per (projected) state.
 
-    A solved search also caches every state on the plan it found (a suffix of an optimal plan is optimal),
-    and later searches use the cached values as a perfect heuristic and stop at the first cached state
-    they pop: a candidate one step off an expert path usually meets that path again within a few steps,
-    which is what makes verifying many candidates along expert trajectories cheap. ``None`` means unknown
-    (the search ran out of budget); ``math.inf`` means the goal is unreachable (a dead end).
+    With the cache on, the first query builds an exact table of every state reachable from ``root`` up to
+    symmetry (:class:`pivotgym_planning.statespace.ExactTable`: bit-packed states, interchangeable objects
+    merged, one backward breadth-first pass), if the quotient space has at most ``table_limit`` states.
+    States the table does not hold (or every state, when the space is larger) fall back to A*: a solved
+    search caches every state on the plan it found (a suffix of an optimal plan is optimal), and later
+    searches use the cached values as a perfect heuristic and stop at the first cached state they pop.
+    ``None`` means unknown (the A* ran out of its expansion budget); ``math.inf`` means a dead end.
     """
 
     task: SearchTask
@@ -212,19 +228,21 @@ class OptimalCost:
     use_cache: bool = True
     cache: dict[State, float] = field(default_factory=dict)
     searches: int = 0
-    #: with the cache on, the first query tries to enumerate every state reachable from ``root`` (at most
-    #: this many) and fills the cache with exact h* for all of them by one backward breadth-first pass;
-    #: larger spaces fall back to per-query A*. 0 disables it.
+    #: the most canonical states of the exact table (0 disables it: A* per query)
     table_limit: int = 0
     root: State | None = None
+    #: the exact table, once tried (``table.complete`` says whether it was built)
+    table: Any = None
     _ops: dict[str, Any] | None = field(default=None, repr=False)
-    _table_tried: bool = field(default=False, repr=False)
 
     def __call__(self, state: Iterable[str]) -> float | None:
         start = self.task.project(state)
-        if self.use_cache and not self._table_tried and self.table_limit > 0:
-            self._table_tried = True
-            self._fill_table(self.task.project(self.root) if self.root is not None else start)
+        if self.use_cache and self.table is None and self.table_limit > 0:
+            self.table = self.task.exact_table(self.root if self.root is not None else start, self.table_limit)
+        if self.table is not None and self.table.complete:
+            known = self.table.lookup(start)
+            if known is not None:
+                return known
         if self.use_cache and start in self.cache:
             return self.cache[start]
         if self.task.goals <= start:
@@ -249,38 +267,3 @@ class OptimalCost:
                 s = (s - op.del_effects) | op.add_effects
             self.cache.setdefault(s, cost - len(plan))
         return cost
-
-    def _fill_table(self, root: State) -> bool:
-        """Exact h* of every state reachable from ``root`` (unreachable goal: inf), if there are at most
-        ``table_limit`` of them. Returns whether the table was built."""
-        from collections import deque
-
-        index: dict[State, int] = {root: 0}
-        states: list[State] = [root]
-        preds: list[list[int]] = [[]]
-        frontier = deque([0])
-        while frontier:
-            i = frontier.popleft()
-            for _op, succ in self.task.successors(states[i]):
-                j = index.get(succ)
-                if j is None:
-                    if len(states) >= self.table_limit:
-                        return False
-                    j = index[succ] = len(states)
-                    states.append(succ)
-                    preds.append([])
-                    frontier.append(j)
-                preds[j].append(i)
-        dist = [math.inf] * len(states)
-        queue = deque(i for i, st in enumerate(states) if self.task.goals <= st)
-        for i in queue:
-            dist[i] = 0
-        while queue:
-            j = queue.popleft()
-            for i in preds[j]:
-                if dist[i] == math.inf:
-                    dist[i] = dist[j] + 1
-                    queue.append(i)
-        for st, d in zip(states, dist):
-            self.cache[st] = d if math.isinf(d) else int(d)
-        return True

@@ -4,7 +4,15 @@
 of the turn and keeps the goal reachable at optimal cost, h*(s') = h*(s) - 1, so every optimal action is
 credited, not only the expert's. Layers, cheapest first: parse, applicability (the failed precondition is
 the reason), identity with the expert's action or its successor state, goal reached, then h* of both states
-from optimal A*, cached per state (a solved search also caches every state along its plan).
+from the problem's exact table (symmetry-reduced breadth-first search, see ``statespace``), else budgeted A*.
+
+When h* cannot be computed within the budget the verdict is reward 0 with reason ``budget_exhausted: ...``
+and ``components["budget_exhausted"] = True``: the candidate was not judged, so consumers (the profiler,
+``pivotgym check``) must treat it as a failed verification, not as a wrong action.
+
+Both verifiers read a reply with :meth:`PlanningProblem.parse` from the state of the turn: exactly one
+action per reply (several different actions are rejected as ``multiple_actions``), and left-out trailing
+arguments are filled in when exactly one applicable completion fits, so they accept the same replies.
 
 ``planning/exact`` (ablation): the candidate must name the expert's ground action (format-lenient).
 """
@@ -19,21 +27,22 @@ from pivotgym import Verdict, VerifyContext
 
 from pivotgym_planning.model import ActionError, PlanningProblem
 from pivotgym_planning.search import DEFAULT_MAX_EXPANSIONS, OptimalCost
+from pivotgym_planning.statespace import DEFAULT_MAX_STATES
 
 
 class OptimalActionVerifier:
     """Credits any applicable action that preserves the optimal cost to the goal (see module docstring).
 
-    ``use_cache=False`` recomputes h* for every verification (the benchmark's baseline). With the cache,
-    problems with at most ``table_limit`` reachable states get an exact h* table on first use (one
-    breadth-first pass); larger ones use A* per new state, seeded with the h* values cached so far.
+    ``use_cache=False`` recomputes h* by A* for every verification (the benchmark's baseline). With the
+    cache, problems with at most ``table_limit`` reachable states up to symmetry get an exact h* table on
+    first use; larger ones use A* per new state, seeded with the h* values cached so far.
     """
 
     name = "planning/optimal"
-    version = "1"
+    version = "2"
 
     def __init__(self, *, max_expansions: int = DEFAULT_MAX_EXPANSIONS, use_cache: bool = True,
-                 table_limit: int = 200_000) -> None:
+                 table_limit: int = DEFAULT_MAX_STATES) -> None:
         self.max_expansions = max_expansions
         self.use_cache = use_cache
         self.table_limit = table_limit
@@ -84,8 +93,10 @@ class OptimalActionVerifier:
         before, after = oracle(state), oracle(nxt)
         components.update(layer="optimal_cost", h_star_before=_num(before), h_star_after=_num(after))
         if before is None or after is None:
-            return Verdict.fail(f"search_budget: h* unknown within {self.max_expansions} expansions",
-                                **components)
+            return Verdict.fail(
+                f"budget_exhausted: h* unknown (the state space has more than {self.table_limit} states up to "
+                f"symmetry and A* exceeded {self.max_expansions} expansions); the candidate was not judged",
+                budget_exhausted=True, **components)
         if math.isinf(after):
             return Verdict.fail("dead_end: the goal is unreachable after this action", **components)
         if after == before - 1:
@@ -98,14 +109,16 @@ class PlanningExactVerifier:
     """Reward 1 only for the expert's ground action, compared after lenient parsing (case, format)."""
 
     name = "planning/exact"
-    version = "1"
+    version = "2"
 
     def verify(self, context: VerifyContext, candidate: str) -> Verdict:
-        env = context.fresh_env()
-        problem: PlanningProblem = env.problem_for(context.task)  # type: ignore[attr-defined]
-        try:
-            expected = problem.parse(context.expert_text).text
-            got = problem.parse(candidate).text
+        env = context.env()
+        problem: PlanningProblem | None = getattr(env, "problem", None)
+        if problem is None:
+            return Verdict.fail("not_a_planning_env")
+        try:  # parsed from the turn's state, as planning/optimal and the env do (short forms alike)
+            expected = problem.parse(context.expert_text, env.state).text
+            got = problem.parse(candidate, env.state).text
         except ActionError as exc:
             return Verdict.fail(f"{exc.code}: {exc}")
         if got == expected:
