@@ -52,6 +52,9 @@ class VerifyContext:
     _fresh: AgentEnv | None = field(default=None, repr=False)
     _positioned: AgentEnv | None = field(default=None, repr=False)
     _snapshot: Any = field(default=None, repr=False)
+    _task: Any = field(default=None, repr=False)
+    _task_resolved: bool = field(default=False, repr=False)
+    _memo: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_turn(
@@ -96,14 +99,23 @@ class VerifyContext:
     def env_id(self) -> str:
         return self.turn.env_id
 
+    def memo(self, key: str, make: Callable[[], Any]) -> Any:
+        """A value a verifier derives from this context once (the offered functions' schemas, the expert's
+        decoded calls) and reuses for every later candidate judged in the same context."""
+        if key not in self._memo:
+            self._memo[key] = make()
+        return self._memo[key]
+
     def known_task(self) -> Task | None:
         """The env's task this turn belongs to, or None for a turn from elsewhere (see :meth:`from_turn`)."""
-        if self.turn.task_id.startswith("adhoc:"):
-            return None
-        try:
-            return self.fresh_env().get_task(self.turn.task_id)
-        except (KeyError, LookupError):
-            return None
+        if not self._task_resolved:
+            self._task_resolved = True
+            if not self.turn.task_id.startswith("adhoc:"):
+                try:
+                    self._task = self.fresh_env().get_task(self.turn.task_id)
+                except (KeyError, LookupError):
+                    self._task = None
+        return self._task
 
     @property
     def expert(self) -> dict[str, Any]:
@@ -148,7 +160,7 @@ class VerifyContext:
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state.update(_fresh=None, _positioned=None, _snapshot=None)
+        state.update(_fresh=None, _positioned=None, _snapshot=None, _task=None, _task_resolved=False, _memo={})
         return state
 
 

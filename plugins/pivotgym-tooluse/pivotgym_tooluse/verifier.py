@@ -94,13 +94,17 @@ class _Turn:
     def __init__(self, context: VerifyContext) -> None:
         self.env = context.fresh_env()
         self.task: Task | None = context.known_task()
-        if context.tools is not None:
-            self.schemas = schemas_from_tools(context.tools)
-        elif self.task is not None and hasattr(self.env, "schemas_for"):
-            self.schemas = self.env.schemas_for(self.task)
-        else:
-            self.schemas = {}
+        self.schemas: dict[str, dict[str, Any]] = context.memo("tooluse.schemas", self._schemas(context))
         self.sequential = hasattr(self.env, "execute")  # calls run one after another (multi-turn)
+
+    def _schemas(self, context: VerifyContext) -> Any:
+        def make() -> dict[str, dict[str, Any]]:
+            if context.tools is not None:
+                return schemas_from_tools(context.tools)
+            if self.task is not None and hasattr(self.env, "schemas_for"):
+                return self.env.schemas_for(self.task)
+            return {}
+        return make
 
     def parse(self, text: Any) -> ParsedAction:
         text = text if isinstance(text, str) else ""
@@ -112,10 +116,15 @@ class _Turn:
 
 def expert_calls_of(context: VerifyContext) -> list[ToolCall]:
     """The expert's tool calls; raises ParseError when the expert message's calls cannot be read."""
-    try:
-        return tool_calls_of(context.turn.expert)
-    except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
-        raise ParseError(f"the expert's tool calls cannot be read ({str(exc)[:160]})") from None
+    def read() -> list[ToolCall] | ParseError:
+        try:
+            return tool_calls_of(context.turn.expert)
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+            return ParseError(f"the expert's tool calls cannot be read ({str(exc)[:160]})")
+    calls = context.memo("tooluse.expert_calls", read)
+    if isinstance(calls, ParseError):
+        raise calls
+    return list(calls)
 
 
 class ToolCallVerifier:
