@@ -6,18 +6,24 @@ interrupted run resumes where it stopped):
 1. ``base``     - evaluate the base model on the suite (in-domain test split + OOD envs);
 2. ``expert``   - expert trajectories on the domain's train split;
 3. ``sft``      - the SFT baseline on them, then its suite evaluation;
-4. ``profile``  - K samples per expert turn from the frozen base model, scored by the functional verifier;
-   ``select`` keeps the pivots (reward variance > 0, mean < λ);
+4. ``profile``  - K samples per expert turn from the frozen RL start model, scored by the functional
+   verifier; ``select`` keeps the pivots (reward variance > 0, mean < λ);
 5. ``pivot``    - PivotRL on the pivots (an in-domain learning curve against rollout turns and wall-clock),
    then its suite evaluation;
-6. ``e2e``      - end-to-end multi-turn RL from the same base model, same curve, same evaluation;
-7. ``ablation`` - PivotRL on as many *random* profiled turns, and PivotRL with *exact-match* rewards (profiled
+6. ``e2e``      - end-to-end multi-turn RL from the same start model on exactly the tasks that have expert
+   trajectories (the data SFT and PivotRL see), same curve, same evaluation;
+7. ``sft_more`` - the matched SFT baseline: SFT continued from the SFT model for as many optimiser steps as
+   the RL path spends, so "PivotRL beats SFT" cannot be extra training alone;
+8. ``ablation`` - PivotRL on as many *random* profiled turns, and PivotRL with *exact-match* rewards (profiled
    and trained with the exact verifier): final in-domain score of each;
-8. ``report``   - ``report.md`` with PNG plots beside it and ``summary.json``.
+9. ``report``   - ``report.md`` with PNG plots beside it and ``summary.json``.
 
-Training stages run once per seed in ``seeds``. The in-domain learning curves use greedy episodes on the first
-``curve.tasks`` test tasks; their wall-clock excludes that evaluation, and PivotRL's includes the profiling
-time and its rollout turns include every profiling sample (the honest cost of selecting pivots).
+Training stages run once per seed in ``seeds``. The in-domain learning curves use greedy episodes on the
+``curve.tasks`` first test tasks (default: the whole test split) after every ``curve.every`` steps (default:
+every step), keeping each task's score so the report can bootstrap over tasks and seeds; their wall-clock
+excludes that evaluation, and PivotRL's includes the profiling time and its rollout turns include every
+profiling sample (the honest cost of selecting pivots). Each training stage also writes ``accounting.json``:
+data, optimiser steps, trained tokens, rollout turns and wall-clock, the report's side-by-side table.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ import yaml
 from pivotgym.jsonl import read_jsonl, read_profiles, read_trajectories, write_jsonl, write_pivot_set
 from pivotgym.suite import write_json
 
-STAGES = ("base", "expert", "sft", "profile", "pivot", "e2e", "ablation", "report")
+STAGES = ("base", "expert", "sft", "profile", "pivot", "e2e", "sft_more", "ablation", "report")
 
 
 class ExperimentError(ValueError):
@@ -64,6 +70,8 @@ class ExperimentConfig:
     pivot: dict[str, Any] = field(default_factory=dict)
     e2e: dict[str, Any] = field(default_factory=dict)
     ablations: list[str] = field(default_factory=lambda: ["random_turns", "exact_reward"])
+    #: the matched SFT baseline (stage ``sft_more``); false skips it
+    matched_sft: bool = True
     executor: str = "process"
     keep_checkpoints: bool = False
     #: where PivotRL and E2E RL start (and what profiles the turns): ``base`` (the paper's comparison: every
@@ -135,19 +143,21 @@ class Run:
 
     def rl_start_score(self, seed: int) -> float:
         """In-domain curve score of :meth:`rl_model` (the learning curves' first point)."""
-        name = "base-curve-score.json" if self.config.rl_init == "base" else f"sft-s{seed}-curve-score.json"
-        return float(json.loads((self.root / "eval" / name).read_text())["score"])
+        return float(self.rl_start_point(seed)["score"])
 
     def curve_tasks(self) -> list[Any]:
+        """The first ``curve.tasks`` test tasks (all of them when unset or ``all``)."""
         from pivotgym.registry import make
 
         if self._curve_tasks is None:
             env = make(self.config.env)
-            self._curve_tasks = list(env.tasks("test"))[: int(self.config.curve.get("tasks", 16))]
+            cap = self.config.curve.get("tasks")
+            tasks = list(env.tasks("test"))
+            self._curve_tasks = tasks if cap in (None, "all") else tasks[: int(cap)]
         return self._curve_tasks
 
-    def in_domain_score(self, sampler: Any) -> float:
-        """Mean outcome reward of greedy episodes on the curve tasks (the learning curves' y axis)."""
+    def in_domain_per_task(self, sampler: Any) -> list[float]:
+        """Outcome reward (capped at 1) of one greedy episode per curve task, in task order."""
         from pivotgym.registry import make
         from pivotgym.sampling.base import SamplingParams
         from pivotgym.suite import run_episodes
@@ -156,7 +166,26 @@ class Run:
         kwargs = {"max_turns": int(self.config.curve["max_turns"])} if self.config.curve.get("max_turns") else {}
         rows = run_episodes(sampler, lambda: make(self.config.env, **kwargs), self.curve_tasks(), params,
                             batch_size=int(self.config.eval.get("batch_size", 8)))
-        return sum(min(1.0, r["reward"]) for r in rows) / max(1, len(rows))
+        return [min(1.0, float(r["reward"])) for r in rows]
+
+    def curve_point(self, sampler: Any) -> dict[str, Any]:
+        """``{"score", "per_task", "tasks"}`` of ``sampler`` on the curve tasks (the learning curves' y axis)."""
+        per_task = self.in_domain_per_task(sampler)
+        return {"score": sum(per_task) / max(1, len(per_task)), "per_task": per_task, "tasks": len(per_task)}
+
+    def in_domain_score(self, sampler: Any) -> float:
+        """Mean outcome reward of greedy episodes on the curve tasks."""
+        return float(self.curve_point(sampler)["score"])
+
+    def rl_start_point(self, seed: int) -> dict[str, Any]:
+        """Curve score and per-task scores of :meth:`rl_model` (the learning curves' first point)."""
+        name = "base-curve-score.json" if self.config.rl_init == "base" else f"sft-s{seed}-curve-score.json"
+        return json.loads((self.root / "eval" / name).read_text())
+
+    def expert_task_ids(self) -> list[str]:
+        """Task ids of the expert trajectories (first-seen order): the data of SFT, PivotRL and E2E RL."""
+        ids = [t.task_id for t in read_trajectories(self.root / "data" / "expert.jsonl")]
+        return list(dict.fromkeys(ids))
 
     def evaluate(self, sampler: Any, out: Path, members: Sequence[str] | None = None) -> dict[str, Any]:
         from pivotgym.suite import evaluate_suite
@@ -177,24 +206,61 @@ def _trainer_kwargs(run: Run, section: dict[str, Any], seed: int, out: Path, mod
             "resume": "never", **section}
 
 
-def _fit_with_curve(run: Run, trainer: Any, every: int, start: dict[str, float],
-                    extra_seconds: float = 0.0) -> tuple[dict[str, Any], list[dict[str, float]]]:
+def _fit_with_curve(run: Run, trainer: Any, every: int, start: dict[str, Any],
+                    extra_seconds: float = 0.0) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Train, scoring the in-domain curve tasks every ``every`` steps and after the last one.
 
     x values: ``turns`` = the trainer's ``total_turns`` (rollout + filtered + profiling turns); ``seconds`` =
-    its wall-clock minus evaluation time, plus ``extra_seconds`` (the profiling time, for PivotRL).
+    its wall-clock minus evaluation time, plus ``extra_seconds`` (the profiling time, for PivotRL). Each point
+    keeps ``per_task`` scores (same task order in every point) for the report's bootstrap.
     """
     curve = [{"step": 0, **start}]
 
     def record(tr: Any, row: dict[str, Any]) -> None:
         if row["step"] % max(1, every) == 0 or row["step"] >= tr.config.steps:
             with tr.counters.time("eval"):
-                score = run.in_domain_score(tr.sampler)
+                point = run.curve_point(tr.sampler)
             seconds = row["wall_seconds"] - row.get("seconds_eval", 0.0) + extra_seconds
-            curve.append({"step": row["step"], "turns": float(row["total_turns"]), "seconds": seconds, "score": score})
+            curve.append({"step": row["step"], "turns": float(row["total_turns"]), "seconds": seconds, **point})
 
     summary = trainer.fit(callbacks=[record])
     return summary, curve
+
+
+def optimizer_steps(section: dict[str, Any], steps: int | None = None) -> int:
+    """Optimiser steps a trainer section spends: ``steps`` x ``updates_per_batch`` (1 for SFT)."""
+    return int(section.get("steps", 0) if steps is None else steps) * int(section.get("updates_per_batch", 1))
+
+
+def rl_total_steps(config: ExperimentConfig) -> int:
+    """Optimiser steps from the base model to the end of PivotRL (SFT's included when RL starts from SFT)."""
+    sft = optimizer_steps(config.sft) if config.rl_init == "sft" else 0
+    return sft + optimizer_steps(config.pivot)
+
+
+def matched_sft_steps(config: ExperimentConfig) -> int:
+    """Extra SFT steps (continuing the SFT model) that give continued SFT as many optimiser steps as the
+    PivotRL row; 0 when SFT alone already has as many."""
+    return max(0, rl_total_steps(config) - optimizer_steps(config.sft))
+
+
+def write_accounting(out_dir: Path, *, method: str, start: str, data: str, summary: dict[str, Any],
+                     optimizer_steps: int, extra_turns: int = 0, extra_seconds: float = 0.0,
+                     tasks: int | None = None) -> dict[str, Any]:
+    """What one training run spent, from its trainer summary: the report's side-by-side table.
+
+    ``rollout_turns`` counts every generated training turn (kept, filtered and profiling; ``extra_turns``
+    adds profiling done outside the trainer); ``wall_seconds`` excludes evaluation and adds
+    ``extra_seconds`` (profiling)."""
+    c = summary.get("counters", {})
+    row = {"method": method, "start": start, "data": data, "tasks": tasks, "optimizer_steps": optimizer_steps,
+           "steps": int(summary.get("steps", 0)), "tokens_trained": int(c.get("tokens_trained", 0)),
+           "tokens_generated": int(c.get("tokens_generated", 0)),
+           "rollout_turns": int(c.get("total_turns", 0)) + extra_turns,
+           "profiling_turns": int(c.get("profiling_turns", 0)) + extra_turns,
+           "wall_seconds": float(c.get("wall_seconds", 0.0)) - float(c.get("seconds_eval", 0.0)) + extra_seconds}
+    write_json(out_dir / "accounting.json", row)
+    return row
 
 
 def _cleanup(run: Run, out: Path) -> None:
@@ -209,7 +275,7 @@ def stage_base(run: Run) -> None:
         run.evaluate(run.base_sampler(), out)
     curve0 = run.root / "eval" / "base-curve-score.json"
     if not _done(curve0):
-        write_json(curve0, {"score": run.in_domain_score(run.base_sampler()), "tasks": len(run.curve_tasks())})
+        write_json(curve0, run.curve_point(run.base_sampler()))
 
 
 def stage_expert(run: Run) -> None:
@@ -237,12 +303,40 @@ def stage_sft(run: Run, seed: int) -> None:
     trainer = SFTTrainer(cfg)
     summary = trainer.fit()
     write_json(out_dir / "experiment-summary.json", summary)
-    if run.config.rl_init == "sft":
-        model_dir = Path(run.rl_model(seed))
+    write_accounting(out_dir, method="SFT", start="base", data=f"{len(run.expert_task_ids())} expert trajectories",
+                     summary=summary, optimizer_steps=optimizer_steps(run.config.sft, summary["steps"]),
+                     tasks=len(run.expert_task_ids()))
+    if run.config.rl_init == "sft" or run.config.matched_sft:
+        model_dir = run.root / "models" / f"sft-s{seed}"
         trainer.unwrapped_model.save_pretrained(model_dir)
         trainer.tokenizer.save_pretrained(model_dir)
-        write_json(run.root / "eval" / f"sft-s{seed}-curve-score.json",
-                   {"score": run.in_domain_score(trainer.sampler), "tasks": len(run.curve_tasks())})
+    if run.config.rl_init == "sft":
+        write_json(run.root / "eval" / f"sft-s{seed}-curve-score.json", run.curve_point(trainer.sampler))
+    run.evaluate(trainer.sampler, result)
+    _cleanup(run, out_dir)
+
+
+def stage_sft_more(run: Run, seed: int) -> None:
+    """Continued SFT: the SFT model trained :func:`matched_sft_steps` more SFT steps on the same expert
+    trajectories, so its optimiser steps from the base model equal PivotRL's (SFT's included)."""
+    from pivotgym.train import SFTConfig, SFTTrainer
+
+    extra = matched_sft_steps(run.config)
+    out_dir = run.root / "train" / f"sft-more-s{seed}"
+    result = run.root / "eval" / f"sft-more-s{seed}.json"
+    if not run.config.matched_sft or extra == 0 or _done(result):
+        return
+    start = run.root / "models" / f"sft-s{seed}"
+    if not (start / "config.json").exists():
+        raise ExperimentError(f"{start} is missing: rerun the sft stage (delete {run.root}/eval/sft-s{seed}.json)")
+    section = {**run.config.sft, "steps": extra}
+    cfg = SFTConfig.from_dict({**_trainer_kwargs(run, section, seed, out_dir, str(start)),
+                               "trajectories": str(run.root / "data" / "expert.jsonl")})
+    trainer = SFTTrainer(cfg)
+    summary = trainer.fit()
+    write_json(out_dir / "experiment-summary.json", summary)
+    write_accounting(out_dir, method="continued SFT", start="SFT", summary=summary, optimizer_steps=extra,
+                     data=f"{len(run.expert_task_ids())} expert trajectories", tasks=len(run.expert_task_ids()))
     run.evaluate(trainer.sampler, result)
     _cleanup(run, out_dir)
 
@@ -308,14 +402,21 @@ def _pivot_run(run: Run, seed: int, tag: str, pivots: Path, verifier: str, full_
                                  "profiles": str(run.root / "data" / f"profiles-{vfy}-s{seed}.jsonl"),
                                  "verifier": verifier})
     trainer = PivotTrainer(cfg)
-    start = run.rl_start_score(seed)
     if full_eval:
-        summary, curve = _fit_with_curve(run, trainer, int(run.config.curve.get("every", 2)),
-                                         {"turns": float(meta["turns"]), "seconds": float(meta["seconds"]),
-                                          "score": start}, extra_seconds=float(meta["seconds"]))
+        start = {k: v for k, v in run.rl_start_point(seed).items() if k in ("score", "per_task", "tasks")}
+        summary, curve = _fit_with_curve(run, trainer, int(run.config.curve.get("every", 1)),
+                                         {"turns": float(meta["turns"]), "seconds": float(meta["seconds"]), **start},
+                                         extra_seconds=float(meta["seconds"]))
     else:  # ablations: only the final in-domain score is reported, so no curve evaluations
         summary, curve = trainer.fit(), []
     write_json(out_dir / "experiment-summary.json", summary)
+    profiled = int(summary.get("counters", {}).get("profiling_turns", 0))
+    write_accounting(out_dir, method={"pivot": "PivotRL"}.get(tag, tag), start=run.config.rl_init,
+                     data=f"{len(read_jsonl(pivots))} profiled turns of {len(run.expert_task_ids())} expert "
+                          "trajectories", summary=summary,
+                     optimizer_steps=optimizer_steps(run.config.pivot, summary["steps"]),
+                     extra_turns=0 if profiled else int(meta["turns"]), extra_seconds=float(meta["seconds"]),
+                     tasks=len(run.expert_task_ids()))
     write_json(out_dir / "curve.json", curve)
     run.evaluate(trainer.sampler, result, members=None if full_eval else run.config.in_domain)
     _cleanup(run, out_dir)
@@ -325,8 +426,30 @@ def stage_pivot(run: Run, seed: int) -> None:
     _pivot_run(run, seed, "pivot", run.root / "data" / f"pivots-functional-s{seed}.jsonl", "functional", True)
 
 
+def expert_task_e2e(config: Any, task_ids: Sequence[str], **kwargs: Any) -> Any:
+    """An :class:`~pivotgym.train.E2ETrainer` that samples only ``task_ids`` (in that order, reshuffled
+    each epoch by the trainer's seed): E2E RL on exactly the tasks SFT and PivotRL learn from. Raises
+    ExperimentError when one of them is not in the trainer's split."""
+    from pivotgym.train import E2ETrainer
+    from pivotgym.train.loop import DataOrder
+
+    wanted = list(dict.fromkeys(task_ids))
+
+    class ExpertTaskE2E(E2ETrainer):
+        def setup_data(self) -> None:
+            super().setup_data()
+            missing = sorted(set(wanted) - set(self.task_ids))
+            if missing or not wanted:
+                raise ExperimentError(f"E2E RL: expert task(s) {missing or wanted} are not in {config.env_id}'s "
+                                      f"{config.split!r} split; regenerate data/expert.jsonl")
+            self.task_ids = list(wanted)
+            self.order = DataOrder(len(self.task_ids), config.seed)
+
+    return ExpertTaskE2E(config, **kwargs)
+
+
 def stage_e2e(run: Run, seed: int) -> None:
-    from pivotgym.train import E2EConfig, E2ETrainer
+    from pivotgym.train import E2EConfig
 
     out_dir = run.root / "train" / f"e2e-s{seed}"
     result = run.root / "eval" / f"e2e-s{seed}.json"
@@ -334,11 +457,16 @@ def stage_e2e(run: Run, seed: int) -> None:
         return
     cfg = E2EConfig.from_dict({**_trainer_kwargs(run, run.config.e2e, seed, out_dir, run.rl_model(seed)),
                                "env_id": run.config.env})
-    trainer = E2ETrainer(cfg)
-    start = run.rl_start_score(seed)
-    summary, curve = _fit_with_curve(run, trainer, int(run.config.curve.get("every", 2)),
-                                     {"turns": 0.0, "seconds": 0.0, "score": start})
+    task_ids = run.expert_task_ids()
+    trainer = expert_task_e2e(cfg, task_ids)
+    start = {k: v for k, v in run.rl_start_point(seed).items() if k in ("score", "per_task", "tasks")}
+    summary, curve = _fit_with_curve(run, trainer, int(run.config.curve.get("every", 1)),
+                                     {"turns": 0.0, "seconds": 0.0, **start})
     write_json(out_dir / "experiment-summary.json", summary)
+    write_json(out_dir / "task_ids.json", list(trainer.task_ids))
+    write_accounting(out_dir, method="E2E RL", start=run.config.rl_init, summary=summary,
+                     data=f"episodes on the {len(task_ids)} expert tasks",
+                     optimizer_steps=optimizer_steps(run.config.e2e, summary["steps"]), tasks=len(task_ids))
     write_json(out_dir / "curve.json", curve)
     run.evaluate(trainer.sampler, result)
     _cleanup(run, out_dir)
@@ -375,6 +503,7 @@ def run_experiment(config: ExperimentConfig, out_dir: str | Path | None = None,
         plan.append(("profile", lambda s=seed: stage_profile(run, s)))
         plan.append(("pivot", lambda s=seed: stage_pivot(run, s)))
         plan.append(("e2e", lambda s=seed: stage_e2e(run, s)))
+        plan.append(("sft_more", lambda s=seed: stage_sft_more(run, s)))
     for seed in config.seeds:
         plan.append(("ablation", lambda s=seed: stage_ablation(run, s)))
     for name, fn in plan:
@@ -391,4 +520,5 @@ def run_experiment(config: ExperimentConfig, out_dir: str | Path | None = None,
     return summary
 
 
-__all__ = ["ExperimentConfig", "ExperimentError", "Run", "STAGES", "load_experiment", "run_experiment"]
+__all__ = ["ExperimentConfig", "ExperimentError", "Run", "STAGES", "expert_task_e2e", "load_experiment",
+           "matched_sft_steps", "optimizer_steps", "rl_total_steps", "run_experiment", "write_accounting"]

@@ -13,7 +13,8 @@ from typing import Any
 
 Curve = Sequence[Mapping[str, float]]  # points with "turns", "seconds", "score"
 
-COLORS = {"PivotRL": "#1f77b4", "E2E RL": "#d62728", "SFT": "#2ca02c", "base": "#7f7f7f"}
+COLORS = {"PivotRL": "#1f77b4", "E2E RL": "#d62728", "SFT": "#2ca02c", "continued SFT": "#98df8a",
+          "base": "#7f7f7f"}
 
 
 def _pyplot() -> Any:
@@ -138,11 +139,128 @@ def ratio_text(ratio: Mapping[str, Any], unit: str) -> str:
             f"E2E's {ratio['reference']:.0f}: **{ratio['ratio']:.2f}x** fewer")
 
 
-__all__ = ["markdown_table", "pct", "plot_bars", "plot_curves", "ratio_text", "reach_ratio", "time_to_reach"]
+# ----------------------------------------------------------------------------------------- uncertainty
+#: a claim's verdicts: the bootstrap interval of the cost ratio lies above 1x, below 1x, or straddles it
+REPRODUCED, CONTRADICTED, NOT_MEASURABLE = "reproduced", "contradicted", "not measurable at this scale"
+
+
+def _mean_curve(curves: Sequence[Curve], seeds: Sequence[int], tasks: Sequence[int], x: str) -> list[dict[str, float]]:
+    """Average of the curves ``seeds`` (indices into ``curves``, repeats allowed) over the task indices
+    ``tasks`` (repeats allowed): point i has the mean ``x`` and the mean per-task score of point i."""
+    length = min(len(curves[s]) for s in seeds)
+    out = []
+    for i in range(length):
+        xs = [float(curves[s][i][x]) for s in seeds]
+        scores = [float(curves[s][i]["per_task"][t]) for s in seeds for t in tasks]
+        out.append({x: sum(xs) / len(xs), "score": sum(scores) / len(scores)})
+    return out
+
+
+def cost_ratio(fast: Sequence[Curve], reference: Sequence[Curve], x: str = "turns",
+               seeds: Sequence[int] | None = None, tasks: Sequence[int] | None = None) -> float:
+    """``reference``'s cost / ``fast``'s cost to reach ``reference``'s final score, on curves averaged over
+    ``seeds`` and ``tasks`` (default: all).
+
+    ``fast`` never reaching the target gives 0 (infinitely costlier). A reference that never rises above its
+    own start score has no cost to beat (it "reaches" its target at its first point): that counts as 1x, no
+    evidence either way, so a flat or identical pair of curves can never look like a speed-up."""
+    seeds = list(range(len(reference))) if seeds is None else list(seeds)
+    tasks = list(range(len(reference[0][0]["per_task"]))) if tasks is None else list(tasks)
+    ref, fst = _mean_curve(reference, seeds, tasks, x), _mean_curve(fast, seeds, tasks, x)
+    target = ref[-1]["score"]
+    if ref[0]["score"] >= target - 1e-12:
+        return 1.0
+    ref_cost, fast_cost = time_to_reach(ref, target, x), time_to_reach(fst, target, x)
+    if fast_cost is None:
+        return 0.0
+    if not fast_cost:  # fast reached the target at no cost while the reference needed some
+        return float("inf")
+    return float(ref_cost) / fast_cost  # type: ignore[arg-type]
+
+
+def check_curves(fast: Sequence[Curve], reference: Sequence[Curve]) -> int:
+    """The number of curve tasks, after checking that every point of every curve scores the same tasks
+    (``per_task``) and that both methods have one curve per seed; raises ValueError naming what differs."""
+    if not fast or len(fast) != len(reference):
+        raise ValueError(f"need one curve per seed for both methods, got {len(fast)} and {len(reference)}")
+    sizes = {len(p.get("per_task") or []) for c in (*fast, *reference) for p in c}
+    if len(sizes) != 1 or 0 in sizes or any(not c for c in (*fast, *reference)):
+        raise ValueError(f"every curve point needs per_task scores on the same tasks; task counts seen {sorted(sizes)}"
+                         " (rerun the pivot and e2e stages: older curve.json files lack per_task)")
+    return sizes.pop()
+
+
+def bootstrap_cost_ratio(fast: Sequence[Curve], reference: Sequence[Curve], x: str = "turns", *,
+                         resamples: int = 2000, level: float = 0.95, seed: int = 0) -> dict[str, Any]:
+    """:func:`cost_ratio` with a percentile bootstrap interval over tasks and seeds.
+
+    ``fast[i]`` and ``reference[i]`` are seed i's curves, each point carrying ``per_task`` scores on the same
+    curve tasks. Every resample draws seeds with replacement, then tasks with replacement (the same draw for
+    both methods: the comparison is paired), and recomputes the ratio. The verdict is :data:`REPRODUCED`
+    only when the whole interval lies above 1x, :data:`CONTRADICTED` when it lies below, otherwise
+    :data:`NOT_MEASURABLE` (the data cannot tell the methods apart)."""
+    import random
+
+    n_tasks = check_curves(fast, reference)
+    n_seeds = len(reference)
+    rng = random.Random(seed)
+    draws = []
+    for _ in range(resamples):
+        seeds = [rng.randrange(n_seeds) for _ in range(n_seeds)]
+        tasks = [rng.randrange(n_tasks) for _ in range(n_tasks)]
+        draws.append(cost_ratio(fast, reference, x, seeds, tasks))
+    draws.sort()
+    lo = draws[int((1 - level) / 2 * (resamples - 1))]
+    hi = draws[int((1 + level) / 2 * (resamples - 1))]
+    verdict = REPRODUCED if lo > 1.0 else CONTRADICTED if hi < 1.0 else NOT_MEASURABLE
+    return {"ratio": cost_ratio(fast, reference, x), "low": lo, "high": hi, "level": level,
+            "resamples": resamples, "seeds": n_seeds, "tasks": n_tasks, "verdict": verdict}
+
+
+def bootstrap_mean_difference(a: Sequence[Mapping[str, float]], b: Sequence[Mapping[str, float]], *,
+                              resamples: int = 2000, level: float = 0.95, seed: int = 0) -> dict[str, Any]:
+    """Mean score of ``a`` minus ``b`` with a paired percentile bootstrap over seeds, then items.
+
+    ``a[i]`` and ``b[i]`` map item ids to scores for seed i; only items present in every mapping count.
+    The verdict is :data:`REPRODUCED` when the interval lies above 0, :data:`CONTRADICTED` below, otherwise
+    :data:`NOT_MEASURABLE`."""
+    import random
+
+    if not a or len(a) != len(b):
+        raise ValueError(f"need one item mapping per seed for both models, got {len(a)} and {len(b)}")
+    items = sorted(set.intersection(*(set(m) for m in (*a, *b))))
+    if not items:
+        raise ValueError("the two models share no scored items")
+
+    def diff(seeds: Sequence[int], picks: Sequence[str]) -> float:
+        return sum(a[s][i] - b[s][i] for s in seeds for i in picks) / (len(seeds) * len(picks))
+
+    rng = random.Random(seed)
+    draws = sorted(diff([rng.randrange(len(a)) for _ in a], [items[rng.randrange(len(items))] for _ in items])
+                   for _ in range(resamples))
+    lo, hi = draws[int((1 - level) / 2 * (resamples - 1))], draws[int((1 + level) / 2 * (resamples - 1))]
+    verdict = REPRODUCED if lo > 0 else CONTRADICTED if hi < 0 else NOT_MEASURABLE
+    return {"diff": diff(range(len(a)), items), "low": lo, "high": hi, "level": level, "items": len(items),
+            "seeds": len(a), "verdict": verdict}
+
+
+def interval_text(result: Mapping[str, Any]) -> str:
+    """``1.40x [0.80x, 2.10x] (95%, 5 tasks x 3 seeds): not measurable at this scale``."""
+    def x(v: float) -> str:
+        return "never" if v == 0 else "inf" if v == float("inf") else f"{v:.2f}x"
+
+    return (f"{x(result['ratio'])} [{x(result['low'])}, {x(result['high'])}] ({100 * result['level']:.0f}% bootstrap, "
+            f"{result['tasks']} tasks x {result['seeds']} seed(s)): **{result['verdict']}**")
+
+
+__all__ = ["CONTRADICTED", "NOT_MEASURABLE", "REPRODUCED", "bootstrap_cost_ratio", "bootstrap_mean_difference", "check_curves", "cost_ratio",
+           "interval_text", "markdown_table", "pct", "plot_bars", "plot_curves", "ratio_text", "reach_ratio",
+           "time_to_reach"]
 
 
 # ----------------------------------------------------------------------------------------- experiment report
-METHODS = (("base", "base"), ("sft", "SFT"), ("pivot", "PivotRL"), ("e2e", "E2E RL"))
+METHODS = (("base", "base"), ("sft", "SFT"), ("sft-more", "continued SFT"), ("pivot", "PivotRL"),
+           ("e2e", "E2E RL"))
 ABLATIONS = (("pivot", "PivotRL (pivots, functional)"), ("random-turns", "random turns"),
              ("exact-reward", "exact-match reward"))
 
@@ -178,6 +296,70 @@ def _avg(result: Mapping[str, Any], role: str) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
+def _curve_task_count(curves: Mapping[int, Sequence[Curve]]) -> str:
+    counts = {len(p.get("per_task") or []) or p.get("tasks") for pair in curves.values() for c in pair for p in c}
+    counts.discard(None)
+    return "/".join(str(c) for c in sorted(counts)) or "the"
+
+
+def _items(root: Path, tag: str, seed: int, role: str, roles: Mapping[str, str]) -> dict[str, float] | None:
+    """Item scores of one evaluation (``eval/<tag>-s<seed>.json.items.jsonl``) on the members of ``role``."""
+    import json
+
+    name = "base.json" if tag == "base" else f"{tag}-s{seed}.json"
+    path = root / "eval" / (name + ".items.jsonl")
+    if not path.exists():
+        return None
+    out = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            row = json.loads(line)
+            if roles.get(row["member"]) == role:
+                out[f"{row['member']}::{row['task_id']}"] = min(1.0, float(row["reward"]))
+    return out or None
+
+
+def _differences(root: Path, seeds: Sequence[int], roles: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """Paired bootstrap differences behind the in-domain and OOD claims (over the seeds both models have)."""
+    out = {}
+    for a, b, role in (("pivot", "sft", "in_domain"), ("pivot", "sft-more", "in_domain"), ("pivot", "sft", "ood"),
+                       ("pivot", "sft-more", "ood"), ("sft", "base", "ood"), ("pivot", "base", "ood")):
+        pairs = [(ia, ib) for s in seeds
+                 if (ia := _items(root, a, s, role, roles)) and (ib := _items(root, b, s, role, roles))]
+        if pairs:
+            try:
+                out[f"{a}-vs-{b}-{role}"] = bootstrap_mean_difference([p[0] for p in pairs], [p[1] for p in pairs])
+            except ValueError:
+                continue
+    return out
+
+
+ACCOUNTING = (("sft", "SFT"), ("sft-more", "continued SFT"), ("pivot", "PivotRL"), ("e2e", "E2E RL"))
+
+
+def _accounting(root: Path, seeds: Sequence[int]) -> tuple[list[list[Any]], dict[str, Any]]:
+    """Rows of the side-by-side cost table (mean over seeds) from ``train/*/accounting.json``; "from base"
+    adds SFT's cost to a run that starts from the SFT model."""
+    def mean(rows: Sequence[Mapping[str, Any]], key: str) -> float:
+        return sum(float(r[key]) for r in rows) / len(rows)
+
+    table, data = [], {}
+    sft_rows = [r for s in seeds if (r := _read(root / "train" / f"sft-s{s}" / "accounting.json"))]
+    for tag, label in ACCOUNTING:
+        rows = [r for s in seeds if (r := _read(root / "train" / f"{tag}-s{s}" / "accounting.json"))]
+        if not rows:
+            continue
+        from_sft = str(rows[0].get("start", "")).lower() == "sft" and bool(sft_rows)
+        row = {k: mean(rows, k) for k in ("optimizer_steps", "tokens_trained", "rollout_turns", "wall_seconds")}
+        total = {k: row[k] + (mean(sft_rows, k) if from_sft else 0.0) for k in row}
+        data[tag] = {**row, "from_base": total, "start": rows[0].get("start"), "data": rows[0].get("data"),
+                     "seeds": len(rows)}
+        table.append([label, rows[0].get("start"), rows[0].get("data"), f"{row['optimizer_steps']:.0f}",
+                      f"{total['optimizer_steps']:.0f}", f"{total['tokens_trained']:.0f}",
+                      f"{row['rollout_turns']:.0f}", f"{row['wall_seconds']:.0f}", f"{total['wall_seconds']:.0f}"])
+    return table, data
+
+
 def write_experiment_report(root: str | Path, config: Any) -> dict[str, Any]:
     """Assemble ``root/report.md`` (and ``summary.json``, PNGs in ``root/plots``) from a finished run."""
     import json
@@ -189,7 +371,8 @@ def write_experiment_report(root: str | Path, config: Any) -> dict[str, Any]:
     results = {tag: _seed_results(root, tag, seeds) for tag, _ in METHODS + ABLATIONS}
     base = results["base"].get(seeds[0]) if results["base"] else None
     summary: dict[str, Any] = {"name": config.name, "env": config.env, "model": config.model, "seeds": seeds,
-                               "report": str(root / "report.md"), "methods": {}, "efficiency": {}, "ablation": {}}
+                               "report": str(root / "report.md"), "methods": {}, "efficiency": {}, "ablation": {},
+                               "bootstrap": {}, "accounting": {}}
     lines = [f"# pivotgym experiment `{config.name}`", "",
              f"Target domain `{config.env}`, base model `{config.model}`, seeds {seed_text}. Every number below "
              "comes from this run's files under this folder (`eval/*.json`, `train/*/curve.json`, `data/*`). "
@@ -215,6 +398,18 @@ def write_experiment_report(root: str | Path, config: Any) -> dict[str, Any]:
                                    "seeds": list(res), "per_seed_in_domain": ind_v, "per_seed_ood": ood_v}
     lines += ["## Base / SFT / PivotRL / E2E RL", "",
               markdown_table(["model", "in-domain", "Δ in-domain vs base", "OOD avg", "Δ OOD vs base", "seeds"], rows), ""]
+    acc_rows, summary["accounting"] = _accounting(root, seeds)
+    if acc_rows:
+        lines += ["### What each method spent", "",
+                  "Mean over seeds. Continued SFT trains the SFT model further so that its optimiser steps from the "
+                  "base model equal PivotRL's; E2E RL samples only the tasks that have expert trajectories. Rollout "
+                  "turns count every generated training turn (PivotRL: its profiling samples too); wall-clock "
+                  "excludes evaluation and includes PivotRL's profiling.", "",
+                  markdown_table(["method", "starts from", "data", "optimiser steps", "steps from base",
+                                  "tokens trained from base", "rollout turns", "wall-clock s", "wall-clock s from base"],
+                                 acc_rows), ""]
+    if base:
+        summary["differences"] = _differences(root, seeds, base.get("role", {}))
 
     # ---- per-env table
     if base:
@@ -247,10 +442,23 @@ def write_experiment_report(root: str | Path, config: Any) -> dict[str, Any]:
         plot_curves(named_turns, plots / "curve_seconds.png", x="seconds", xlabel="wall-clock seconds (excl. eval)",
                     title=f"{config.env}: in-domain score vs wall-clock", target=target)
         lines += ["## Cost: PivotRL vs end-to-end RL", "",
-                  "In-domain score (greedy, the first test tasks) along training. PivotRL's curve starts at the "
-                  "cost of profiling: every profiling sample counts as a rollout turn and the profiling time is "
-                  "added to its wall-clock.", "",
+                  f"In-domain score (one greedy episode on each of {_curve_task_count(curves)} test tasks) after "
+                  "every training step. PivotRL's curve starts at the cost of profiling: every profiling sample "
+                  "counts as a rollout turn and the profiling time is added to its wall-clock.", "",
                   "![score vs turns](plots/curve_turns.png) ![score vs wall-clock](plots/curve_seconds.png)", ""]
+        paired = [s for s, (pc, ec) in curves.items() if pc and ec]
+        for x, unit in (("turns", "rollout turns"), ("seconds", "wall-clock")):
+            try:
+                boot = bootstrap_cost_ratio([curves[s][0] for s in paired], [curves[s][1] for s in paired], x)
+            except ValueError as exc:
+                boot = {"verdict": NOT_MEASURABLE, "error": str(exc)}
+            summary["bootstrap"][x] = boot
+            lines.append(f"- **{unit}, E2E cost / PivotRL cost to reach E2E's final score**: "
+                         + (interval_text(boot) if "ratio" in boot else f"{boot['verdict']} ({boot['error']})") + ".")
+        lines += ["", "The interval resamples seeds, then curve tasks, with replacement (paired: the same draw for "
+                  "both methods). A ratio > 1 means PivotRL got there cheaper; a claim counts as reproduced only "
+                  "when the whole interval lies above 1x. Where E2E RL does not rise above its start, there is "
+                  "nothing to reach and a resample counts as 1x. Per seed:", ""]
         for s, (pc, ec) in curves.items():
             by_turns, by_secs = reach_ratio(pc, ec, "turns"), reach_ratio(pc, ec, "seconds")
             summary["efficiency"][str(s)] = {"turns": by_turns, "seconds": by_secs,
@@ -328,46 +536,54 @@ def write_experiment_report(root: str | Path, config: Any) -> dict[str, Any]:
     return summary
 
 
-def _seed_verdict(ratios: Mapping[str, Mapping[str, Any]]) -> str:
-    """"reproduced / mixed / not reproduced: k of n seeds (...)" over the seeds where the cost is measurable
-    (E2E RL rose above its start score); PivotRL never reaching the target counts as not reproduced."""
-    measurable = {seed: r for seed, r in ratios.items() if r.get("reference")}
-    skipped = sorted(set(ratios) - set(measurable), key=str)
-    note = f"; seed(s) {', '.join(skipped)} not measurable (E2E RL never rose above its start)" if skipped else ""
-    if not measurable:
-        return "not measurable in any seed (E2E RL never rose above its start score)"
-    hits = [seed for seed, r in measurable.items() if r.get("ratio") and r["ratio"] > 1]
-    verdict = ("reproduced" if len(hits) == len(measurable) else "not reproduced" if not hits else "mixed")
-    each = ", ".join(f"seed {seed} {r['ratio']:.2f}x" if r.get("ratio") else f"seed {seed} never reached"
-                     for seed, r in measurable.items())
-    return f"{verdict}, {len(hits)} of {len(measurable)} measurable seed(s) ({each}){note}"
-
-
 def _claims(summary: Mapping[str, Any]) -> list[str]:
     """Plain statements of which claims this run reproduces, computed from the summary."""
     m = summary["methods"]
     out = []
     for x, claim in (("turns", "Fewer rollout turns than E2E RL to E2E's final score"),
                      ("seconds", "Less wall-clock than E2E RL to E2E's final score")):
-        ratios = {seed: v[x] for seed, v in summary["efficiency"].items() if v[x].get("target") is not None}
-        if ratios:
-            out.append(f"- **{claim}**: {_seed_verdict(ratios)}.")
-    if "pivot" in m and "sft" in m and m["pivot"]["in_domain"] is not None and m["sft"]["in_domain"] is not None:
-        ok = m["pivot"]["in_domain"] >= m["sft"]["in_domain"]
-        out.append(f"- **In-domain PivotRL ≥ SFT**: {'reproduced' if ok else 'not reproduced'} "
-                   f"({pct(m['pivot']['in_domain'])} vs {pct(m['sft']['in_domain'])}).")
+        boot = summary.get("bootstrap", {}).get(x)
+        if boot:
+            out.append(f"- **{claim}**: " + (interval_text(boot) if "ratio" in boot else boot["verdict"])
+                       + (" (the interval includes 1x: these curves cannot tell the methods apart)"
+                          if boot.get("verdict") == NOT_MEASURABLE else "") + ".")
+    for ref, name in (("sft", "SFT"), ("sft-more", "continued SFT (matched optimiser steps)")):
+        if "pivot" in m and ref in m and m["pivot"]["in_domain"] is not None and m[ref]["in_domain"] is not None:
+            diff = summary.get("differences", {}).get(f"pivot-vs-{ref}-in_domain")
+            detail = f"({pct(m['pivot']['in_domain'])} vs {pct(m[ref]['in_domain'])}"
+            if diff:
+                detail += (f"; difference {100 * diff['diff']:+.1f} points, 95% bootstrap "
+                           f"[{100 * diff['low']:+.1f}, {100 * diff['high']:+.1f}] over {diff['items']} items x "
+                           f"{diff['seeds']} seed(s)")
+                verdict = diff["verdict"]
+            else:
+                verdict = NOT_MEASURABLE
+            out.append(f"- **In-domain PivotRL > {name}**: {verdict} {detail}).")
+    diffs = summary.get("differences", {})
+
+    def interval(key: str) -> str:
+        d = diffs.get(key)
+        return ("" if not d else f", 95% bootstrap [{100 * d['low']:+.1f}, {100 * d['high']:+.1f}] over {d['items']} "
+                f"items x {d['seeds']} seed(s): {d['verdict']}")
+
     if "pivot" in m and "sft" in m and m["pivot"]["delta_ood"] is not None and m["sft"]["delta_ood"] is not None:
         dp, ds = m["pivot"]["delta_ood"], m["sft"]["delta_ood"]
-        retained = dp >= ds
-        out.append(f"- **OOD retained by PivotRL, SFT regresses**: PivotRL Δ OOD {100 * dp:+.1f}, SFT Δ OOD "
-                   f"{100 * ds:+.1f} → {'reproduced' if retained and ds < 0 else 'partly' if retained else 'not reproduced'}"
-                   f"{'' if ds < 0 else ' (SFT did not regress here)'}.")
+        regress, retain = diffs.get("sft-vs-base-ood", {}), diffs.get("pivot-vs-sft-ood", {})
+        if regress.get("verdict") == CONTRADICTED and retain.get("verdict") == REPRODUCED:
+            verdict = REPRODUCED
+        elif regress.get("verdict") == CONTRADICTED or retain.get("verdict") in (REPRODUCED, CONTRADICTED):
+            verdict = "partly measurable"
+        else:
+            verdict = NOT_MEASURABLE
+        out.append(f"- **OOD retained by PivotRL, SFT regresses**: {verdict}. SFT Δ OOD vs base {100 * ds:+.1f}"
+                   f"{interval('sft-vs-base-ood')}; PivotRL Δ OOD vs base {100 * dp:+.1f}"
+                   f"{interval('pivot-vs-base-ood')}; PivotRL − SFT on OOD{interval('pivot-vs-sft-ood') or ' -'}.")
     a = summary["ablation"]
     if "pivot" in a and "random-turns" in a:
-        out.append(f"- **Pivots beat random turns**: {'yes' if a['pivot']['in_domain'] > a['random-turns']['in_domain'] else 'no'} "
+        out.append(f"- **Pivots beat random turns** (point estimate, no interval): {'yes' if a['pivot']['in_domain'] > a['random-turns']['in_domain'] else 'no'} "
                    f"({pct(a['pivot']['in_domain'])} vs {pct(a['random-turns']['in_domain'])}).")
     if "pivot" in a and "exact-reward" in a:
-        out.append(f"- **Functional reward beats exact match**: "
+        out.append(f"- **Functional reward beats exact match** (point estimate, no interval): "
                    f"{'yes' if a['pivot']['in_domain'] > a['exact-reward']['in_domain'] else 'no'} "
                    f"({pct(a['pivot']['in_domain'])} vs {pct(a['exact-reward']['in_domain'])}).")
     return out or ["- not enough stages finished to judge"]

@@ -25,7 +25,7 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_shipped_configs_parse():
-    for name in ("quickstart.yaml", "paper.yaml"):
+    for name in ("quickstart.yaml", "quickstart-tooluse.yaml", "paper.yaml"):
         config = load_experiment(EXAMPLES / name)
         assert config.in_domain and config.seeds
     with pytest.raises(ExperimentError, match="unknown key"):
@@ -65,7 +65,7 @@ def test_miniature_experiment_end_to_end(tiny_model_dir, arith_registry, tmp_pat
         assert heading in report
     for png in ("curve_turns.png", "curve_seconds.png", "turn_shares.png", "ablation.png"):
         assert (root / "plots" / png).stat().st_size > 5000  # a real figure, not an empty file
-    assert set(summary["methods"]) == {"base", "sft", "pivot", "e2e"}
+    assert set(summary["methods"]) == {"base", "sft", "sft-more", "pivot", "e2e"}
     base = json.loads((root / "eval" / "base.json").read_text())
     assert summary["methods"]["base"]["in_domain"] == base["scores"]["arith/chain-v0@test"]["value"]
     assert f"| base | {100 * base['scores']['arith/chain-v0@test']['value']:.1f} |" in report
@@ -75,6 +75,24 @@ def test_miniature_experiment_end_to_end(tiny_model_dir, arith_registry, tmp_pat
     meta = json.loads((root / "data" / "profiles-functional-s0.meta.json").read_text())
     assert pivot_curve[0]["turns"] == meta["turns"] > 0  # PivotRL pays for profiling up front
     assert pivot_curve[-1]["turns"] > pivot_curve[0]["turns"] and e2e_curve[-1]["turns"] > 0
+    for point in pivot_curve + e2e_curve:  # every point scores every curve task (the bootstrap's unit)
+        assert len(point["per_task"]) == 1 and point["score"] == sum(point["per_task"])
+
+    # matched baselines: E2E RL samples exactly the expert tasks; continued SFT gets PivotRL's optimiser steps
+    expert_ids = sorted({json.loads(line)["task_id"] for line in (root / "data" / "expert.jsonl").open()})
+    assert sorted(json.loads((root / "train" / "e2e-s0" / "task_ids.json").read_text())) == expert_ids
+    e2e_rows = [json.loads(line) for line in (root / "train" / "e2e-s0" / "metrics.jsonl").open()]
+    acc = {tag: json.loads((root / "train" / f"{tag}-s0" / "accounting.json").read_text())
+           for tag in ("sft", "sft-more", "pivot", "e2e")}
+    assert acc["sft"]["optimizer_steps"] + acc["sft-more"]["optimizer_steps"] == \
+        acc["sft"]["optimizer_steps"] + acc["pivot"]["optimizer_steps"] == 1 + 2
+    assert acc["e2e"]["tasks"] == len(expert_ids) and acc["pivot"]["rollout_turns"] >= meta["turns"]
+    assert acc["sft-more"]["tokens_trained"] > 0 and acc["sft"]["rollout_turns"] == 0
+    assert "What each method spent" in report and "| continued SFT | SFT |" in report
+    assert summary["accounting"]["sft-more"]["from_base"]["optimizer_steps"] == \
+        summary["accounting"]["pivot"]["from_base"]["optimizer_steps"]
+    assert set(summary["bootstrap"]) == {"turns", "seconds"}
+    assert summary["bootstrap"]["turns"]["tasks"] == 1 and e2e_rows
     assert set(summary["ablation"]) == {"pivot", "random-turns", "exact-reward"}
     assert not (root / "train" / "pivot-s0" / "checkpoints").exists()
     assert (root / "models" / "sft-s0" / "config.json").exists()
@@ -108,3 +126,33 @@ def test_seeds_option_rejects_junk_with_a_hint(tmp_path, capsys):
 
     assert main(["experiment", str(EXAMPLES / "quickstart.yaml"), "--out", str(tmp_path), "--seeds", "zero"]) == 1
     assert "comma-separated integers" in capsys.readouterr().err and not list(tmp_path.iterdir())
+
+
+def test_matched_sft_steps_follow_the_rl_path():
+    from pivotgym.experiment import ExperimentConfig, matched_sft_steps, rl_total_steps
+
+    from_sft = ExperimentConfig(name="x", env="a/b-v0", rl_init="sft", sft={"steps": 10},
+                                pivot={"steps": 6, "updates_per_batch": 2})
+    assert rl_total_steps(from_sft) == 22 and matched_sft_steps(from_sft) == 12
+    from_base = ExperimentConfig(name="x", env="a/b-v0", rl_init="base", sft={"steps": 10}, pivot={"steps": 14})
+    assert rl_total_steps(from_base) == 14 and matched_sft_steps(from_base) == 4
+    assert matched_sft_steps(ExperimentConfig(name="x", env="a/b-v0", sft={"steps": 10}, pivot={"steps": 6})) == 0
+
+
+def test_e2e_samples_only_the_expert_tasks(tiny_model_dir, arith_registry, tmp_path):
+    from pivotgym.experiment import expert_task_e2e
+    from pivotgym.registry import make
+    from pivotgym.train import E2EConfig
+
+    all_ids = [t.id for t in make("arith/chain-v0").tasks("train")]
+    chosen = [all_ids[3], all_ids[1]]
+    cfg = E2EConfig(model=str(tiny_model_dir), env_id="arith/chain-v0", output_dir=str(tmp_path / "e2e"),
+                    steps=1, tasks_per_step=1, report_to=["none"], progress=False)
+    trainer = expert_task_e2e(cfg, chosen)
+    trainer.setup_data()
+    assert trainer.task_ids == chosen and len(all_ids) > 2
+    drawn = {trainer.task_ids[i] for i in trainer.order.take(20)}
+    assert drawn == set(chosen)
+    bad = expert_task_e2e(cfg, ["not-a-task"])
+    with pytest.raises(ExperimentError, match="not-a-task"):
+        bad.setup_data()

@@ -28,17 +28,88 @@ def test_a_flat_e2e_curve_makes_the_cost_not_measurable():
     assert ratio_text(ratio, "turns").startswith("not measurable: E2E RL never rose above its start score")
 
 
-def test_claim_verdicts_count_only_measurable_seeds():
-    from pivotgym.report import _seed_verdict
+def curve(xs, per_task_rows):
+    """A curve with per-task scores: point i at cost xs[i] scores per_task_rows[i]."""
+    return [{"turns": x, "seconds": x / 2, "score": sum(r) / len(r), "per_task": list(r)}
+            for x, r in zip(xs, per_task_rows)]
 
-    win, loss = reach_ratio(PIVOT, E2E), {"target": 0.5, "fast": 300.0, "reference": 200.0, "ratio": 200 / 300}
-    flat = {"target": 0.5, "fast": 60.0, "reference": 0.0, "ratio": None}
-    never = {"target": 0.5, "fast": None, "reference": 200.0, "ratio": None}
-    assert _seed_verdict({"0": win, "1": flat}).startswith("reproduced, 1 of 1 measurable seed(s) (seed 0 3.33x)")
-    assert "seed(s) 1 not measurable" in _seed_verdict({"0": win, "1": flat})
-    assert _seed_verdict({"0": win, "2": loss}).startswith("mixed, 1 of 2")
-    assert _seed_verdict({"0": never}) == "not reproduced, 0 of 1 measurable seed(s) (seed 0 never reached)"
-    assert _seed_verdict({"1": flat}).startswith("not measurable in any seed")
+
+N = 12  # curve tasks
+E2E_SLOW = curve([0, 100, 200, 300], [[0] * N, [1] * 2 + [0] * 10, [1] * 4 + [0] * 8, [1] * 6 + [0] * 6])
+PIVOT_FAST = curve([40, 60, 80, 100], [[0] * N, [1] * 6 + [0] * 6, [1] * 7 + [0] * 5, [1] * 8 + [0] * 4])
+
+
+def test_bootstrap_reproduces_a_consistent_speedup_over_seeds():
+    from pivotgym.report import REPRODUCED, bootstrap_cost_ratio
+
+    result = bootstrap_cost_ratio([PIVOT_FAST] * 3, [E2E_SLOW] * 3, "turns", resamples=500)
+    assert result["ratio"] == pytest.approx(300 / 60)
+    assert result["low"] > 1 and result["verdict"] == REPRODUCED
+    assert (result["tasks"], result["seeds"]) == (N, 3)
+    assert bootstrap_cost_ratio([PIVOT_FAST] * 3, [E2E_SLOW] * 3, "turns", resamples=500) == result  # seeded
+
+
+FLAT_E2E = curve([0, 100, 200], [[1] + [0] * (N - 1)] * 3)  # E2E RL never rises above its start
+
+
+@pytest.mark.parametrize("pivot, e2e", [(PIVOT_FAST, FLAT_E2E), (curve([40, 60], [[0] * N] * 2), FLAT_E2E),
+                                        (E2E_SLOW, E2E_SLOW)], ids=["flat-e2e", "both-flat", "identical"])
+def test_flat_or_identical_curves_are_not_measurable(pivot, e2e):
+    from pivotgym.report import NOT_MEASURABLE, bootstrap_cost_ratio
+
+    result = bootstrap_cost_ratio([pivot], [e2e], "turns", resamples=300)
+    assert result["ratio"] == 1.0 and result["verdict"] == NOT_MEASURABLE, result
+    assert result["low"] <= 1 <= result["high"]
+
+
+def test_a_single_lucky_task_is_not_enough():
+    """The old report quoted a ratio from one crossing; here PivotRL is ahead only through one task, so the
+    interval over tasks must include 1x."""
+    from pivotgym.report import NOT_MEASURABLE, bootstrap_cost_ratio, cost_ratio
+
+    e2e = curve([0, 100, 200], [[0] * N, [0] * N, [1] + [0] * (N - 1)])
+    pivot = curve([50, 60, 70], [[0] * N, [1] + [0] * (N - 1), [1] + [0] * (N - 1)])
+    assert cost_ratio([pivot], [e2e]) == pytest.approx(200 / 60)  # the point estimate looks like a 3.3x win
+    result = bootstrap_cost_ratio([pivot], [e2e], resamples=1000)
+    assert result["verdict"] == NOT_MEASURABLE and result["low"] <= 1.0
+
+
+def test_pivotrl_costlier_is_contradicted_and_never_reaching_counts_as_zero():
+    from pivotgym.report import CONTRADICTED, bootstrap_cost_ratio, cost_ratio
+
+    late = curve([400, 500, 600], [[0] * N, [0] * N, [1] * 6 + [0] * 6])
+    assert bootstrap_cost_ratio([late], [E2E_SLOW], resamples=300)["verdict"] == CONTRADICTED
+    never = curve([40, 60], [[0] * N, [1] + [0] * (N - 1)])
+    assert cost_ratio([never], [E2E_SLOW]) == 0.0
+
+
+def test_bootstrap_rejects_curves_without_per_task_scores():
+    from pivotgym.report import bootstrap_cost_ratio
+
+    with pytest.raises(ValueError, match="per_task"):
+        bootstrap_cost_ratio([PIVOT], [E2E])
+    with pytest.raises(ValueError, match="one curve per seed"):
+        bootstrap_cost_ratio([PIVOT_FAST, PIVOT_FAST], [E2E_SLOW])
+    with pytest.raises(ValueError, match="same tasks"):
+        bootstrap_cost_ratio([curve([1], [[0, 1]])], [curve([1], [[0, 1, 1]])])
+
+
+def test_mean_difference_interval_and_verdicts():
+    from pivotgym.report import CONTRADICTED, NOT_MEASURABLE, REPRODUCED, bootstrap_mean_difference
+
+    better = {f"t{i}": 1.0 if i < 30 else 0.0 for i in range(60)}
+    worse = {f"t{i}": 1.0 if i < 10 else 0.0 for i in range(60)}
+    up = bootstrap_mean_difference([better, better], [worse, worse], resamples=500)
+    assert up["diff"] == pytest.approx(20 / 60) and up["low"] > 0 and up["verdict"] == REPRODUCED
+    assert bootstrap_mean_difference([worse], [better], resamples=500)["verdict"] == CONTRADICTED
+    same = bootstrap_mean_difference([better], [better], resamples=200)
+    assert same["diff"] == 0 and same["verdict"] == NOT_MEASURABLE
+    one = {**worse, "t59": 1.0}  # one item apart out of 60
+    assert bootstrap_mean_difference([one], [worse], resamples=500)["verdict"] == NOT_MEASURABLE
+    extra = bootstrap_mean_difference([{**better, "only-a": 1.0}], [worse], resamples=100)
+    assert extra["items"] == 60  # only the items both models scored
+    with pytest.raises(ValueError, match="share no"):
+        bootstrap_mean_difference([{"a": 1.0}], [{"b": 1.0}])
 
 
 def test_markdown_table_and_percent():
