@@ -3,6 +3,13 @@
 A verifier answers one question: does ``candidate`` (raw assistant text) achieve, from the state at turn t,
 what the expert's action achieved there? Domains layer cheap checks first (parse, tool name, target), then
 structural argument comparison, then execution from the exact state (via :meth:`VerifyContext.env`).
+
+Any turn can be judged, not only one of an env's own tasks: :meth:`VerifyContext.from_turn` takes the
+messages before the turn, the expert's action and (for tool use) the offered functions, and
+``pivotgym verify`` does the same from a JSON file. The comparison helpers below are domain-free JSON-schema
+rules: strict types (:func:`type_matches`), meaning-preserving strings (:func:`normalize_string`), numbers
+of any size (:func:`numbers_equal`), schema defaults, and order-free matching of parallel calls; every
+failure carries a :data:`CallReason` code.
 """
 
 from __future__ import annotations

@@ -97,6 +97,17 @@ def test_from_turn_builds_a_context_for_any_turn():
         VerifyContext.from_turn("x/y-v0", [], [{"arguments": {}}])
 
 
+def test_from_trajectory_carries_the_trajectory_tools_and_memo_is_per_context():
+    traj = Trajectory("t", "x/y-v0", "k", [message("user", "q"), message("assistant", "a")],
+                      metadata={"tools": [{"type": "function", "function": {"name": "w"}}]})
+    ctx = VerifyContext.from_trajectory(traj, 0)
+    assert ctx.tools == traj.metadata["tools"] and ctx.turn.expert["content"] == "a"
+    calls = []
+    assert ctx.memo("k", lambda: calls.append(1) or 41) == 41 and ctx.memo("k", lambda: 0) == 41 and calls == [1]
+    assert pickle.loads(pickle.dumps(ctx))._memo == {}
+    assert VerifyContext.from_trajectory(Trajectory("t", "x/y-v0", "k", traj.messages), 0).tools is None
+
+
 def _arith_turn(registry, n=0):
     env = registry.make("arith/chain-v0")
     traj = next(env.expert_trajectories("train", limit=1))
