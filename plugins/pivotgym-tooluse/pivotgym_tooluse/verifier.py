@@ -10,7 +10,8 @@
      (:func:`~pivotgym_tooluse.matching.match_answers`);
    * otherwise, from the **expert's calls alone** and the offered functions' schemas
      (:func:`pivotgym.verify.calls_equivalent`): argument order free, parallel calls order-free (in order
-     where calls are executed one after another, i.e. in the multi-turn env), an int for a number, ``2.0``
+     and with exact strings where calls are executed one after another, i.e. in the multi-turn env, since
+     ``" temp "`` is another folder name there), an int for a number, ``2.0``
      for an integer, a left-out parameter equal to its schema default, a default passed explicitly; wrong
      types (``"70"`` for an integer, ``"true"`` for a boolean), wrong values, missing required arguments and
      extra calls fail;
@@ -177,7 +178,7 @@ class ToolCallVerifier:
 
         # from the expert's calls: order-free for parallel calls, in order where calls are executed in turn
         structural = calls_equivalent(parsed.calls, expert_calls, schemas=turn.schemas,
-                                      order_free=not turn.sequential)
+                                      order_free=not turn.sequential, loose_strings=not turn.sequential)
         components.update(structural=structural.ok, layer="expert_calls",
                           names=structural.reason not in ("call_count", "function_name"))
         can_execute = turn.sequential and turn.task is not None

@@ -158,6 +158,14 @@ def test_rule_R10_sequential_calls_keep_their_order_without_a_simulator_state():
     assert swapped.reward == 0.0 and reason_code(swapped) == "function_name"
 
 
+def test_rule_R10_executed_calls_compare_strings_exactly():
+    ctx = context(multi_env, expert(multi_env(), "multi_turn_base_0").turn(0))
+    padded = ("<tool_call>" + json.dumps({"name": "cd", "arguments": {"folder": "document"}}) + "</tool_call>"
+              + tc("mkdir", dir_name=" temp ") + tc("mv", source="final_report.pdf", destination=" temp "))
+    verdict = V.verify(ctx, padded)
+    assert verdict.reward == 0.0 and reason_code(verdict) in ("state_mismatch", "result_mismatch")
+
+
 def test_rule_R11_hostile_input_is_a_parse_error():
     for text in ('<tool_call>{"name": "weather", "arguments": {"city": "Paris"}}', "[" * 50_000,
                  '{"name": "weather", "arguments": {"city": "\\ud800"}}'):
