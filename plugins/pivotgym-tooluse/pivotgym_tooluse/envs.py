@@ -22,9 +22,29 @@ from pivotgym.types import Message, ToolCall, assistant_message, message
 
 from pivotgym_tooluse import bfcl
 from pivotgym_tooluse.matching import answer_calls, expert_call, match_answers
-from pivotgym_tooluse.parsing import ParseError, ParsedAction, message_problem, parse_action, render_message
+from pivotgym_tooluse.parsing import (
+    ParseError, ParsedAction, message_problem, parse_action, render_calls, render_message,
+)
 from pivotgym_tooluse.schemas import system_prompt, to_tool, tools_note
 from pivotgym_tooluse.simulator import ToolBackend
+
+_UNCHANGED = object()
+
+
+def _changed_value(value: Any) -> Any:
+    """Another value of the same JSON type (``_UNCHANGED`` for values with no obvious neighbour)."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 1
+    if isinstance(value, float):
+        return value * 1.5 + 1.0
+    if isinstance(value, str):
+        return value + "_other" if value else "other"
+    if isinstance(value, list) and value:
+        return value[:-1]
+    return _UNCHANGED
+
 
 ABSTAIN_TEXT = "None of the available tools can do this, so I cannot make a call for this request."
 DONE_TEXT = "Done: I have completed your request."
@@ -68,6 +88,34 @@ class ToolUseEnv(AgentEnv):
 
     def render_action(self, msg: Message) -> str:
         return render_message(msg)
+
+    def wrong_action(self, expert_action: str) -> str | None:
+        """A legal action that is not equivalent to ``expert_action`` here (the optional capability
+        ``pivotgym check`` uses to catch a verifier that credits everything): the expert's calls with one
+        argument changed (checked against the env's own ground truth), or fewer calls, or a call where the
+        expert answered with a message. None when no such action is found."""
+        try:
+            parsed = self.parse(expert_action)
+        except ParseError:
+            return None
+        if not parsed.calls:
+            names = [t["function"]["name"] for t in self.tool_schemas()]
+            return render_calls([ToolCall(names[0], {})]) if names else None
+        for i, call in enumerate(parsed.calls):
+            for param in sorted(call.arguments):
+                changed = _changed_value(call.arguments[param])
+                if changed is _UNCHANGED:
+                    continue
+                calls = list(parsed.calls)
+                calls[i] = ToolCall(call.name, {**call.arguments, param: changed})
+                if self._is_wrong(calls, parsed.calls):
+                    return render_calls(calls)
+        if len(parsed.calls) > 1 and self._is_wrong(parsed.calls[:-1], parsed.calls):
+            return render_calls(parsed.calls[:-1])
+        return None
+
+    def _is_wrong(self, calls: list[ToolCall], expert_calls: list[ToolCall]) -> bool:
+        raise NotImplementedError
 
     @staticmethod
     def _assistant(parsed: ParsedAction) -> Message:
@@ -125,6 +173,9 @@ class SingleTurnEnv(ToolUseEnv):
             return 0.0, {"judgement": "decision_mismatch", "detail": "a tool call was expected"}
         result = match_answers(parsed.calls, answers, self.schemas_for(task))
         return float(result.ok), {"judgement": result.reason, "detail": result.detail}
+
+    def _is_wrong(self, calls: list[ToolCall], expert_calls: list[ToolCall]) -> bool:
+        return self.judge(ParsedAction(calls=calls), self.task)[0] == 0.0
 
     def apply_action(self, action: str) -> StepOutcome:
         parsed = self._parse_or_invalid(action)
@@ -241,6 +292,12 @@ class MultiTurnEnv(ToolUseEnv):
             else:
                 out.append(backend.call(call))
         return out
+
+    def _is_wrong(self, calls: list[ToolCall], expert_calls: list[ToolCall]) -> bool:
+        """Run both on copies of the simulators: another state or a missing expert result is wrong."""
+        mine, theirs = self.backend.copy(), self.backend.copy()
+        got, want = self.execute(mine, calls), self.execute(theirs, expert_calls)
+        return bool(mine.state_diff(theirs)) or bool(Counter(want) - Counter(got))
 
     def apply_action(self, action: str) -> StepOutcome:
         parsed = self._parse_or_invalid(action)

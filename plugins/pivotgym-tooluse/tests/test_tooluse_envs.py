@@ -17,6 +17,23 @@ def test_check_passes_on_every_tooluse_env(env_id):
     report = check_env(env_id, n_experts=2)
     report.raise_for_failures()
     assert report.env_id == env_id
+    probe = next(r for r in report.results if r.name == "verifier_wrong_action")
+    assert probe.status == "pass", probe.detail  # the env names legal but wrong actions; the verifier rejects them
+
+
+def test_wrong_action_is_legal_and_not_equivalent():
+    from pivotgym_tooluse.verifier import ToolCallVerifier
+    from tooluse_helpers import context
+
+    env = single_env()
+    env.reset(options={"task_id": "simple_python_0"})
+    expert_text = env.render_action(env.expert_actions(env.get_task("simple_python_0"))[0])
+    wrong = env.wrong_action(expert_text)
+    assert wrong and wrong != expert_text
+    ctx = context(single_env, expert(single_env(), "simple_python_0").turn(0))
+    assert ToolCallVerifier().verify(ctx, wrong).reward == 0.0
+    _, reward, _, _, info = env.step(wrong)
+    assert reward == 0.0 and "error" not in info
 
 
 def test_registered_through_entry_points_and_gymnasium():
