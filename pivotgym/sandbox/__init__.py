@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from pivotgym.sandbox.base import Limits, RunResult, Sandbox, SandboxError, SandboxUnavailable
+from pivotgym.sandbox.base import Limits, Mount, RunResult, Sandbox, SandboxError, SandboxUnavailable
 from pivotgym.sandbox.fork import fork_dir, remove_dir
 
 DEFAULT_BACKEND = "bwrap"
@@ -29,5 +29,5 @@ def get_sandbox(name: str | None = None, **kwargs: Any) -> Sandbox:
     return get_registry().make_sandbox(name, **kwargs)
 
 
-__all__ = ["DEFAULT_BACKEND", "Limits", "RunResult", "Sandbox", "SandboxError", "SandboxUnavailable",
+__all__ = ["DEFAULT_BACKEND", "Limits", "Mount", "RunResult", "Sandbox", "SandboxError", "SandboxUnavailable",
            "fork_dir", "get_sandbox", "remove_dir"]

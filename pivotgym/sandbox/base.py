@@ -4,7 +4,11 @@ Every backend shares the same process handling: the command runs in its own sess
 POSIX rlimits applied before ``exec`` (CPU seconds, address space, processes, file size, no core dumps; through
 ``prlimit`` when util-linux has it, so the parent can spawn with vfork, else in a ``preexec_fn``),
 stdout/stderr are drained by threads and truncated to ``limits.output_bytes`` each, and a wall-clock deadline
-kills the whole group. Backends differ in what they wrap around the command (bubblewrap namespaces, a
+kills the whole group. Two aggregate limits bound what all processes of a run use together:
+``total_memory_bytes`` (a memory cgroup per run, see :mod:`pivotgym.sandbox.cgroup`; per-process RLIMIT_AS
+only where the host has no writable cgroup) and ``disk_bytes`` (the work dir is polled during the run, see
+:mod:`pivotgym.sandbox.disk`). When one is hit, :attr:`RunResult.limit_hit` names it and
+:attr:`RunResult.limit_message` says so in words an agent can act on. Backends differ in what they wrap around the command (bubblewrap namespaces, a
 Docker container, or nothing).
 """
 
@@ -43,12 +47,25 @@ class Limits:
     max_processes: int | None = 128  # RLIMIT_NPROC (enforced for the unprivileged sandbox user)
     file_size_bytes: int | None = 64 << 20  # RLIMIT_FSIZE: the largest file a process may write
     output_bytes: int = 64 << 10  # stdout and stderr are each truncated to this many bytes
+    total_memory_bytes: int | None = None  # all processes of a run together (a memory cgroup, where allowed)
+    disk_bytes: int | None = None  # the most the work dir may hold during a run (polled; the run is killed)
 
     def with_(self, **changes: Any) -> Limits:
         return replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A host path made visible inside the sandbox at ``target`` (absolute; under the work dir's mount point
+    it shadows that part of the work dir). Read-only unless ``writable``. The ``local`` backend cannot mount
+    and ignores mounts (it isolates nothing anyway)."""
+
+    source: str
+    target: str
+    writable: bool = False
 
 
 @dataclass
@@ -63,6 +80,8 @@ class RunResult:
     duration: float = 0.0
     backend: str = ""
     command: str = ""
+    limit_hit: str = ""  # "memory" or "disk" when an aggregate limit stopped the run
+    limit_message: str = ""  # the same in words, for the agent's observation
 
     @property
     def ok(self) -> bool:
@@ -178,8 +197,13 @@ def run_process(
     backend: str,
     command: str,
     rlimits: bool = True,
+    watch: Path | None = None,
 ) -> RunResult:
-    """Run ``argv`` in a new session under ``limits``; kill its process group at the deadline."""
+    """Run ``argv`` in a new session under ``limits``; kill its process group at the deadline, when the
+    memory cgroup OOM-kills, or when ``watch`` (the work dir) grows past ``limits.disk_bytes``."""
+    from pivotgym.sandbox import cgroup
+    from pivotgym.sandbox.disk import DiskWatch
+
     start = time.perf_counter()
     preexec = None
     if rlimits:
@@ -188,6 +212,9 @@ def run_process(
             preexec = _rlimit_setter(limits)
         else:
             argv = prefix + list(argv)
+    group = cgroup.create(limits.total_memory_bytes) if limits.total_memory_bytes else None
+    if group is not None:
+        argv = group.wrap(list(argv))
     try:
         proc = subprocess.Popen(
             argv,
@@ -202,6 +229,8 @@ def run_process(
             close_fds=True,
         )
     except OSError as exc:
+        if group is not None:
+            group.remove()
         raise SandboxError(f"could not start {argv[0]!r}: {exc}") from exc
     out, err = _Capture(proc.stdout, limits.output_bytes), _Capture(proc.stderr, limits.output_bytes)  # type: ignore[arg-type]
     if stdin is not None:
@@ -223,6 +252,7 @@ def run_process(
     if timer is not None:
         timer.daemon = True
         timer.start()
+    disk = DiskWatch(watch, limits.disk_bytes, lambda: kill_group(proc)) if watch and limits.disk_bytes else None
     try:
         proc.wait()
     except BaseException:
@@ -231,11 +261,24 @@ def run_process(
     finally:
         if timer is not None:
             timer.cancel()
+        if disk is not None:
+            disk.stop()
     timed_out = deadline_hit.is_set()
     # the main process is gone; stop lingering children that still hold the pipes
     kill_group(proc)
     for cap in (out, err):
         cap.thread.join(timeout=2.0)
+    limit_hit = limit_message = ""
+    if group is not None:
+        if group.oom_killed():
+            limit_hit = "memory"
+            limit_message = (f"memory limit hit: the processes of one command may use {_mib(group.limit)} "
+                             "together, and the kernel killed one; use less memory (fewer or smaller processes)")
+        group.remove()
+    if disk is not None and disk.exceeded:
+        limit_hit = "disk"
+        limit_message = (f"disk limit hit: the work dir may hold {_mib(disk.limit)} in all, and the command was "
+                         "killed when it grew past that; delete large files and write less")
     return RunResult(
         returncode=proc.returncode,
         stdout=out.text(),
@@ -245,7 +288,13 @@ def run_process(
         duration=time.perf_counter() - start,
         backend=backend,
         command=command,
+        limit_hit=limit_hit,
+        limit_message=limit_message,
     )
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.0f} MiB"
 
 
 def kill_group(proc: subprocess.Popen) -> None:
@@ -275,17 +324,21 @@ class Sandbox:
         limits: Limits | None = None,
         env: Mapping[str, str] | None = None,
         stdin: str | None = None,
+        mounts: Sequence[Mount] = (),
     ) -> RunResult:
+        """Run ``cmd`` with ``workdir`` writable; ``mounts`` add host paths (read-only unless marked)."""
         limits = limits or self.limits
         if timeout is not None:
             limits = limits.with_(wall_seconds=timeout)
         path = Path(workdir).resolve()
         if not path.is_dir():
             raise SandboxError(f"work dir {path} does not exist; create it (or fork one) before running")
+        if mounts:
+            return self._run(cmd, path, limits, env, stdin, mounts=tuple(mounts))
         return self._run(cmd, path, limits, env, stdin)
 
     def _run(self, cmd: Command, workdir: Path, limits: Limits, env: Mapping[str, str] | None,
-             stdin: str | None) -> RunResult:
+             stdin: str | None, mounts: Sequence[Mount] = ()) -> RunResult:
         raise NotImplementedError
 
     def describe(self) -> dict[str, Any]:

@@ -7,7 +7,9 @@ What a command sees:
   few files of ``/etc``, the Python installation and the active virtual environment. Nothing else of the
   host exists inside: no home directories, no other work dirs, no ``/work``;
 * the work dir mounted read-write at ``/repo`` (a fixed path, so outputs do not depend on where the host
-  keeps it) and a size-capped tmpfs at ``/tmp``;
+  keeps it) and a size-capped tmpfs at ``/tmp``; extra :class:`~pivotgym.sandbox.base.Mount` s on top
+  (read-only ones under ``/repo`` shadow that part of the work dir: the SWE judge mounts the pristine tests
+  there);
 * when the host runs as root, the command runs as an unprivileged user (``nobody``) with no capabilities
   and ``no_new_privs``, so the process limit (RLIMIT_NPROC) holds and set-uid binaries cannot regain root.
 """
@@ -21,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pivotgym.sandbox.base import Command, Limits, RunResult, Sandbox, SandboxUnavailable, base_env, command_argv, \
-    command_text, run_process
+from pivotgym.sandbox.base import Command, Limits, Mount, RunResult, Sandbox, SandboxUnavailable, base_env, \
+    command_argv, command_text, run_process
 
 MOUNT_POINT = "/repo"
 ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alternatives", "passwd", "group",
@@ -70,7 +72,7 @@ class BwrapSandbox(Sandbox):
             raise SandboxUnavailable("running as root needs `setpriv` (util-linux) to drop privileges inside "
                                      "the sandbox: `apt-get install util-linux`")
 
-    def argv(self, cmd: Command, workdir: Path, limits: Limits) -> list[str]:
+    def argv(self, cmd: Command, workdir: Path, limits: Limits, mounts: Sequence[Mount] = ()) -> list[str]:
         """The full bwrap command line for ``cmd`` (exposed for tests and debugging)."""
         args = [self.executable, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
                 "--unshare-cgroup-try", "--die-with-parent", "--new-session",
@@ -95,7 +97,10 @@ class BwrapSandbox(Sandbox):
             args += ["--perms", "0755", "--dir", parent]
         for path in binds:
             args += ["--ro-bind", path, path]
-        args += ["--bind", str(workdir), MOUNT_POINT, "--chdir", MOUNT_POINT]
+        args += ["--bind", str(workdir), MOUNT_POINT]
+        for mount in mounts:  # after the work dir, so those under /repo shadow it
+            args += ["--bind" if mount.writable else "--ro-bind", mount.source, mount.target]
+        args += ["--chdir", MOUNT_POINT]
         if self._drop:
             args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
                      self._setpriv, f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups",
@@ -105,15 +110,18 @@ class BwrapSandbox(Sandbox):
         return args + command_argv(cmd)
 
     def _run(self, cmd: Command, workdir: Path, limits: Limits, env: Mapping[str, str] | None,
-             stdin: str | None) -> RunResult:
+             stdin: str | None, mounts: Sequence[Mount] = ()) -> RunResult:
         if self._drop:
             chown_tree(workdir, self.uid, self.uid)
             mode = workdir.stat().st_mode & 0o7777
             if mode & 0o755 != 0o755:
                 os.chmod(workdir, mode | 0o755)  # bwrap enters it with no capabilities before dropping to the user
         environment = base_env(Path(MOUNT_POINT), env)
-        return run_process(self.argv(cmd, workdir, limits), cwd=workdir, limits=limits, env=environment,
-                           stdin=stdin, backend=self.name, command=command_text(cmd))
+        for mount in mounts:
+            if mount.writable and self._drop:
+                chown_tree(Path(mount.source), self.uid, self.uid)
+        return run_process(self.argv(cmd, workdir, limits, mounts), cwd=workdir, limits=limits, env=environment,
+                           stdin=stdin, backend=self.name, command=command_text(cmd), watch=workdir)
 
 
 def bwrap_available() -> bool:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pivotgym.sandbox.base import Command, Limits, RunResult, Sandbox, SandboxUnavailable, command_argv, \
+from pivotgym.sandbox.base import Command, Limits, Mount, RunResult, Sandbox, SandboxUnavailable, command_argv, \
     command_text
 
 MOUNT_POINT = "/repo"
@@ -86,9 +86,10 @@ class DockerSandbox(Sandbox):
             "environment": dict(env or {}),
             "detach": True,
         }
-        if limits.memory_bytes:
-            options["mem_limit"] = int(limits.memory_bytes)
-            options["memswap_limit"] = int(limits.memory_bytes)
+        memory = limits.total_memory_bytes or limits.memory_bytes  # a container is one cgroup: the sum is capped
+        if memory:
+            options["mem_limit"] = int(memory)
+            options["memswap_limit"] = int(memory)
         if limits.max_processes:
             options["pids_limit"] = int(limits.max_processes)
         return options
@@ -126,9 +127,11 @@ class DockerSandbox(Sandbox):
         return RunResult(code, out, err, timed_out, t1 or t2, time.perf_counter() - start, self.name, command_text(cmd))
 
     def _run(self, cmd: Command, workdir: Path, limits: Limits, env: Mapping[str, str] | None,
-             stdin: str | None) -> RunResult:
+             stdin: str | None, mounts: Sequence[Mount] = ()) -> RunResult:
         if stdin is not None:
             raise NotImplementedError("the docker backend does not pass stdin; write input to a file in the work dir")
         volumes = {os.fspath(workdir): {"bind": MOUNT_POINT, "mode": "rw"}}
+        for mount in mounts:
+            volumes[mount.source] = {"bind": mount.target, "mode": "rw" if mount.writable else "ro"}
         return self.run_in_image(self.image, cmd, limits=limits, env=env, volumes=volumes, workdir=MOUNT_POINT,
                                  read_only=True)

@@ -5,12 +5,16 @@ few hundred files takes milliseconds; ``method="reflink"`` shells out to ``cp --
 copy-on-write on btrfs/xfs), worth it only for large trees since it costs a process start. ``method="hardlink"`` shares inodes and is only
 safe for consumers that replace files instead of writing into them (a read-only test run, or an editor
 that writes a new file and renames it over the old one).
+
+Only directories, regular files and symlinks (as links, never followed) are copied: FIFOs, sockets and
+device nodes that sandboxed code left in a work dir are skipped, so they can neither block nor break a copy.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from pathlib import Path
@@ -32,6 +36,20 @@ def _reflink_supported(directory: Path) -> bool:
     return _REFLINK_OK[dev]
 
 
+def _special_files(directory: str, names: list[str]) -> list[str]:
+    """``copytree``'s ignore callback: the entries that are neither directory, regular file nor symlink."""
+    skip = []
+    for name in names:
+        try:
+            mode = os.lstat(os.path.join(directory, name)).st_mode
+        except OSError:
+            skip.append(name)
+            continue
+        if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+            skip.append(name)
+    return skip
+
+
 def _copy_tree(src: Path, dst: Path, link: bool) -> None:
     os.makedirs(dst, exist_ok=False)
     for dirpath, dirnames, filenames in os.walk(src):
@@ -43,8 +61,11 @@ def _copy_tree(src: Path, dst: Path, link: bool) -> None:
                 os.symlink(os.readlink(s), target / d)
             else:
                 os.mkdir(target / d)
+        skip = set(_special_files(dirpath, filenames))
         for f in filenames:
             s = os.path.join(dirpath, f)
+            if f in skip:
+                continue
             if os.path.islink(s):
                 os.symlink(os.readlink(s), target / f)
             elif link:
@@ -70,7 +91,7 @@ def fork_dir(src: str | os.PathLike[str], dst: str | os.PathLike[str], method: s
             raise OSError(f"the filesystem of {dst.parent} does not support reflinks; use method='copy'")
         subprocess.run(["cp", "-a", "--reflink=always", str(src), str(dst)], check=True, capture_output=True)
     elif method == "copy":
-        shutil.copytree(src, dst, symlinks=True, copy_function=shutil.copyfile)
+        shutil.copytree(src, dst, symlinks=True, copy_function=shutil.copyfile, ignore=_special_files)
     else:
         _copy_tree(src, dst, link=True)
     return dst

@@ -7,12 +7,12 @@ can read and write anything the host user can, and reach the network.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pivotgym.sandbox.base import Command, Limits, RunResult, Sandbox, base_env, command_argv, command_text, \
-    run_process
+from pivotgym.sandbox.base import Command, Limits, Mount, RunResult, Sandbox, base_env, command_argv, \
+    command_text, run_process
 
 
 class UnsafeSandboxWarning(UserWarning):
@@ -32,6 +32,7 @@ class LocalSandbox(Sandbox):
                           UnsafeSandboxWarning, stacklevel=3)
 
     def _run(self, cmd: Command, workdir: Path, limits: Limits, env: Mapping[str, str] | None,
-             stdin: str | None) -> RunResult:
+             stdin: str | None, mounts: Sequence[Mount] = ()) -> RunResult:
+        # no mounts here: the command sees the host filesystem as it is (callers pass host paths)
         return run_process(command_argv(cmd), cwd=workdir, limits=limits, env=base_env(workdir, env),
-                           stdin=stdin, backend=self.name, command=command_text(cmd))
+                           stdin=stdin, backend=self.name, command=command_text(cmd), watch=workdir)

@@ -1,10 +1,38 @@
 """Running a repository's tests inside the sandbox, and judging a repaired state.
 
-The judge never reads output the agent produced: it forks the state into a fresh directory, puts every
-test file and test configuration back as it was in the pristine repository (so edited or added tests,
-``conftest.py`` files and ini options do not count), and runs pytest in-process under a small runner that
-reports per-test outcomes behind a random nonce given on stdin. pytest is imported before the repository
-joins ``sys.path``, so a ``pytest.py`` planted in the repository cannot replace it.
+The agent controls every byte of the repository, and the code under test runs inside the test process. The
+judge is built so that a verdict of "passed" needs the tests themselves to pass:
+
+* **Fresh copy, pristine tests.** The state is forked into a scratch directory; every test file, test
+  directory and test configuration in it is deleted (symlinks, FIFOs and all, never followed) and the
+  pristine ones are copied in through a path of real directories only (a symlinked ``tests`` dir cannot
+  redirect the copy to a host directory). Under bubblewrap the pristine test paths are also bind-mounted
+  **read-only** over that copy, so code that runs during collection cannot rewrite a test file before it is
+  imported. The pristine trees live in the host cache, which the sandbox never sees writable and the file
+  tools cannot reach (they refuse every path that leaves the work dir).
+* **A fresh process that trusts nothing of the repository.** ``python -I`` (no ``PYTHON*`` variables, no
+  user site, no cwd on ``sys.path``; ``.pth`` and ``sitecustomize`` files in the repository are never read),
+  ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`` (no ``[pytest11]`` entry points, not even from a ``*.dist-info`` the
+  agent planted), ``-p no:cacheprovider``, ``-c /dev/null`` and ``addopts=`` (no ini file or options of the
+  repository), and only the pristine ``conftest.py`` files. pytest is imported before the repository joins
+  ``sys.path``, and an import guard serves the repository's own top-level packages from the repository only,
+  so deleting the buggy package cannot fall back to an installed copy of the project.
+* **An outcome channel the tests do not share.** :mod:`pivotgym_swe.judge_runner` reads a nonce from stdin
+  and opens the result file on a separate mount (``/judge``, not in the repository) before any repository code
+  runs; per-test outcomes live in its locals, not in ``__main__``; it writes one record and ``os._exit``s at
+  once, so ``atexit`` handlers and leftover threads of the code under test never run after it. Output
+  printed by the tests is never parsed. A missing, malformed or foreign (wrong nonce) record, a run that did
+  not exit 0 after writing, or a timeout is "not solved".
+* **Tamper evidence.** The runner records every function and class of pytest, ``_pytest``, pluggy, ``json``
+  and ``builtins`` before the repository is importable and checks them on every test report and at the end;
+  any replacement (a patched ``TestReport``, runner, hook caller or encoder) fails the whole run.
+
+Residual risk, stated plainly: the code under test shares the test process with the tests, so code written
+*against this judge* (walking frames to find the nonce and the result fd, or rewriting test functions through
+``sys.settrace``) can still forge an outcome; none of the generic tricks (report patching, ``__main__``
+results, ``atexit`` prints, exit codes, plugins, config, ``sitecustomize``/``.pth``, conftest injection, test
+rewrites, package shadowing) gets through. The test suite ``tests/test_reward_hacking.py`` holds one attack
+per class.
 """
 
 from __future__ import annotations
@@ -13,42 +41,26 @@ import json
 import os
 import secrets
 import shutil
+import stat
+import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pivotgym.sandbox import Limits, Sandbox, fork_dir, get_sandbox, remove_dir
+from pivotgym.sandbox import Limits, Mount, Sandbox, fork_dir, get_sandbox, remove_dir
 from pivotgym.sandbox.bwrap import MOUNT_POINT
 
 CONFIG_FILES = ("conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "sitecustomize.py",
                 "usercustomize.py")
+TEST_DIRS = ("tests", "test", "testing")
 JUDGE_LIMITS = Limits(wall_seconds=120, cpu_seconds=120, memory_bytes=4 << 30, max_processes=64,
-                      file_size_bytes=64 << 20, output_bytes=4 << 20)
-
-RUNNER = r"""
-import json, sys
-nonce = sys.stdin.readline().strip()
-import pytest
-root = sys.argv[1]
-sys.path.insert(0, root)
-results = {}
-class Collect:
-    def pytest_runtest_logreport(self, report):
-        prev = results.get(report.nodeid)
-        if report.when == "call" or report.outcome != "passed":
-            if prev is None or prev[0] == "passed" or report.outcome == "failed":
-                text = report.longreprtext[-1500:] if report.outcome == "failed" else ""
-                results[report.nodeid] = (report.outcome, text)
-    def pytest_collectreport(self, report):
-        if report.outcome == "failed":
-            results["<collection>:" + report.nodeid] = ("failed", report.longreprtext[-1500:])
-args = ["-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-c", "/dev/null", "--rootdir", root,
-        "-o", "addopts=", "--no-header", "-W", "ignore::DeprecationWarning"] + sys.argv[2:]
-code = pytest.main(args, plugins=[Collect()])
-sys.stdout.write("\n" + nonce + json.dumps({"exit": int(code), "results": results}) + "\n")
-"""
+                      file_size_bytes=64 << 20, output_bytes=64 << 10, total_memory_bytes=4 << 30)
+RESULT_MOUNT = "/judge"
+RESULT_MAX_BYTES = 32 << 20
+RUNNER = (Path(__file__).with_name("judge_runner.py")).read_text(encoding="utf-8")
+RUNNER_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTEST_ADDOPTS": "", "PY_COLORS": "0"}
 
 
 @dataclass
@@ -60,39 +72,119 @@ class TestRun:
     exit_code: int | None = None
     timed_out: bool = False
     error: str = ""
+    tampered: list[str] = field(default_factory=list)
 
     def passed(self, node: str) -> bool:
         return self.outcomes.get(node) == "passed"
 
     def to_dict(self) -> dict[str, Any]:
         return {"outcomes": self.outcomes, "exit_code": self.exit_code, "timed_out": self.timed_out,
-                "error": self.error}
+                "error": self.error, "tampered": self.tampered}
+
+
+def top_level_names(tree: Path) -> list[str]:
+    """The importable top-level names a tree provides (packages and modules), tests excluded."""
+    names = []
+    for entry in sorted(os.scandir(tree), key=lambda e: e.name):
+        if entry.name.startswith((".", "_")) or entry.is_symlink() or is_test_path(entry.name):
+            continue
+        if entry.is_dir() and entry.name not in TEST_DIRS and entry.name.isidentifier():
+            names.append(entry.name)
+        elif entry.is_file() and entry.name.endswith(".py") and entry.name[:-3].isidentifier():
+            names.append(entry.name[:-3])
+    return names
+
+
+def test_mounts(pristine: Path) -> list[Mount]:
+    """Read-only mounts of the pristine tests over the work dir: whole test directories, else single files."""
+    mounts = []
+    for dirpath, dirnames, filenames in os.walk(pristine):
+        rel = os.path.relpath(dirpath, pristine)
+        for d in list(dirnames):
+            if d in TEST_DIRS:
+                mounts.append(Mount(os.path.join(dirpath, d), _inside(rel, d)))
+                dirnames.remove(d)
+        mounts += [Mount(os.path.join(dirpath, f), _inside(rel, f)) for f in filenames
+                   if is_test_path(os.path.normpath(os.path.join(rel, f)))]
+    return mounts
+
+
+def _inside(rel: str, name: str) -> str:
+    return MOUNT_POINT + "/" + os.path.normpath(os.path.join(rel, name))
 
 
 def run_pytest(workdir: Path, targets: Sequence[str], *, sandbox: Sandbox | None = None,
-               limits: Limits | None = None, deselect: Sequence[str] = ()) -> TestRun:
-    """Run pytest on ``targets`` (node ids or paths) in ``workdir`` inside the sandbox."""
-    import sys
+               limits: Limits | None = None, deselect: Sequence[str] = (), pristine: Path | None = None) -> TestRun:
+    """Run pytest on ``targets`` (node ids or paths) in ``workdir`` inside the sandbox.
 
+    With ``pristine``, its test paths are mounted read-only over the work dir (bwrap, docker) and the top-level
+    packages it provides are imported from the work dir only. The outcome comes from the runner's result
+    file on a separate mount, never from the process's output (see the module docstring)."""
     sandbox = sandbox or get_sandbox()
-    root = MOUNT_POINT if sandbox.name in ("bwrap", "docker") else str(workdir)
-    argv = [sys.executable, "-I", "-c", RUNNER, root, *targets]
-    for node in deselect:
-        argv += ["--deselect", node]
-    nonce = secrets.token_hex(16)
-    result = sandbox.run(argv, workdir, limits=limits or JUDGE_LIMITS, stdin=nonce + "\n")
+    isolated = sandbox.name in ("bwrap", "docker")
+    outdir = Path(tempfile.mkdtemp(prefix="pivotgym-judge-out-"))
+    try:
+        outdir.chmod(0o755)
+        result_path = f"{RESULT_MOUNT}/result.json" if isolated else str(outdir / "result.json")
+        root = MOUNT_POINT if isolated else str(workdir)
+        names = ",".join(top_level_names(pristine or workdir))
+        argv = [sys.executable, "-I", "-c", RUNNER, result_path, root, names, *targets]
+        for node in deselect:
+            argv += ["--deselect", node]
+        mounts = [Mount(str(outdir), RESULT_MOUNT, writable=True)] if isolated else []
+        if pristine is not None and isolated:
+            mounts += test_mounts(pristine)
+        nonce = secrets.token_hex(16)
+        result = sandbox.run(argv, workdir, limits=limits or JUDGE_LIMITS, stdin=nonce + "\n", env=RUNNER_ENV,
+                             mounts=mounts)
+        record, problem = _read_record(outdir / "result.json", nonce)
+    finally:
+        remove_dir(outdir)
     run = TestRun(exit_code=result.returncode, timed_out=result.timed_out)
-    for line in reversed(result.stdout.splitlines()):
-        if line.startswith(nonce):
-            data = json.loads(line[len(nonce):])
-            for node, (outcome, text) in data["results"].items():
-                run.outcomes[node] = outcome
-                if text:
-                    run.failures[node] = text
-            return run
-    run.error = ("timed out" if result.timed_out else f"no test report (exit {result.returncode}): "
-                 + result.stderr[-500:])
+    if result.timed_out:
+        run.error = "timed out"
+    elif result.limit_hit:
+        run.error = result.limit_message
+    elif record is None:
+        run.error = f"no test report ({problem}; exit {result.returncode}): " + result.stderr[-500:]
+    elif result.returncode != 0:
+        run.error = f"the test process exited {result.returncode} after its report"
+    if record is None:
+        return run
+    run.exit_code = record["exit"]
+    for node, (outcome, text) in record["results"].items():
+        run.outcomes[node] = outcome
+        if text:
+            run.failures[node] = text
+    run.tampered = list(record["tampered"])
+    if run.tampered and not run.error:
+        run.error = "the code under test replaced parts of the test framework: " + ", ".join(run.tampered[:8])
     return run
+
+
+def _read_record(path: Path, nonce: str) -> tuple[dict[str, Any] | None, str]:
+    """The runner's record, or (None, why not). Opened without following links, regular file, bounded."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None, "no result file"
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > RESULT_MAX_BYTES:
+            return None, "result file is not a regular file of sane size"
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(RESULT_MAX_BYTES + 1)
+    finally:
+        os.close(fd)
+    try:
+        record = json.loads(data)
+        ok = (isinstance(record, dict) and record.get("nonce") == nonce and isinstance(record.get("exit"), int)
+              and isinstance(record.get("results"), dict) and isinstance(record.get("tampered"), list)
+              and all(isinstance(k, str) and isinstance(v, list) and len(v) == 2 and all(isinstance(x, str) for x in v)
+                      for k, v in record["results"].items()))
+    except (ValueError, RecursionError):
+        ok = False
+    return (record, "") if ok else (None, "malformed or foreign result record")
 
 
 def is_test_path(rel: str) -> bool:
@@ -100,26 +192,63 @@ def is_test_path(rel: str) -> bool:
     parts = rel.replace(os.sep, "/").split("/")
     name = parts[-1]
     return (name in CONFIG_FILES or name.startswith("test_") or name.endswith("_test.py")
-            or any(p in ("tests", "test", "testing") for p in parts[:-1]))
+            or any(p in TEST_DIRS for p in parts[:-1]))
 
 
 def restore_tests(workdir: Path, pristine: Path) -> None:
-    """Put the pristine tests and test configuration back into ``workdir``; drop any the agent added."""
-    for dirpath, dirnames, filenames in os.walk(workdir):
-        dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
+    """Replace the tests and test configuration of ``workdir`` by the pristine ones, never following a link.
+
+    Every test directory, test file and test config file of ``workdir`` goes (whatever its type: a symlink is
+    unlinked, not followed); then each pristine test file is copied in through real directories only: a
+    symlink or file standing where a directory should be is removed first."""
+    for dirpath, dirnames, filenames in os.walk(workdir):  # does not descend into symlinked dirs
+        for name in list(dirnames):
+            full = os.path.join(dirpath, name)
+            if os.path.islink(full):
+                dirnames.remove(name)
+                if name in TEST_DIRS or is_test_path(os.path.relpath(full, workdir)):
+                    os.unlink(full)
+            elif name in TEST_DIRS:
+                dirnames.remove(name)
+                remove_dir(full)
         for name in filenames:
-            rel = os.path.relpath(os.path.join(dirpath, name), workdir)
-            if is_test_path(rel) and not (pristine / rel).is_file():
-                os.unlink(os.path.join(dirpath, name))
+            full = os.path.join(dirpath, name)
+            if is_test_path(os.path.relpath(full, workdir)):
+                os.unlink(full)
     for dirpath, _dirnames, filenames in os.walk(pristine):
         for name in filenames:
             rel = os.path.relpath(os.path.join(dirpath, name), pristine)
             if is_test_path(rel):
-                target = workdir / rel
-                if target.is_symlink() or target.is_dir():
-                    shutil.rmtree(target) if target.is_dir() and not target.is_symlink() else target.unlink()
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(os.path.join(dirpath, name), target)
+                _copy_no_follow(Path(dirpath, name), workdir, rel)
+
+
+def _copy_no_follow(src: Path, root: Path, rel: str) -> None:
+    """Copy ``src`` to ``root/rel`` through directory fds opened with O_NOFOLLOW (anything else in the way goes)."""
+    parts = Path(rel).parts
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        for part in parts[:-1]:
+            try:
+                st = os.stat(part, dir_fd=fd, follow_symlinks=False)
+                if not stat.S_ISDIR(st.st_mode):
+                    os.unlink(part, dir_fd=fd)
+                    os.mkdir(part, 0o755, dir_fd=fd)
+            except FileNotFoundError:
+                os.mkdir(part, 0o755, dir_fd=fd)
+            nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        try:
+            os.unlink(parts[-1], dir_fd=fd)
+        except FileNotFoundError:
+            pass
+        except IsADirectoryError:
+            shutil.rmtree(os.path.join(f"/proc/self/fd/{fd}", parts[-1]))
+        out = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=fd)
+        with os.fdopen(out, "wb") as dst, open(src, "rb") as source:
+            shutil.copyfileobj(source, dst)
+    finally:
+        os.close(fd)
 
 
 @dataclass
@@ -144,7 +273,7 @@ def judge(workdir: Path, instance: dict[str, Any], pristine: Path, *, sandbox: S
     try:
         fork = fork_dir(workdir, scratch / "repo")
         restore_tests(fork, pristine)
-        run = run_pytest(fork, sorted(set(f2p + p2p)), sandbox=sandbox)
+        run = run_pytest(fork, sorted(set(f2p + p2p)), sandbox=sandbox, pristine=pristine)
     finally:
         remove_dir(scratch)
     f = {n: run.passed(n) for n in f2p}
