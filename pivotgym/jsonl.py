@@ -97,9 +97,16 @@ class JsonlAppender:
 
 
 def _dumps(row: Any) -> str:
+    """One JSON line; strings with lone surrogates (not encodable as UTF-8) are written as ``\\uXXXX`` escapes,
+    which every JSON reader turns back into the same string, so hostile text never loses a row."""
     if hasattr(row, "to_dict"):
         row = row.to_dict()
-    return json.dumps(row, ensure_ascii=False, default=str)
+    text = json.dumps(row, ensure_ascii=False, default=str)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(row, ensure_ascii=True, default=str)
+    return text
 
 
 def read_trajectories(path: str | os.PathLike[str]) -> list[Trajectory]:

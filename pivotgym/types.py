@@ -48,8 +48,9 @@ class ToolCall:
     id: str | None = None
 
     def to_dict(self) -> ToolCallDict:
+        digest = uuid.uuid5(uuid.NAMESPACE_OID, _encodable(self.name + canonical_json(self.arguments)))
         return {
-            "id": self.id or f"call_{uuid.uuid5(uuid.NAMESPACE_OID, self.name + canonical_json(self.arguments)).hex[:12]}",
+            "id": self.id or f"call_{digest.hex[:12]}",
             "type": "function",
             "function": {"name": self.name, "arguments": json.dumps(self.arguments, ensure_ascii=False)},
         }
@@ -88,8 +89,16 @@ def canonical_json(value: Any) -> str:
 
 
 def content_hash(*parts: Any) -> str:
-    """A stable sha256 hex digest of JSON-serialisable parts (used for cache keys)."""
-    return hashlib.sha256(canonical_json(list(parts)).encode()).hexdigest()
+    """A stable sha256 hex digest of JSON-serialisable parts (used for cache keys).
+
+    Lone surrogates (hostile or broken text) are hashed through ``surrogatepass`` instead of raising; every
+    valid string hashes exactly as before."""
+    return hashlib.sha256(canonical_json(list(parts)).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _encodable(text: str) -> str:
+    """``text`` itself when it is valid Unicode, else with lone surrogates spelled as ``\\udXXX`` escapes."""
+    return text.encode("utf-8", "surrogatepass").decode("utf-8", "backslashreplace")
 
 
 class _Record:

@@ -4,7 +4,7 @@ import pytest
 
 from pivotgym.jsonl import (
     JsonlAppender, JsonlError, read_jsonl, read_pivot_set, read_profiles, read_trajectories, write_pivot_set,
-    write_profiles, write_trajectories,
+    write_jsonl, write_profiles, write_trajectories,
 )
 from pivotgym.types import PivotSet, ToolCall, Trajectory, TurnProfile, assistant_message, message
 
@@ -69,3 +69,11 @@ def test_every_format_loads_with_datasets(tmp_path):
                                    cache_dir=str(tmp_path / "hf-cache"))
         assert column in ds.column_names and len(ds) >= 1
     assert read_profiles(tmp_path / "p.jsonl")[0].rewards == [1.0, 0.0]
+
+
+def test_rows_with_lone_surrogates_are_written_and_read_back_unchanged(tmp_path):
+    path = tmp_path / "t.jsonl"
+    rows = [{"text": "ok é"}, {"text": "bad \ud800 tail"}]
+    write_jsonl(path, rows)
+    assert read_jsonl(path) == rows
+    assert "é" in path.read_text(encoding="utf-8")  # valid rows keep readable UTF-8

@@ -1,3 +1,4 @@
+import hashlib
 import json
 
 import pytest
@@ -51,3 +52,11 @@ def test_records_survive_dict_round_trip():
     assert prof.informative
     comp = Completion("hi", [1, 2], [-0.1, -0.2], "stop", [5])
     assert Completion.from_dict(comp.to_dict()) == comp
+
+
+def test_lone_surrogates_hash_and_get_call_ids_without_raising():
+    hostile = ToolCall(name="f", arguments={"x": "\ud800"})
+    assert hostile.to_dict()["id"].startswith("call_")
+    assert content_hash("\ud800") != content_hash("\ud801")
+    # valid text hashes exactly as before the surrogate-safe encoding
+    assert content_hash("é") == hashlib.sha256(json.dumps(["é"], ensure_ascii=False).encode()).hexdigest()
