@@ -1,82 +1,135 @@
-"""Verifications per second of the planning functional verifier, with the per-state h* cache vs without.
+"""The planning verifier on large problems: exact h* table (new) vs the old per-state A* search, same run.
 
-Workload (the profiler's access pattern): for expert trajectories of a few planning envs, at every turn draw
-K candidate actions (with repeats) from the applicable actions plus the expert's own, and verify each. The
-same candidates are verified, in the same run, by a verifier with the h* cache (default: exact table for
-small state spaces, else A* seeded by cached values), with the per-state cache but no table, and without any
-cache (every verification searches h*(s) and h*(s') from scratch); verdicts must agree.
+Workload: for each problem below, the states of the first ``--turns`` steps of an optimal plan, and at
+each state every applicable action as a candidate (what the profiler asks when a policy samples widely).
+Both verifiers judge the same candidates in this process:
 
-    .venv/bin/python benchmarks/planning_verifier.py [--k 8] [--json]
+* **new**: ``OptimalActionVerifier()`` - the exact h* table (bit-packed states, symmetry reduction, one
+  breadth-first pass; its build time is included), A* only for states outside the table;
+* **old**: ``OptimalActionVerifier(table_limit=0)`` - A* with the goal-count heuristic and a 100k-expansion
+  budget per query, caching solved plans (what the verifier did beyond 200k reachable states).
+
+Time is wall clock without tracing; peak memory is ``tracemalloc``'s peak over a second, traced pass (numpy
+buffers included). The old search gets at most ``--old-seconds`` per problem (it exhausts its budget on the
+large problems, so it would run for many minutes); its time per verification is reported over what it did.
+Verdicts of the two must agree wherever the old one decided.
+
+    .venv/bin/python benchmarks/planning_verifier.py [--turns 3] [--old-seconds 60] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
-import random
 import time
+import tracemalloc
 
-import pivotgym
 from pivotgym import VerifyContext
+from pivotgym.types import Trajectory, message
+from pivotgym_planning.env import PlanningEnv
 from pivotgym_planning.verifier import OptimalActionVerifier
 
-WORKLOAD = [("planning/blocks-v0", "test", 2), ("planning/gripper-v0", "train", 1),
-            ("planning/miconic-v0", "train", 2), ("planning/depot-v0", "train", 1)]
+#: (env family, task id, reachable states without symmetry reduction, for the record)
+PROBLEMS = [
+    ("gripper", "gripper_test/prob06", "~2.1M (14 balls: 2 x (2^14 + 28 x 2^13 + 182 x 2^12))"),
+    ("gripper", "gripper/prob07", "~9.5M (16 balls)"),
+    ("logistics", "manylogistics/problem14", "-"),
+    ("blocks", "blocks/problem9", "-"),
+]
 
 
-def build_workload(k: int, seed: int = 0) -> list[tuple[VerifyContext, str]]:
-    rng = random.Random(seed)
+def candidates(family: str, task_id: str, turns: int) -> list[tuple[VerifyContext, str]]:
+    """(context, candidate) for every applicable action at the first ``turns`` states of an optimal plan."""
+    env = PlanningEnv(family)
+    task = next(t for split in env.splits for t in env.tasks(split) if t.id == task_id)
+    problem = env.problem_for(task)
+    plan = problem.search_task().exact_table(problem.init, 1_000_000).plan(problem.init)
+    messages = env.reset(options={"task_id": task.id})[0]
     items = []
-    for env_id, split, limit in WORKLOAD:
-        env = pivotgym.make(env_id)
-        for traj in env.expert_trajectories(split, limit=limit):
-            for turn in traj.turns():
-                ctx = VerifyContext(turn)
-                positioned = ctx.env()
-                options = [a.text for a in positioned.problem.applicable(positioned.state)]
-                options.append(ctx.expert_text)
-                items.extend((ctx, rng.choice(options)) for _ in range(k))
+    for i in range(min(turns, len(plan))):
+        traj = Trajectory(id=f"bench-{task_id}", env_id=f"planning/{family}-v0", task_id=task.id,
+                          messages=[*messages, message("assistant", plan[i])])
+        ctx = VerifyContext(traj.turn(i))
+        positioned = ctx.env()
+        items.extend((ctx, a.text) for a in positioned.problem.applicable(positioned.state))
+        obs = env.step(plan[i])[0]
+        messages = [*messages, message("assistant", plan[i]), *obs]
     return items
 
 
-def run(verifier: OptimalActionVerifier, items: list[tuple[VerifyContext, str]]) -> tuple[float, list]:
+def clear_tables(items: list[tuple[VerifyContext, str]]) -> None:
+    """Drop the per-problem h* tables cached on the search tasks, so each method starts cold."""
+    for ctx, _ in items[:1]:
+        ctx.env().problem.search_task()._tables.clear()
+
+
+def run(make, items, seconds: float | None, trace: bool) -> dict:
+    clear_tables(items)
+    gc.collect()
+    verifier = make()
+    if trace:
+        tracemalloc.start()
     start = time.perf_counter()
-    verdicts = [verifier.verify(ctx, text) for ctx, text in items]
-    return time.perf_counter() - start, [(v.reward, v.reason) for v in verdicts]
+    verdicts = []
+    for ctx, text in items:
+        verdicts.append(verifier.verify(ctx, text))
+        if seconds is not None and time.perf_counter() - start > seconds:
+            break
+    elapsed = time.perf_counter() - start
+    peak = tracemalloc.get_traced_memory()[1] if trace else 0
+    if trace:
+        tracemalloc.stop()
+    return {"seconds": elapsed, "verdicts": verdicts, "peak_mb": peak / 2**20}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--k", type=int, default=8, help="candidates per turn")
+    parser.add_argument("--turns", type=int, default=3, help="plan steps whose states are verified")
+    parser.add_argument("--old-seconds", type=float, default=60.0, help="time cap of the old search per problem")
     parser.add_argument("--json", action="store_true", help="print JSON")
     args = parser.parse_args()
-    items = build_workload(args.k)
-    for ctx, _ in items:  # position every env once, outside the timed region (both runs reuse them)
-        ctx.env()
-    cached_s, cached = run(OptimalActionVerifier(), items)
-    astar_cache_s, astar_cached = run(OptimalActionVerifier(table_limit=0), items)
-    plain_s, plain = run(OptimalActionVerifier(use_cache=False), items)
-    assert cached == plain == astar_cached, "cached and uncached verdicts differ"
-    credited = sum(r for r, _ in cached)
-    result = {
-        "verifications": len(items),
-        "credited": int(credited),
-        "with_cache_per_s": round(len(items) / cached_s, 1),
-        "astar_cache_only_per_s": round(len(items) / astar_cache_s, 1),
-        "without_cache_per_s": round(len(items) / plain_s, 1),
-        "speedup": round(plain_s / cached_s, 2),
-        "speedup_astar_cache_only": round(plain_s / astar_cache_s, 2),
-        "envs": [w[0] for w in WORKLOAD],
-    }
+    rows = []
+    for family, task_id, raw_states in PROBLEMS:
+        items = candidates(family, task_id, args.turns)
+        for ctx, _ in items:
+            ctx.env()  # position every env once, outside the timed region
+        new = run(OptimalActionVerifier, items, None, trace=False)
+        new_mem = run(OptimalActionVerifier, items, None, trace=True)
+        old = run(lambda: OptimalActionVerifier(table_limit=0), items, args.old_seconds, trace=False)
+        old_mem = run(lambda: OptimalActionVerifier(table_limit=0), items[:len(old["verdicts"])],
+                      args.old_seconds, trace=True)
+        for a, b in zip(new["verdicts"], old["verdicts"]):
+            if not b.components.get("budget_exhausted"):
+                assert a.reward == b.reward, (task_id, a.reason, b.reason)
+        table = items[0][0].env().problem.search_task()._tables
+        n_old = len(old["verdicts"])
+        per_new, per_old = new["seconds"] / len(items), old["seconds"] / max(1, n_old)
+        rows.append({
+            "task": task_id, "reachable_states": raw_states, "candidates": len(items),
+            "new_seconds": round(new["seconds"], 3), "new_per_verification_ms": round(1000 * per_new, 2),
+            "new_peak_mb": round(new_mem["peak_mb"], 1),
+            "new_budget_exhausted": sum(bool(v.components.get("budget_exhausted")) for v in new["verdicts"]),
+            "new_credited": sum(v.reward == 1.0 for v in new["verdicts"]),
+            "old_verified": n_old, "old_seconds": round(old["seconds"], 3),
+            "old_per_verification_ms": round(1000 * per_old, 2), "old_peak_mb": round(old_mem["peak_mb"], 1),
+            "old_budget_exhausted": sum(bool(v.components.get("budget_exhausted")) for v in old["verdicts"]),
+            "speedup_per_verification": round(per_old / per_new, 1) if per_new else None,
+            "table_states": [t.stats.states for t in table.values()],
+        })
     if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        print(f"{result['verifications']} verifications ({result['credited']} credited) over {', '.join(result['envs'])}")
-        print(f"  with h* cache:    {result['with_cache_per_s']:>9.1f} verifications/s")
-        print(f"  with h* cache, no exhaustive table (A* per new state): "
-              f"{result['astar_cache_only_per_s']:.1f} verifications/s")
-        print(f"  without h* cache: {result['without_cache_per_s']:>9.1f} verifications/s")
-        print(f"  speedup: {result['speedup']}x (A* cache only: {result['speedup_astar_cache_only']}x)")
+        print(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        print(f"{r['task']} (reachable states {r['reachable_states']}), {r['candidates']} candidates; "
+              f"table of {r['table_states']} canonical states")
+        print(f"  new: {r['new_seconds']:8.2f} s total, {r['new_per_verification_ms']:9.2f} ms/verification, "
+              f"peak {r['new_peak_mb']:7.1f} MB, budget_exhausted {r['new_budget_exhausted']}, "
+              f"credited {r['new_credited']}")
+        print(f"  old: {r['old_seconds']:8.2f} s for {r['old_verified']} verifications, "
+              f"{r['old_per_verification_ms']:9.2f} ms/verification, peak {r['old_peak_mb']:7.1f} MB, "
+              f"budget_exhausted {r['old_budget_exhausted']}")
+        print(f"  speedup per verification: {r['speedup_per_verification']}x")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
 """Which pddlgym problems each environment serves, and why some are left out.
 
-A problem is shipped only if optimal A* solved it within the budget below when the manifest
-(``data/manifest.json``) was built by ``python -m pivotgym_planning.catalog``, and its optimal plan is
-short enough for an episode. The verifier needs h* from arbitrary states of an episode, so a problem whose
-optimal solve is slow would make every verification slow; those are filtered out, and the manifest records
-each one with its status (``budget``: A* ran out of budget; ``too_long``; ``error``: pyperplan cannot parse
-it) so the choice is visible. Reading the manifest is a single small JSON load: nothing is solved at import.
+A problem is shipped only if, when the manifest (``data/manifest.json``) was built by
+``python -m pivotgym_planning.catalog``, optimal A* solved it within the budget below or the exact h* table
+(symmetry-reduced breadth-first search, :mod:`pivotgym_planning.statespace`) was built within its time
+limit, and its optimal plan is short enough for an episode. The verifier needs h* from arbitrary states of
+an episode, so a problem whose h* is slow to get would make every verification slow; those are filtered out,
+and the manifest records each one with its status (``budget``: neither finished in budget; ``too_long``;
+``error``: pyperplan cannot parse it) so the choice is visible. Reading the manifest is a single small JSON
+load: nothing is solved at import.
 """
 
 from __future__ import annotations
@@ -42,8 +44,10 @@ OOD_FAMILIES: dict[str, str] = {
 #: the optimal solve of a shipped problem fits in this many A* expansions and seconds
 SOLVE_MAX_EXPANSIONS = 30_000
 SOLVE_MAX_SECONDS = 5.0
-#: longest optimal plan shipped (episodes get a step limit of a few times this)
-MAX_PLAN_LENGTH = 40
+#: when A* runs out of budget: the exact h* table must be built within this many seconds
+TABLE_MAX_SECONDS = 20.0
+#: longest optimal plan shipped (episodes get a step limit of a few times this, at most 120 steps)
+MAX_PLAN_LENGTH = 48
 #: at most this many problems are considered per folder (pddlgym folders are ordered by size)
 MAX_PROBLEMS_PER_FOLDER = 40
 
@@ -101,9 +105,21 @@ def _solve_one(folder: str, filename: str) -> dict[str, Any]:
         return {"status": "error", "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
     entry: dict[str, Any] = {"status": result.status, "expansions": result.expansions,
                              "seconds": round(time.monotonic() - start, 3)}
-    if result.plan is not None:
-        entry["length"] = len(result.plan)
-        if len(result.plan) > MAX_PLAN_LENGTH:
+    length = len(result.plan) if result.plan is not None else None
+    if result.status == "budget":
+        from pivotgym_planning.statespace import ExactTable
+
+        table = ExactTable(task, problem.init, deadline_s=TABLE_MAX_SECONDS)
+        entry["table_states"] = table.stats.states
+        if table.complete:
+            h = table.lookup(problem.init)
+            if h is not None and h != float("inf"):
+                entry.update(status="solved", method="exact_table", length=int(h))
+                length = int(h)
+        entry["seconds"] = round(time.monotonic() - start, 3)
+    if length is not None:
+        entry["length"] = length
+        if length > MAX_PLAN_LENGTH:
             entry["status"] = "too_long"
     return entry
 
@@ -124,7 +140,7 @@ def build_manifest(families: list[str], out: Path = MANIFEST) -> dict[str, Any]:
             key = f"{folder}/{Path(filename).stem}"
             pending = pool.apply_async(_solve_one, (folder, filename))
             try:
-                problems[key] = pending.get(timeout=SOLVE_MAX_SECONDS * 3 + 10)
+                problems[key] = pending.get(timeout=SOLVE_MAX_SECONDS * 3 + TABLE_MAX_SECONDS + 30)
             except mp.TimeoutError:  # stuck in grounding: record it and start a fresh worker
                 problems[key] = {"status": "budget", "error": "grounding or search exceeded the time limit"}
                 pool.terminate()
@@ -132,8 +148,9 @@ def build_manifest(families: list[str], out: Path = MANIFEST) -> dict[str, Any]:
     finally:
         pool.terminate()
     data = {
-        "criteria": {"search": "A* (goal-count heuristic)", "max_expansions": SOLVE_MAX_EXPANSIONS,
-                     "max_seconds": SOLVE_MAX_SECONDS, "max_plan_length": MAX_PLAN_LENGTH,
+        "criteria": {"search": "A* (goal-count heuristic), else the exact h* table",
+                     "max_expansions": SOLVE_MAX_EXPANSIONS, "max_seconds": SOLVE_MAX_SECONDS,
+                     "table_max_seconds": TABLE_MAX_SECONDS, "max_plan_length": MAX_PLAN_LENGTH,
                      "max_problems_per_folder": MAX_PROBLEMS_PER_FOLDER, "pddl_root": "pddlgym==0.0.7"},
         "problems": dict(sorted(problems.items())),
     }

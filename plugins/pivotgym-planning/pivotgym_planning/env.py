@@ -10,6 +10,7 @@ when VAL accepts it. Episodes are truncated after a step limit of a few times th
 from __future__ import annotations
 
 import copy
+import math
 import threading
 from typing import Any
 
@@ -18,7 +19,7 @@ from pivotgym.types import Message, message
 
 from pivotgym_planning.catalog import OOD_FAMILIES, TRAIN_FAMILIES, family_splits
 from pivotgym_planning.model import ActionError, PlanningProblem, load_problem
-from pivotgym_planning.search import DEFAULT_MAX_EXPANSIONS, astar, greedy
+from pivotgym_planning.search import DEFAULT_MAX_EXPANSIONS, OptimalCost, astar, greedy
 from pivotgym_planning.statespace import DEFAULT_MAX_STATES
 from pivotgym_planning.val import ValidatorMissing, validate
 
@@ -59,6 +60,18 @@ def solve(problem: PlanningProblem, max_expansions: int = DEFAULT_MAX_EXPANSIONS
 #: A* budget for expert plans before the exact table is tried (the manifest's A* budget: shipped problems
 #: that A* solved keep the very plans they had)
 EXPERT_ASTAR_EXPANSIONS = 30_000
+
+
+_oracles: dict[str, OptimalCost] = {}
+
+
+def _oracle(problem: PlanningProblem) -> OptimalCost:
+    """One h* oracle per problem and process (A*, then the exact table when A* runs out of budget)."""
+    with _solutions_lock:
+        if problem.key not in _oracles:
+            _oracles[problem.key] = OptimalCost(problem.search_task(), table_limit=DEFAULT_MAX_STATES,
+                                                root=problem.init)
+        return _oracles[problem.key]
 
 
 class PlanningEnv(AgentEnv):
@@ -206,15 +219,15 @@ class PlanningEnv(AgentEnv):
         problem = self.problem
         if problem is None or self.done:
             return None
-        table = problem.search_task().exact_table(problem.init, DEFAULT_MAX_STATES)
-        now = table.lookup(self.state)
-        if now is None:
+        oracle = _oracle(problem)
+        now = oracle(self.state)
+        if now is None or math.isinf(now):
             return None
         for action in problem.applicable(self.state):
             after = problem.apply(self.state, action)
             if problem.goal_reached(after):
                 continue
-            h = table.lookup(after)
+            h = oracle(after)
             if h is not None and h != now - 1:
                 return action.text
         return None

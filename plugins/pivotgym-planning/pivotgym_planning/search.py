@@ -21,6 +21,8 @@ State = frozenset  # a frozenset of fact strings such as "(on a b)"
 
 #: default expansion budget of one search (the ceiling a shipped problem's optimal solve must fit in)
 DEFAULT_MAX_EXPANSIONS = 100_000
+#: A* expansions tried before the exact h* table is built (small problems never need the table)
+PRE_TABLE_EXPANSIONS = 5_000
 
 
 class _Node:
@@ -213,12 +215,14 @@ def _extract(parent: dict[State, tuple[State, str] | None], state: State) -> lis
 class OptimalCost:
     """h*(s): the optimal plan length from a state, cached per (projected) state.
 
-    With the cache on, the first query builds an exact table of every state reachable from ``root`` up to
-    symmetry (:class:`pivotgym_planning.statespace.ExactTable`: bit-packed states, interchangeable objects
-    merged, one backward breadth-first pass), if the quotient space has at most ``table_limit`` states.
-    States the table does not hold (or every state, when the space is larger) fall back to A*: a solved
-    search caches every state on the plan it found (a suffix of an optimal plan is optimal), and later
-    searches use the cached values as a perfect heuristic and stop at the first cached state they pop.
+    Each query first runs A*: a solved search caches every state on the plan it found (a suffix of an
+    optimal plan is optimal), and later searches use the cached values as a perfect heuristic and stop at
+    the first cached state they pop, so states near expert paths are cheap. With the cache on, the first
+    query whose A* exceeds ``PRE_TABLE_EXPANSIONS`` builds an exact table of every state reachable from
+    ``root`` up to symmetry (:class:`pivotgym_planning.statespace.ExactTable`: bit-packed states,
+    interchangeable objects merged, one backward breadth-first pass), if the quotient space has at most
+    ``table_limit`` states; from then on the table answers first. States it does not hold get A* with the
+    full budget. Every step is deterministic (expansion and state counts, never a clock).
     ``None`` means unknown (the A* ran out of its expansion budget); ``math.inf`` means a dead end.
     """
 
@@ -237,8 +241,6 @@ class OptimalCost:
 
     def __call__(self, state: Iterable[str]) -> float | None:
         start = self.task.project(state)
-        if self.use_cache and self.table is None and self.table_limit > 0:
-            self.table = self.task.exact_table(self.root if self.root is not None else start, self.table_limit)
         if self.table is not None and self.table.complete:
             known = self.table.lookup(start)
             if known is not None:
@@ -248,8 +250,19 @@ class OptimalCost:
         if self.task.goals <= start:
             return 0
         self.searches += 1
-        result = astar(self.task, start, heuristic=self.heuristic, max_expansions=self.max_expansions,
+        may_build = self.use_cache and self.table is None and self.table_limit > 0
+        # A* first (fast near cached plans); when it runs out of a small budget, build the table once
+        budget = min(self.max_expansions, PRE_TABLE_EXPANSIONS) if may_build else self.max_expansions
+        result = astar(self.task, start, heuristic=self.heuristic, max_expansions=budget,
                        exact=self.cache if self.use_cache else None)
+        if result.status == "budget" and may_build:
+            self.table = self.task.exact_table(self.root if self.root is not None else start, self.table_limit)
+            known = self.table.lookup(start) if self.table.complete else None
+            if known is not None:
+                return known
+            if budget < self.max_expansions:
+                result = astar(self.task, start, heuristic=self.heuristic, max_expansions=self.max_expansions,
+                               exact=self.cache)
         if result.status == "budget":
             return None
         if result.status == "unsolvable":
