@@ -173,6 +173,22 @@ class Run:
         per_task = self.in_domain_per_task(sampler)
         return {"score": sum(per_task) / max(1, len(per_task)), "per_task": per_task, "tasks": len(per_task)}
 
+    def curve_point_from_eval(self, result: Path) -> dict[str, Any] | None:
+        """The curve point read from a suite evaluation's items (``<result>.items.jsonl``) when that
+        evaluation ran the same greedy episodes on every curve task (see :meth:`evaluate`); None otherwise.
+        Saves a second, identical in-domain evaluation of base and SFT."""
+        items = Path(str(result) + ".items.jsonl")
+        if self.config.suite or not items.exists():
+            return None
+        member = f"{self.config.env}@test"
+        rewards = {r["task_id"]: float(r["reward"]) for r in read_jsonl(items) if r.get("member") == member}
+        ids = [t.id for t in self.curve_tasks()]
+        if not all(i in rewards for i in ids):
+            return None
+        per_task = [min(1.0, rewards[i]) for i in ids]
+        return {"score": sum(per_task) / max(1, len(per_task)), "per_task": per_task, "tasks": len(per_task),
+                "from": str(items.name)}
+
     def in_domain_score(self, sampler: Any) -> float:
         """Mean outcome reward of greedy episodes on the curve tasks."""
         return float(self.curve_point(sampler)["score"])
@@ -188,12 +204,36 @@ class Run:
         return list(dict.fromkeys(ids))
 
     def evaluate(self, sampler: Any, out: Path, members: Sequence[str] | None = None) -> dict[str, Any]:
-        from pivotgym.suite import evaluate_suite
+        """The suite evaluation written to ``out`` (and its items to ``<out>.items.jsonl``).
+
+        With ``curve.max_turns`` the in-domain member is scored by the same capped greedy episodes as the
+        curve (the suite runner knows no per-env turn cap), so the table and the curves measure one thing."""
+        from pivotgym.suite import evaluate_suite, role_averages, summarize
 
         ev = self.config.eval
-        return evaluate_suite(self.config.members, sampler, out, limit=ev.get("limit"), members=members,
-                              max_new_tokens=ev.get("max_new_tokens"), batch_size=int(ev.get("batch_size", 8)),
-                              model=out.stem, progress=True, name=self.config.suite or self.config.name)
+        kwargs = {"limit": ev.get("limit"), "max_new_tokens": ev.get("max_new_tokens"), "model": out.stem,
+                  "batch_size": int(ev.get("batch_size", 8)), "progress": True,
+                  "name": self.config.suite or self.config.name}
+        in_domain = f"{self.config.env}@test"
+        chosen = list(self.config.members) if members is None else list(members)
+        if self.config.suite or not self.config.curve.get("max_turns") or in_domain not in chosen:
+            return evaluate_suite(self.config.members, sampler, out, members=members, **kwargs)
+        others = [m for m in chosen if m != in_domain]
+        part = out.with_name(out.stem + ".ood.json")
+        result = (evaluate_suite(self.config.members, sampler, part, members=others, **kwargs) if others else
+                  {"suite": kwargs["name"], "model": out.stem, "scores": {}, "role": {}})
+        started = time.perf_counter()
+        per_task = self.in_domain_per_task(sampler)
+        result["scores"] = {in_domain: {**summarize(per_task, "success"),
+                                        "seconds": round(time.perf_counter() - started, 2),
+                                        "max_turns": int(self.config.curve["max_turns"])}, **result["scores"]}
+        result["role"] = {in_domain: "in_domain", **result["role"]}
+        result["averages"] = role_averages(result["scores"], result["role"])
+        rows = [{"member": in_domain, "task_id": t.id, "reward": r} for t, r in zip(self.curve_tasks(), per_task)]
+        ood_items = Path(str(part) + ".items.jsonl")
+        write_jsonl(Path(str(out) + ".items.jsonl"), rows + (read_jsonl(ood_items) if ood_items.exists() else []))
+        write_json(out, result)
+        return result
 
 
 def _done(*paths: Path) -> bool:
@@ -275,7 +315,7 @@ def stage_base(run: Run) -> None:
         run.evaluate(run.base_sampler(), out)
     curve0 = run.root / "eval" / "base-curve-score.json"
     if not _done(curve0):
-        write_json(curve0, run.curve_point(run.base_sampler()))
+        write_json(curve0, run.curve_point_from_eval(out) or run.curve_point(run.base_sampler()))
 
 
 def stage_expert(run: Run) -> None:
@@ -296,7 +336,13 @@ def stage_sft(run: Run, seed: int) -> None:
 
     out_dir = run.root / "train" / f"sft-s{seed}"
     result = run.root / "eval" / f"sft-s{seed}.json"
+    curve0 = run.root / "eval" / f"sft-s{seed}-curve-score.json"
     if _done(result):
+        if run.config.rl_init == "sft" and not _done(curve0):  # interrupted between evaluation and curve score
+            from pivotgym.sampling.hf import HFSampler
+
+            write_json(curve0, run.curve_point_from_eval(result)
+                       or run.curve_point(HFSampler(run.rl_model(seed), max_batch_size=32)))
         return
     cfg = SFTConfig.from_dict({**_trainer_kwargs(run, run.config.sft, seed, out_dir),
                                "trajectories": str(run.root / "data" / "expert.jsonl")})
@@ -310,9 +356,9 @@ def stage_sft(run: Run, seed: int) -> None:
         model_dir = run.root / "models" / f"sft-s{seed}"
         trainer.unwrapped_model.save_pretrained(model_dir)
         trainer.tokenizer.save_pretrained(model_dir)
-    if run.config.rl_init == "sft":
-        write_json(run.root / "eval" / f"sft-s{seed}-curve-score.json", run.curve_point(trainer.sampler))
     run.evaluate(trainer.sampler, result)
+    if run.config.rl_init == "sft":
+        write_json(curve0, run.curve_point_from_eval(result) or run.curve_point(trainer.sampler))
     _cleanup(run, out_dir)
 
 

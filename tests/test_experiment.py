@@ -69,6 +69,12 @@ def test_miniature_experiment_end_to_end(tiny_model_dir, arith_registry, tmp_pat
     base = json.loads((root / "eval" / "base.json").read_text())
     assert summary["methods"]["base"]["in_domain"] == base["scores"]["arith/chain-v0@test"]["value"]
     assert f"| base | {100 * base['scores']['arith/chain-v0@test']['value']:.1f} |" in report
+    # curve.max_turns caps the in-domain member of the suite too; its items feed the curve's first point
+    assert base["scores"]["arith/chain-v0@test"]["max_turns"] == 2
+    items = [json.loads(line) for line in (root / "eval" / "base.json.items.jsonl").open()]
+    assert {r["member"] for r in items} == {"arith/chain-v0@test", "general/navigate-v0"}
+    assert json.loads((root / "eval" / "base-curve-score.json").read_text())["from"] == "base.json.items.jsonl"
+    assert {"pivot-vs-sft-in_domain", "pivot-vs-sft-more-in_domain", "sft-vs-base-ood"} <= set(summary["differences"])
     pivot_curve = json.loads((root / "train" / "pivot-s0" / "curve.json").read_text())
     e2e_curve = json.loads((root / "train" / "e2e-s0" / "curve.json").read_text())
     assert [p["step"] for p in pivot_curve] == [0, 1, 2] and [p["step"] for p in e2e_curve] == [0, 1, 2]
