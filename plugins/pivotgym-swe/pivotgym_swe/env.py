@@ -31,8 +31,12 @@ Tools:
 {tools}
 Find the faulty library code, fix it with edit (exact text replacement), check with run, then submit."""
 
+#: limits of one ``run``: per process (CPU, address space, processes, file size) and, for all its processes
+#: together, memory (a cgroup where the host allows one) and what the work dir may hold (the episode's disk:
+#: nothing of a run outlives it, and a run that overfills the work dir ends the episode)
 RUN_LIMITS = Limits(wall_seconds=60, cpu_seconds=60, memory_bytes=2 << 30, max_processes=64,
-                    file_size_bytes=32 << 20, output_bytes=64 << 10)
+                    file_size_bytes=32 << 20, output_bytes=64 << 10, total_memory_bytes=2 << 30,
+                    disk_bytes=256 << 20)
 OBS_MAX_CHARS = 6000
 _DURATION = re.compile(r"\b(in )\d+(?:\.\d+)?s\b|\b\d+\.\d+s\b")
 
@@ -129,7 +133,14 @@ class SWEEnv(AgentEnv):
             result = self.sandbox.run(args["command"], root, limits=self.run_limits)
             status = "timed out" if result.timed_out else f"exit code {result.returncode}"
             text = mask_durations(clip(result.output))
-            return f"[{status}]\n{text}", 0.0, False, {"tool": "run", "returncode": result.returncode}
+            info: dict[str, Any] = {"tool": "run", "returncode": result.returncode}
+            if result.limit_hit:
+                text += f"\n[{result.limit_message}]"
+                info["limit"] = result.limit_hit
+            if result.limit_hit == "disk":  # the work dir is over its cap: the episode cannot go on
+                info["error"] = "disk_limit"
+                return f"[{status}]\n{text}\n[The episode ends: the work dir exceeded its disk limit.]", 0.0, True, info
+            return f"[{status}]\n{text}", 0.0, False, info
         # submit
         verdict = self.judge()
         reward = 1.0 if verdict.solved else 0.0

@@ -168,5 +168,5 @@ def normalized_ast(text: str) -> str | None:
     """A formatting- and comment-independent form of a Python file (None when it does not parse)."""
     try:
         return ast.dump(ast.parse(text), include_attributes=False)
-    except SyntaxError:
+    except (SyntaxError, RecursionError, MemoryError, ValueError):  # deep nesting, NUL bytes: not comparable
         return None

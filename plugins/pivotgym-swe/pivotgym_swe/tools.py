@@ -1,9 +1,23 @@
 """The SWE env's tools: parsing a tool call from assistant text, and the file tools themselves.
 
 An action is one tool call, written as ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` (a bare
-JSON object or a fenced ``json`` block also parse). File tools resolve paths inside the working copy only:
-a path (or symlink) leading outside it is refused, so the host process never reads or writes host files on
-the agent's behalf.
+JSON object or a fenced ``json`` block also parse). Any string parses to a tool call or to an
+:class:`InvalidAction` with a fix-it message: deep nesting, integers too long to convert, lone surrogates and
+NUL bytes included.
+
+The file tools run in the host process, as the host user, on a directory that sandboxed code writes into, so
+they treat every path as hostile:
+
+* a path is resolved inside the working copy (symlinks within it are fine; one leading out is refused), then
+  opened component by component from a directory fd with ``O_NOFOLLOW`` (``openat``-style), so no symlink
+  swapped in anywhere along the way is followed;
+* only regular files are read or edited (opened ``O_NONBLOCK`` and checked with ``fstat``: a FIFO, socket or
+  device is refused instead of blocking), and reads are bounded (``MAX_FILE_BYTES``);
+* ``edit`` writes a new file under a random name with ``O_CREAT | O_EXCL | O_NOFOLLOW`` in the same directory
+  fd and renames it over the old one: no planted ``<file>.pivotgym-tmp`` symlink can redirect the write;
+* ``search`` walks with ``os.fwalk`` (no symlink followed), skips non-regular files, and is bounded in files,
+  bytes and time: the pattern runs under the ``regex`` package's timeout, so a catastrophic pattern ends in
+  an error observation instead of spinning a core.
 """
 
 from __future__ import annotations
@@ -11,8 +25,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
+import stat
+import time
 from pathlib import Path
 from typing import Any
+
+import regex
 
 from pivotgym import InvalidAction
 from pivotgym.types import Message, ToolCall, tool_calls_of
@@ -20,6 +39,13 @@ from pivotgym.types import Message, ToolCall, tool_calls_of
 VIEW_MAX_LINES = 120
 SEARCH_MAX_HITS = 50
 SEARCH_SUFFIXES = (".py", ".pyi", ".txt", ".rst", ".md", ".cfg", ".toml", ".ini")
+MAX_FILE_BYTES = 2 << 20  # the largest file view / edit / search will read
+SEARCH_MAX_FILES = 5000
+SEARCH_MAX_BYTES = 32 << 20
+SEARCH_SECONDS = 2.0  # regex budget of one search, over all files
+PATTERN_MAX_CHARS = 1000
+MAX_INT = 10**9  # integer arguments (line numbers) beyond this are refused
+LISTING_MAX = 500
 
 TOOLS: dict[str, dict[str, Any]] = {
     "view": {
@@ -71,19 +97,12 @@ def parse_tool_call(text: Any) -> ToolCall:
     blobs = found if found else [text.strip()]
     if len(blobs) != 1:
         raise InvalidAction(f"Found {len(blobs)} tool calls; send one per turn. {FORMAT_HINT}", code="parse_error")
-    try:
-        data = json.loads(blobs[0])
-    except json.JSONDecodeError as exc:
-        raise InvalidAction(f"The tool call is not valid JSON ({exc.msg} at char {exc.pos}). {FORMAT_HINT}",
-                            code="parse_error") from None
+    data = _loads(blobs[0])
     if not isinstance(data, dict) or not isinstance(data.get("name"), str):
         raise InvalidAction(f'A tool call is a JSON object with "name" and "arguments". {FORMAT_HINT}', code="parse_error")
     args = data.get("arguments", data.get("parameters", {}))
     if isinstance(args, str):
-        try:
-            args = json.loads(args) if args.strip() else {}
-        except json.JSONDecodeError:
-            raise InvalidAction('"arguments" must be a JSON object.', code="parse_error") from None
+        args = _loads(args) if args.strip() else {}
     if not isinstance(args, dict):
         raise InvalidAction('"arguments" must be a JSON object.', code="parse_error")
     name = data["name"]
@@ -100,7 +119,39 @@ def parse_tool_call(text: Any) -> ToolCall:
             want = {"string": str, "integer": int}[spec["type"]]
             if not isinstance(args[key], want) or isinstance(args[key], bool):
                 raise InvalidAction(f"{name}: argument {key!r} must be a {spec['type']}.", code="bad_arguments")
+            if want is int and abs(args[key]) > MAX_INT:
+                raise InvalidAction(f"{name}: argument {key!r} is out of range (|n| <= {MAX_INT}).", code="bad_arguments")
+            if want is str:
+                check_text(args[key], f"{name}: argument {key!r}")
     return ToolCall(name=name, arguments=dict(args))
+
+
+def _loads(text: str) -> Any:
+    """``json.loads`` whose every failure is an :class:`InvalidAction` (nesting, huge integers, NaN...)."""
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise InvalidAction(f"The tool call is not valid JSON ({exc.msg} at char {exc.pos}). {FORMAT_HINT}",
+                            code="parse_error") from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # integer over 4300 digits, nesting too deep
+        reason = "it is nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(";")[0]
+        raise InvalidAction(f"The tool call could not be read ({reason}). {FORMAT_HINT}", code="parse_error") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def check_text(value: str, what: str) -> str:
+    """Refuse text that cannot reach a file or a process intact: NUL bytes and lone surrogates."""
+    if "\x00" in value:
+        raise InvalidAction(f"{what} contains a NUL byte; remove it.", code="bad_arguments")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidAction(f"{what} contains a lone surrogate (\\ud800-\\udfff), which is not valid text; "
+                            "write plain UTF-8.", code="bad_arguments") from None
+    return value
 
 
 def render_tool_call(msg: Message) -> str:
@@ -113,24 +164,99 @@ def render_tool_call(msg: Message) -> str:
 
 
 def resolve(root: Path, rel: str, *, must_exist: bool = True) -> Path:
-    """``rel`` inside ``root`` (symlinks resolved); refuse anything that leads outside."""
+    """``rel`` inside ``root`` (symlinks resolved); refuse anything that leads outside.
+
+    The result is only a name: open it with :func:`open_in_root`, which re-checks every component."""
+    if not isinstance(rel, str):
+        raise InvalidAction("A path must be a string.", code="bad_path")
     if "\x00" in rel:
         raise InvalidAction("The path contains a NUL byte.", code="bad_path")
-    real_root = root.resolve()
-    target = (real_root / rel).resolve()
+    try:
+        os.fsencode(rel)
+    except UnicodeEncodeError:
+        raise InvalidAction("The path contains a lone surrogate; use plain UTF-8 names.", code="bad_path") from None
+    real_root = Path(os.path.realpath(root))
+    target = Path(os.path.realpath(real_root / rel))
     if target != real_root and real_root not in target.parents:
         raise InvalidAction(f"{rel!r} is outside the repository; paths are relative to its root.", code="bad_path")
-    if must_exist and not target.exists():
+    if must_exist and not os.path.lexists(target):
         raise InvalidAction(f"{rel!r} does not exist. Use search to find files.", code="no_such_file")
     return target
 
 
+def _walk_to(root: Path, target: Path) -> tuple[int, str]:
+    """(fd of the directory holding ``target``, its last component), each directory on the way opened from
+    its parent's fd with O_NOFOLLOW: a symlink anywhere on the path fails instead of being followed."""
+    real_root = Path(os.path.realpath(root))
+    parts = target.relative_to(real_root).parts
+    fd = os.open(real_root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in parts[:-1]:
+            nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+    except OSError:
+        os.close(fd)
+        raise InvalidAction(f"{target.relative_to(real_root)} is not reachable through real directories.",
+                            code="bad_path") from None
+    return fd, (parts[-1] if parts else ".")
+
+
+def open_in_root(root: Path, rel: str, *, directory_ok: bool = False) -> tuple[int, os.stat_result]:
+    """An fd of ``rel`` inside ``root`` opened without following links, and its ``fstat``; only a regular
+    file (or a directory, when ``directory_ok``). The caller closes the fd."""
+    target = resolve(root, rel)
+    parent, name = _walk_to(root, target)
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent)
+    except OSError as exc:
+        raise InvalidAction(f"{rel!r} cannot be opened ({exc.strerror}).", code="bad_path") from None
+    finally:
+        os.close(parent)
+    st = os.fstat(fd)
+    if stat.S_ISREG(st.st_mode) or (directory_ok and stat.S_ISDIR(st.st_mode)):
+        return fd, st
+    os.close(fd)
+    kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file (a FIFO, socket or device)"
+    raise InvalidAction(f"{rel!r} is {kind}; only regular files can be viewed or edited.", code="not_a_file")
+
+
+def _read_fd(fd: int, st: os.stat_result, rel: str) -> str:
+    if st.st_size > MAX_FILE_BYTES:
+        raise InvalidAction(f"{rel} has {st.st_size} bytes; the tools read files up to {MAX_FILE_BYTES}.",
+                            code="file_too_large")
+    chunks, size = [], 0
+    while size <= MAX_FILE_BYTES:
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    if size > MAX_FILE_BYTES:
+        raise InvalidAction(f"{rel} is larger than {MAX_FILE_BYTES} bytes.", code="file_too_large")
+    try:
+        return b"".join(chunks).decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidAction(f"{Path(rel).name} is not a UTF-8 text file.", code="binary_file") from None
+
+
+def read_file(root: Path, rel: str) -> str:
+    """The text of the regular file ``rel`` inside ``root`` (bounded, never through a link out)."""
+    fd, st = open_in_root(root, rel)
+    try:
+        return _read_fd(fd, st, rel)
+    finally:
+        os.close(fd)
+
+
 def view(root: Path, path: str, start: int = 1, end: int | None = None) -> str:
-    target = resolve(root, path)
-    if target.is_dir():
-        entries = sorted(p.name + ("/" if p.is_dir() else "") for p in target.iterdir() if p.name != "__pycache__")
-        return f"{path}/ contains:\n" + "\n".join(entries)
-    lines = read_text(target).splitlines()
+    fd, st = open_in_root(root, path, directory_ok=True)
+    try:
+        if stat.S_ISDIR(st.st_mode):
+            return f"{path}/ contains:\n" + "\n".join(_listing(fd))
+        lines = _read_fd(fd, st, path).splitlines()
+    finally:
+        os.close(fd)
     start = max(1, start)
     end = min(len(lines), end if end is not None else start + VIEW_MAX_LINES - 1, start + VIEW_MAX_LINES - 1)
     if start > len(lines):
@@ -139,35 +265,106 @@ def view(root: Path, path: str, start: int = 1, end: int | None = None) -> str:
     return f"{path} (lines {start}-{end} of {len(lines)})\n{body}"
 
 
+def _listing(fd: int) -> list[str]:
+    names = []
+    for name in sorted(os.listdir(fd))[:LISTING_MAX + 1]:
+        if name == "__pycache__":
+            continue
+        try:
+            is_dir = stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode)
+        except OSError:
+            is_dir = False
+        names.append(name + ("/" if is_dir else ""))
+    if len(names) > LISTING_MAX:
+        names = names[:LISTING_MAX] + ["[... more entries ...]"]
+    return names
+
+
 def read_text(path: Path) -> str:
+    """Bounded UTF-8 read of a host-trusted path (not for agent-chosen paths: use :func:`read_file`)."""
+    return read_file(path.parent, path.name)
+
+
+def compile_pattern(pattern: str) -> Any:
+    """The compiled ``regex`` pattern, or :class:`InvalidAction` saying what is wrong with it."""
+    if len(pattern) > PATTERN_MAX_CHARS:
+        raise InvalidAction(f"The pattern has {len(pattern)} characters; keep it under {PATTERN_MAX_CHARS}.",
+                            code="bad_pattern")
     try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise InvalidAction(f"{path.name} is not a UTF-8 text file.", code="binary_file") from None
+        return regex.compile(pattern)
+    except (regex.error, re.error) as exc:
+        raise InvalidAction(f"Invalid regular expression: {exc}.", code="bad_pattern") from None
+    except (RecursionError, OverflowError, ValueError, MemoryError, TypeError):
+        raise InvalidAction("Invalid regular expression: too complex (nested too deeply or too large).",
+                            code="bad_pattern") from None
 
 
 def search_hits(root: Path, pattern: str, path: str = ".") -> list[tuple[str, int, str]]:
-    """(path, line, text) of every match of ``pattern`` under ``path``, in path order."""
-    try:
-        regex = re.compile(pattern)
-    except re.error as exc:
-        raise InvalidAction(f"Invalid regular expression: {exc}.", code="bad_pattern") from None
+    """(path, line, text) of every match of ``pattern`` under ``path``, in path order (bounded, see module)."""
+    compiled = compile_pattern(pattern)
+    real_root = Path(os.path.realpath(root))
     base = resolve(root, path)
-    real_root = root.resolve()
-    files = [base] if base.is_file() else sorted(p for p in base.rglob("*") if p.suffix in SEARCH_SUFFIXES and p.is_file())
-    hits = []
-    for file in files:
-        real = file.resolve()
-        if real_root not in real.parents or "__pycache__" in file.parts:
-            continue
+    deadline = time.monotonic() + SEARCH_SECONDS
+    budget = {"files": SEARCH_MAX_FILES, "bytes": SEARCH_MAX_BYTES}
+    found: list[tuple[str, int, str]] = []
+    parent, name = _walk_to(root, base)
+    try:
+        st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        if stat.S_ISDIR(st.st_mode):
+            dir_fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+            try:
+                for dirpath, dirnames, filenames, dfd in os.fwalk(".", dir_fd=dir_fd, follow_symlinks=False):
+                    dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+                    rel_dir = os.path.normpath(os.path.join(os.path.relpath(base, real_root), dirpath))
+                    for fname in sorted(filenames):
+                        if Path(fname).suffix in SEARCH_SUFFIXES:
+                            found += _search_file(dfd, fname, os.path.normpath(os.path.join(rel_dir, fname)),
+                                                  compiled, deadline, budget)
+            finally:
+                os.close(dir_fd)
+        else:
+            found += _search_file(parent, name, str(base.relative_to(real_root)), compiled, deadline, budget)
+    finally:
+        os.close(parent)
+    return sorted(found, key=lambda h: (h[0], h[1]))
+
+
+def _search_file(dir_fd: int, name: str, rel: str, compiled: Any, deadline: float, budget: dict) -> list:
+    budget["files"] -= 1
+    if budget["files"] < 0:
+        raise InvalidAction(f"The search covers more than {SEARCH_MAX_FILES} files; give a narrower path.",
+                            code="search_too_broad")
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return []  # a symlink, or gone
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
+            return []
+        budget["bytes"] -= st.st_size
+        if budget["bytes"] < 0:
+            raise InvalidAction(f"The search covers more than {SEARCH_MAX_BYTES} bytes; give a narrower path.",
+                                code="search_too_broad")
         try:
-            text = real.read_text(encoding="utf-8")
-        except (UnicodeDecodeError, OSError):
-            continue
-        rel = os.path.relpath(file, real_root)
-        for n, line in enumerate(text.splitlines(), 1):
-            if regex.search(line):
-                hits.append((rel, n, line.strip()[:200]))
+            text = _read_fd(fd, st, rel)
+        except InvalidAction:
+            return []
+    finally:
+        os.close(fd)
+    hits = []
+    for n, line in enumerate(text.splitlines(), 1):
+        remaining = deadline - time.monotonic()
+        try:
+            if remaining <= 0:
+                raise TimeoutError
+            matched = compiled.search(line, timeout=remaining)
+        except TimeoutError:
+            raise InvalidAction(f"The search took longer than {SEARCH_SECONDS:g}s and was stopped; the pattern "
+                                "probably backtracks catastrophically (nested quantifiers like (a+)+). Simplify "
+                                "it or narrow the path.", code="search_timeout") from None
+        if matched:
+            hits.append((rel, n, line.strip()[:200]))
     return hits
 
 
@@ -182,22 +379,49 @@ def search(root: Path, pattern: str, path: str = ".") -> str:
 
 def edit(root: Path, path: str, old: str, new: str) -> str:
     target = resolve(root, path)
-    if not target.is_file():
-        raise InvalidAction(f"{path} is not a file.", code="no_such_file")
-    text = read_text(target)
-    if not old:
-        raise InvalidAction("`old` is empty; copy the exact lines to replace from a view.", code="edit_not_found")
-    count = text.count(old)
-    if count == 0:
-        raise InvalidAction(f"`old` does not occur in {path}; view the file and copy the exact text, including "
-                            "indentation.", code="edit_not_found")
-    if count > 1:
-        raise InvalidAction(f"`old` occurs {count} times in {path}; include more surrounding lines so it is unique.",
-                            code="edit_ambiguous")
-    updated = text.replace(old, new, 1)
-    tmp = target.with_name(target.name + ".pivotgym-tmp")
-    tmp.write_text(updated, encoding="utf-8")
-    os.replace(tmp, target)  # a new inode: forks that share the old file are untouched
+    parent, name = _walk_to(root, target)
+    try:
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent)
+        except OSError as exc:
+            raise InvalidAction(f"{path!r} cannot be opened ({exc.strerror}).", code="no_such_file") from None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise InvalidAction(f"{path} is not a file.", code="no_such_file")
+            text = _read_fd(fd, st, path)
+        finally:
+            os.close(fd)
+        if not old:
+            raise InvalidAction("`old` is empty; copy the exact lines to replace from a view.", code="edit_not_found")
+        count = text.count(old)
+        if count == 0:
+            raise InvalidAction(f"`old` does not occur in {path}; view the file and copy the exact text, including "
+                                "indentation.", code="edit_not_found")
+        if count > 1:
+            raise InvalidAction(f"`old` occurs {count} times in {path}; include more surrounding lines so it is "
+                                "unique.", code="edit_ambiguous")
+        updated = text.replace(old, new, 1)
+        data = updated.encode("utf-8")
+        if len(data) > MAX_FILE_BYTES:
+            raise InvalidAction(f"The edited file would exceed {MAX_FILE_BYTES} bytes.", code="file_too_large")
+        # a fresh inode under a random name (O_EXCL: never an existing entry, never a link), renamed over the
+        # old one within the same directory fd: forks sharing the old file are untouched
+        tmp = f".{name}.pivotgym-{secrets.token_hex(8)}"
+        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                      stat.S_IMODE(st.st_mode) or 0o644, dir_fd=parent)
+        try:
+            with os.fdopen(out, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
+        except BaseException:
+            try:
+                os.unlink(tmp, dir_fd=parent)
+            except OSError:
+                pass
+            raise
+    finally:
+        os.close(parent)
     first = text[: text.index(old)].count("\n") + 1
     last = first + max(new.count("\n"), 1) - 1
     lines = updated.splitlines()

@@ -132,8 +132,8 @@ class FunctionalVerifier:
                 return Verdict.fail(f"effect: the edit does not apply ({exc})", tool="edit")
             tools.edit(b, exp["path"], exp["old"], exp["new"])
             paths = {_norm_path(cand["path"]), _norm_path(exp["path"])}
-            same_ast = all(normalized_ast(_read(a / p)) == normalized_ast(_read(b / p)) is not None
-                           or _read(a / p) == _read(b / p) for p in paths)
+            same_ast = all(normalized_ast(_read(a, p)) == normalized_ast(_read(b, p)) is not None
+                           or _read(a, p) == _read(b, p) for p in paths)
             if same_ast:
                 return Verdict.ok("ast_equivalent", tool="edit")
             task = env.task
@@ -153,10 +153,11 @@ class FunctionalVerifier:
         return Verdict.fail("submit_unsolved", tool="submit", summary=verdict.summary)
 
 
-def _read(path: Path) -> str:
+def _read(root: Path, rel: str) -> str:
+    """The file's text through the tools' no-follow, bounded read ('' when it is missing or refused)."""
     try:
-        return path.read_text(encoding="utf-8")
-    except OSError:
+        return tools.read_file(root, rel)
+    except (InvalidAction, OSError):
         return ""
 
 
