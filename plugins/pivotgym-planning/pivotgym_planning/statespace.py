@@ -17,7 +17,8 @@ exact table of every reachable state cheap instead:
 * **One table.** A forward breadth-first pass enumerates the canonical states reachable from the problem's
   initial state (up to ``max_states``), storing successor edges in flat ``array('I')`` buffers; a backward
   breadth-first pass over the reversed edges (numpy) gives the exact distance to the goal of every state.
-  Memory is a few dozen bytes per state plus 4 bytes per edge.
+  What stays in memory is the canonical-state -> index dict and one int32 distance per state
+  (``benchmarks/planning_verifier.py`` measures the peak).
 
 When the quotient space is larger than ``max_states`` the table is not built and :class:`ExactTable` says
 so (``complete=False``); callers fall back to budgeted A* and report budget exhaustion explicitly.
@@ -269,7 +270,6 @@ class TableStats:
     seconds: float
     complete: bool
     symmetry_classes: list[list[str]]
-    bytes: int
 
 
 class ExactTable:
@@ -290,8 +290,7 @@ class ExactTable:
         n = len(self.index)
         self.stats = TableStats(
             states=n, edges=self._edges, seconds=round(time.perf_counter() - start, 3), complete=self.complete,
-            symmetry_classes=[list(c.members) for c in self.bits.classes],
-            bytes=self._bytes)
+            symmetry_classes=[list(c.members) for c in self.bits.classes])
 
     def _build(self, root: int, max_states: int, deadline: float | None) -> bool:
         import numpy as np
@@ -305,7 +304,7 @@ class ExactTable:
         goal_ids = array("I")
         canonical, successors, is_goal = bits.canonical, bits.successors, bits.is_goal
         i = 0
-        self._edges, self._bytes = 0, 0
+        self._edges = 0
         while i < len(order):
             s = order[i]
             if is_goal(s):
@@ -349,8 +348,6 @@ class ExactTable:
             dist[preds] = level
             frontier = preds
         self.dist = dist
-        self._bytes = (sys_getsizeof_dict(index) + n * 36 + dist.nbytes + targets.itemsize * len(targets)
-                       + offsets.itemsize * len(offsets))
         del src, dst, by_dst, rsrc, rstart
         return True
 
@@ -387,9 +384,3 @@ class ExactTable:
                 raise AssertionError("no optimal successor found in the h* table")
         return out
 
-
-def sys_getsizeof_dict(d: dict) -> int:
-    """Bytes of the dict's own table (keys are counted by the caller)."""
-    import sys
-
-    return sys.getsizeof(d)
