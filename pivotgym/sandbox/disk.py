@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-POLL_SECONDS = 0.1
+POLL_SECONDS = 0.05
 ENTRY_BYTES = 512  # charged per directory entry on top of its blocks (inodes are finite too)
 
 

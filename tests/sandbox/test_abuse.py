@@ -165,3 +165,73 @@ def test_setuid_binaries_cannot_regain_root(box, work):
     result = box.run("id -u; su -c 'id -u' root </dev/null; mount -t tmpfs none /repo", work)
     assert result.stdout.splitlines()[0] == "65534"
     assert "\n0\n" not in "\n" + result.stdout
+
+
+# ------------------------------------------------------------------ aggregate limits, mounts, special files
+def test_memory_is_capped_across_all_processes_of_a_run(box, work):
+    from pivotgym.sandbox.cgroup import memory_cgroups_available, unavailable_reason
+
+    if not memory_cgroups_available():
+        pytest.skip(f"no writable memory cgroup: {unavailable_reason()}")
+    grab = "python3 -c \"import time; x = bytearray(120 << 20); x[::4096] = b'y' * len(x[::4096]); time.sleep(2); print('held')\""
+    limits = box.limits.with_(total_memory_bytes=200 << 20)  # each process fits its 1 GiB rlimit; the sum does not
+    start = time.monotonic()
+    result = box.run(f"{grab} & {grab} & {grab} & wait", work, limits=limits)
+    assert result.stdout.count("held") < 3, result.output
+    assert result.limit_hit == "memory" and "memory limit hit" in result.limit_message
+    assert time.monotonic() - start < 15
+    # the same three processes under the per-process limit only: all hold their memory
+    assert box.run(f"{grab} & {grab} & {grab} & wait", work).stdout.count("held") == 3
+    leftovers = [p for p in Path("/sys/fs/cgroup").rglob(f"pivotgym-{os.getpid()}-*")]
+    assert leftovers == []  # every run's cgroup is removed afterwards
+
+
+def test_the_work_dir_is_capped_in_bytes_and_files(box, work):
+    limits = box.limits.with_(disk_bytes=24 << 20)
+    start = time.monotonic()
+    result = box.run("for i in $(seq 1 100); do head -c 5000000 /dev/zero > f$i.bin; done; echo finished", work,
+                     limits=limits)
+    assert "finished" not in result.stdout and result.limit_hit == "disk", result.output
+    assert time.monotonic() - start < 10
+    from pivotgym.sandbox.disk import tree_usage
+
+    assert tree_usage(work) <= (24 << 20) + (128 << 20)  # the cap + one poll interval of writing (500 MB uncapped)
+    # a million empty files count too (each entry is charged)
+    result = box.run("mkdir many && cd many && i=0; while true; do : > f$i; i=$((i+1)); done", work, limits=limits.with_(
+        disk_bytes=2 << 20))
+    assert result.limit_hit == "disk" and not result.timed_out
+
+
+def test_read_only_mount_shadows_part_of_the_work_dir(box, work, tmp_path):
+    from pivotgym.sandbox import Mount
+
+    pristine = tmp_path / "pristine"
+    pristine.mkdir()
+    (pristine / "test_x.py").write_text("PRISTINE\n")
+    for p in (tmp_path, pristine, pristine / "test_x.py"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    (work / "tests").mkdir()
+    (work / "tests" / "test_x.py").write_text("AGENT\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    mounts = [Mount(str(pristine), "/repo/tests"), Mount(str(out), "/judge", writable=True)]
+    result = box.run("cat tests/test_x.py; echo forged > tests/test_x.py; rm -f tests/test_x.py; "
+                     "ln -s /etc tests/evil; echo ok > /judge/r.txt; ls /judge", work, mounts=mounts)
+    assert result.stdout.startswith("PRISTINE\n"), result.output
+    assert "Read-only file system" in result.stderr
+    assert (pristine / "test_x.py").read_text() == "PRISTINE\n" and sorted(os.listdir(pristine)) == ["test_x.py"]
+    assert (out / "r.txt").read_text() == "ok\n"
+
+
+def test_forks_skip_fifos_and_sockets_left_in_a_work_dir(box, work, tmp_path):
+    from pivotgym.sandbox import fork_dir
+
+    box.run("mkfifo pipe; python3 -c \"import socket; socket.socket(socket.AF_UNIX).bind('sock')\"; "
+            "ln -s /etc/passwd link", work)
+    assert {p.name for p in work.iterdir()} >= {"pipe", "sock", "link"}
+    for method in ("copy", "hardlink"):
+        start = time.monotonic()
+        dst = fork_dir(work, tmp_path / f"fork-{method}", method=method)
+        assert time.monotonic() - start < 5
+        assert sorted(p.name for p in dst.iterdir()) == ["link", "mod.py"]
+        assert os.readlink(dst / "link") == "/etc/passwd"  # copied as a link, never followed
