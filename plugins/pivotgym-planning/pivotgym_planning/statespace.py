@@ -36,6 +36,8 @@ from typing import Any
 
 #: default cap on canonical states in one table (a few hundred MB at most; see the benchmark)
 DEFAULT_MAX_STATES = 1_000_000
+#: re-labellings remembered per symmetry class (a class's facts recur across many states)
+MEMO_LIMIT = 200_000
 
 
 def _split(atom: str) -> tuple[str, ...]:
@@ -62,6 +64,7 @@ class SymmetryClass:
     bits: list[list[int]] = field(default_factory=list)  # per fine template: bit per member
     mask: int = 0
     owner: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # bit -> (member, fine, coarse)
+    memo: dict[int, int] = field(default_factory=dict)  # the class's facts -> re-labelled facts
 
 
 def find_symmetry_classes(facts: list[str], operators: list[tuple[frozenset, frozenset, frozenset]],
@@ -212,32 +215,43 @@ class BitTask:
             if not force and not touched & cls.mask:
                 continue
             x = s & cls.mask
-            k = len(cls.members)
-            sigs = [0] * k
-            owner = cls.owner
-            rest = x
-            while rest:
-                low = rest & -rest
-                m, _fid, cid = owner[low.bit_length() - 1]
-                sigs[m] |= 1 << cid
-                rest ^= low
-            order = sorted(range(k), key=sigs.__getitem__, reverse=True)
-            if all(order[i] == i for i in range(k)):
-                continue  # already in canonical order
-            force = True
-            rank = [0] * k
-            for r, m in enumerate(order):
-                rank[m] = r
-            bits = cls.bits
-            out = s & ~cls.mask
-            rest = x
-            while rest:
-                low = rest & -rest
-                m, fid, _cid = owner[low.bit_length() - 1]
-                out |= 1 << bits[fid][rank[m]]
-                rest ^= low
-            s = out
+            out = cls.memo.get(x)
+            if out is None:
+                out = self._relabel(cls, x)
+                if len(cls.memo) < MEMO_LIMIT:
+                    cls.memo[x] = out
+            if out != x:
+                s = (s & ~cls.mask) | out
+                force = True
         return s
+
+    @staticmethod
+    def _relabel(cls: SymmetryClass, x: int) -> int:
+        """The class's facts ``x`` with its members re-labelled in signature order (``x`` if unchanged)."""
+        k = len(cls.members)
+        sigs = [0] * k
+        owner = cls.owner
+        rest = x
+        while rest:
+            low = rest & -rest
+            m, _fid, cid = owner[low.bit_length() - 1]
+            sigs[m] |= 1 << cid
+            rest ^= low
+        order = sorted(range(k), key=sigs.__getitem__, reverse=True)
+        if all(order[i] == i for i in range(k)):
+            return x
+        rank = [0] * k
+        for r, m in enumerate(order):
+            rank[m] = r
+        bits = cls.bits
+        out = 0
+        rest = x
+        while rest:
+            low = rest & -rest
+            m, fid, _cid = owner[low.bit_length() - 1]
+            out |= 1 << bits[fid][rank[m]]
+            rest ^= low
+        return out
 
     def successors(self, s: int) -> list[tuple[int, int]]:
         """``(successor, changed bits)`` of every applicable operator, in operator-name order."""
