@@ -122,7 +122,7 @@ def check_cmd(
             typer.echo(f"{report.env_id}: {'OK' if report.ok else 'FAILED'}")
             for r in report.results:
                 first_line = r.detail.splitlines()[0] if r.detail else ""
-                typer.echo(f"  {r.status.upper():4}  {r.name:18} {first_line}")
+                typer.echo(f"  {r.status.upper():4}  {r.name:21} {first_line}")
     if not all(r.ok for r in reports):
         raise typer.Exit(1)
 
