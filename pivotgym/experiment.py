@@ -203,18 +203,21 @@ class Run:
         ids = [t.task_id for t in read_trajectories(self.root / "data" / "expert.jsonl")]
         return list(dict.fromkeys(ids))
 
-    def evaluate(self, sampler: Any, out: Path, members: Sequence[str] | None = None) -> dict[str, Any]:
+    def evaluate(self, sampler: Any, out: Path, members: Sequence[str] | None = None,
+                 in_domain: list[float] | None = None) -> dict[str, Any]:
         """The suite evaluation written to ``out`` (and its items to ``<out>.items.jsonl``).
 
         With ``curve.max_turns`` the in-domain member is scored by the same capped greedy episodes as the
-        curve (the suite runner knows no per-env turn cap), so the table and the curves measure one thing."""
+        curve (the suite runner knows no per-env turn cap), so the table and the curves measure one thing;
+        ``in_domain`` passes those per-task scores when they were just measured (a learning curve's last
+        point, same model), instead of running the same greedy episodes again."""
         from pivotgym.suite import evaluate_suite, role_averages, summarize
 
         ev = self.config.eval
         kwargs = {"limit": ev.get("limit"), "max_new_tokens": ev.get("max_new_tokens"), "model": out.stem,
                   "batch_size": int(ev.get("batch_size", 8)), "progress": True,
                   "name": self.config.suite or self.config.name}
-        in_domain = f"{self.config.env}@test"
+        per_task, in_domain = in_domain, f"{self.config.env}@test"
         chosen = list(self.config.members) if members is None else list(members)
         if self.config.suite or not self.config.curve.get("max_turns") or in_domain not in chosen:
             return evaluate_suite(self.config.members, sampler, out, members=members, **kwargs)
@@ -223,7 +226,7 @@ class Run:
         result = (evaluate_suite(self.config.members, sampler, part, members=others, **kwargs) if others else
                   {"suite": kwargs["name"], "model": out.stem, "scores": {}, "role": {}})
         started = time.perf_counter()
-        per_task = self.in_domain_per_task(sampler)
+        per_task = self.in_domain_per_task(sampler) if per_task is None else list(per_task)
         result["scores"] = {in_domain: {**summarize(per_task, "success"),
                                         "seconds": round(time.perf_counter() - started, 2),
                                         "max_turns": int(self.config.curve["max_turns"])}, **result["scores"]}
@@ -464,7 +467,8 @@ def _pivot_run(run: Run, seed: int, tag: str, pivots: Path, verifier: str, full_
                      extra_turns=0 if profiled else int(meta["turns"]), extra_seconds=float(meta["seconds"]),
                      tasks=len(run.expert_task_ids()))
     write_json(out_dir / "curve.json", curve)
-    run.evaluate(trainer.sampler, result, members=None if full_eval else run.config.in_domain)
+    last = curve[-1].get("per_task") if curve and curve[-1]["step"] == summary["steps"] else None
+    run.evaluate(trainer.sampler, result, members=None if full_eval else run.config.in_domain, in_domain=last)
     _cleanup(run, out_dir)
 
 
@@ -514,7 +518,8 @@ def stage_e2e(run: Run, seed: int) -> None:
                      data=f"episodes on the {len(task_ids)} expert tasks",
                      optimizer_steps=optimizer_steps(run.config.e2e, summary["steps"]), tasks=len(task_ids))
     write_json(out_dir / "curve.json", curve)
-    run.evaluate(trainer.sampler, result)
+    last = curve[-1].get("per_task") if curve and curve[-1]["step"] == summary["steps"] else None
+    run.evaluate(trainer.sampler, result, in_domain=last)
     _cleanup(run, out_dir)
 
 

@@ -81,6 +81,9 @@ def test_miniature_experiment_end_to_end(tiny_model_dir, arith_registry, tmp_pat
     meta = json.loads((root / "data" / "profiles-functional-s0.meta.json").read_text())
     assert pivot_curve[0]["turns"] == meta["turns"] > 0  # PivotRL pays for profiling up front
     assert pivot_curve[-1]["turns"] > pivot_curve[0]["turns"] and e2e_curve[-1]["turns"] > 0
+    for tag, points in (("pivot", pivot_curve), ("e2e", e2e_curve)):  # final eval reuses the last curve point
+        final = json.loads((root / "eval" / f"{tag}-s0.json").read_text())["scores"]["arith/chain-v0@test"]
+        assert final["value"] == points[-1]["score"] and final["n"] == len(points[-1]["per_task"])
     for point in pivot_curve + e2e_curve:  # every point scores every curve task (the bootstrap's unit)
         assert len(point["per_task"]) == 1 and point["score"] == sum(point["per_task"])
 
