@@ -90,7 +90,7 @@ def test_hostile_strings_give_an_error_observation_and_the_episode_goes_on(env_i
         try:
             obs, reward, terminated, truncated, info = env.step(text)
         except Exception as exc:  # noqa: BLE001 - the assertion below names it
-            failures.append(f"{label}: step raised {exc!r}")
+            failures.append(f"{label}: step raised {exc!r}"[:400])
             env.reset(options={"task_id": task.id})
             continue
         took = time.monotonic() - start
@@ -108,7 +108,7 @@ def test_hostile_strings_give_an_error_observation_and_the_episode_goes_on(env_i
 
 
 @pytest.mark.parametrize("env_id", _env_ids())
-def test_the_envs_verifier_never_raises_on_hostile_candidates(env_id):
+def test_the_envs_verifiers_never_raise_on_hostile_candidates(env_id):
     env = pivotgym.make(env_id)
     split, task = _first_task(env)
     try:
@@ -116,14 +116,15 @@ def test_the_envs_verifier_never_raises_on_hostile_candidates(env_id):
     except (NotImplementedError, StopIteration):
         pytest.skip(f"{env_id} has no expert trajectory to build a real turn from")
     ctx = VerifyContext(traj.turn(0))
-    verifier = pivotgym.verifier_for(env_id)
     failures = []
-    for label, text in _inputs(env).items():
-        try:
-            verdict = verifier.verify(ctx, text)
-        except Exception as exc:  # noqa: BLE001 - the assertion below names it
-            failures.append(f"{label}: {verifier.name} raised {exc!r}")
-            continue
-        if (verdict.reward != 0.0 and not _legitimate(env_id, label)) or not verdict.reason:
-            failures.append(f"{label}: verdict {verdict.reward} {verdict.reason!r}")
-    assert not failures, f"{env_id} / {verifier.name}:\n  " + "\n  ".join(failures)
+    for kind in ("functional", "exact"):  # the env's verifier and its exact-match ablation
+        verifier = pivotgym.verifier_for(env_id, kind=kind)
+        for label, text in _inputs(env).items():
+            try:
+                verdict = verifier.verify(ctx, text)
+            except Exception as exc:  # noqa: BLE001 - the assertion below names it
+                failures.append(f"{verifier.name} / {label}: raised {exc!r}"[:400])
+                continue
+            if (verdict.reward != 0.0 and not _legitimate(env_id, label)) or not verdict.reason:
+                failures.append(f"{verifier.name} / {label}: verdict {verdict.reward} {verdict.reason!r}")
+    assert not failures, f"{env_id}:\n  " + "\n  ".join(failures)
