@@ -4,11 +4,16 @@
    parent with a 1 GiB heap, rlimits via `prlimit` (vfork) vs the preexec_fn fallback (fork);
 2. a real test run (toolz's test_itertoolz.py through the judge's pytest runner) under bwrap vs the same
    runner as a bare subprocess (goal: <= 1.3x);
-3. forking a work dir (the toolz tree): plain copy vs hard links, and against the test run it precedes.
+3. forking a work dir (the toolz tree): plain copy vs hard links, and against the test run it precedes;
+4. what the judge's isolation costs per judged submission (a real toolz task, FAIL_TO_PASS + PASS_TO_PASS):
+   ``python -m pytest`` with the judge's options on a fork as a bare subprocess (the baseline), the trusted
+   runner as a bare subprocess, the runner under bwrap, and the whole hardened ``judge()`` (fork, test
+   restore, read-only test mounts, result mount, memory cgroup, disk watch, tamper checks).
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
@@ -16,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pivotgym.sandbox import fork_dir, get_sandbox, remove_dir
+from pivotgym.sandbox import Mount, fork_dir, get_sandbox, remove_dir
 
 
 def timed(fn, repeat: int) -> float:  # noqa: ANN001
@@ -30,7 +35,7 @@ def timed(fn, repeat: int) -> float:  # noqa: ANN001
 
 def main() -> None:
     from pivotgym_swe.sources import PROJECTS, repo_tree
-    from pivotgym_swe.testing import RUNNER
+    from pivotgym_swe.testing import RUNNER, RUNNER_ENV, top_level_names
 
     box = get_sandbox("bwrap")
     tree = repo_tree(PROJECTS["toolz"])
@@ -57,9 +62,23 @@ def main() -> None:
           f"{with_preexec * 1e3:.1f} ms ({with_preexec / with_prlimit:.1f}x)")
 
     target = "toolz/tests/test_itertoolz.py"
-    bare = lambda: subprocess.run([sys.executable, "-I", "-c", RUNNER, str(work), target], input="n\n",  # noqa: E731
-                                  capture_output=True, text=True, cwd=work, check=True)
-    boxed = lambda: box.run([sys.executable, "-I", "-c", RUNNER, "/repo", target], work, stdin="n\n")  # noqa: E731
+    names = ",".join(top_level_names(tree))
+    env = {**os.environ, **RUNNER_ENV}
+
+    def bare() -> None:
+        out = tmp / "bare-result.json"
+        out.unlink(missing_ok=True)
+        subprocess.run([sys.executable, "-I", "-c", RUNNER, str(out), str(work), names, target], input="n\n",
+                       capture_output=True, text=True, cwd=work, check=True, env=env)
+
+    def boxed() -> None:
+        out = tmp / "box-out"
+        remove_dir(out) if out.exists() else None
+        out.mkdir(mode=0o755)
+        r = box.run([sys.executable, "-I", "-c", RUNNER, "/judge/result.json", "/repo", names, target], work,
+                    stdin="n\n", env=RUNNER_ENV, mounts=[Mount(str(out), "/judge", writable=True)])
+        assert r.returncode == 0 and (out / "result.json").is_file(), r.output
+
     bare()
     t_bare, t_box = timed(bare, 5), timed(boxed, 5)
     print(f"test run ({target}): bare {t_bare:.3f} s, bwrap {t_box:.3f} s, ratio {t_box / t_bare:.2f}x (goal <= 1.3x)")
@@ -71,7 +90,52 @@ def main() -> None:
     print(f"fork ({n_files} files): copy {t_fork * 1e3:.1f} ms (the default: edits never reach the source), "
           f"hardlink {t_link * 1e3:.1f} ms ({t_fork / t_link:.1f}x faster, read-only consumers only); "
           f"vs a sandboxed test run: {t_fork / t_box * 100:.1f}% of it")
+    judge_costs(box, tmp)
     remove_dir(tmp)
+
+
+def judge_costs(box, tmp: Path) -> None:  # noqa: ANN001
+    """Section 4: the hardened judge against plain pytest on the same targets, one real toolz task."""
+    from pivotgym_swe.tasks import load_task_set, materialize, pristine_tree, task_file
+    from pivotgym_swe.testing import RUNNER, RUNNER_ENV, judge, top_level_names
+
+    instance = next(r for r in load_task_set(str(task_file("toolz"))) if r["split"] == "train")
+    targets = sorted(set(instance["FAIL_TO_PASS"] + instance["PASS_TO_PASS"]))
+    pristine = pristine_tree(instance)
+    work = materialize(instance, tmp / "judge-work")
+    names = ",".join(top_level_names(pristine))
+    counter = iter(range(10_000))
+
+    def plain_pytest() -> None:  # the baseline: the same pytest options, no isolation, no runner, no sandbox
+        fork = fork_dir(work, tmp / f"plain{next(counter)}")
+        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-c",
+                        os.devnull, "--rootdir", str(fork), "-o", "addopts=", "--no-header", "-W", "ignore::DeprecationWarning",
+                        *targets], cwd=fork,
+                       capture_output=True, env={**os.environ, **RUNNER_ENV, "PYTHONDONTWRITEBYTECODE": "1"})
+
+    def runner_bare() -> None:
+        fork = fork_dir(work, tmp / f"rb{next(counter)}")
+        subprocess.run([sys.executable, "-I", "-c", RUNNER, str(fork / ".result.json"), str(fork), names, *targets],
+                       input="n\n", capture_output=True, text=True, cwd=fork, env={**os.environ, **RUNNER_ENV})
+
+    def runner_bwrap() -> None:
+        fork = fork_dir(work, tmp / f"rw{next(counter)}")
+        out = tmp / f"rwo{next(counter)}"
+        out.mkdir(mode=0o755)
+        box.run([sys.executable, "-I", "-c", RUNNER, "/judge/result.json", "/repo", names, *targets], fork,
+                stdin="n\n", env=RUNNER_ENV, mounts=[Mount(str(out), "/judge", writable=True)])
+
+    verdict = judge(work, instance, pristine, sandbox=box)
+    assert verdict.run.outcomes and not verdict.run.error, verdict.summary
+    plain_pytest()
+    t_plain = timed(plain_pytest, 5)
+    t_runner = timed(runner_bare, 5)
+    t_bwrap = timed(runner_bwrap, 5)
+    t_judge = timed(lambda: judge(work, instance, pristine, sandbox=box), 5)
+    print(f"judged submission ({instance['instance_id']}, {len(targets)} tests): plain pytest {t_plain:.3f} s "
+          f"(baseline), trusted runner bare {t_runner:.3f} s ({t_runner / t_plain:.2f}x), runner under bwrap "
+          f"{t_bwrap:.3f} s ({t_bwrap / t_plain:.2f}x), hardened judge() {t_judge:.3f} s ({t_judge / t_plain:.2f}x; "
+          f"isolation costs {(t_judge - t_plain) * 1e3:.0f} ms per judged submission)")
 
 
 if __name__ == "__main__":
