@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 POLL_SECONDS = 0.05
-ENTRY_BYTES = 512  # charged per directory entry on top of its blocks (inodes are finite too)
+ENTRY_BYTES = 4096  # charged per directory entry on top of its blocks (inodes are finite, and forks copy each)
 
 
 def tree_usage(root: str | os.PathLike[str], stop_above: int | None = None) -> int:

@@ -12,6 +12,8 @@ judge is built so that a verdict of "passed" needs the tests themselves to pass:
   tools cannot reach (they refuse every path that leaves the work dir).
 * **A fresh process that trusts nothing of the repository.** ``python -I`` (no ``PYTHON*`` variables, no
   user site, no cwd on ``sys.path``; ``.pth`` and ``sitecustomize`` files in the repository are never read),
+  bytecode only from a private ``pycache_prefix`` (and every ``__pycache__``/``.pyc`` of the fork deleted:
+  pytest keys its cached test modules by the source's hash, which the agent knows),
   ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`` (no ``[pytest11]`` entry points, not even from a ``*.dist-info`` the
   agent planted), ``-p no:cacheprovider``, ``-c /dev/null`` and ``addopts=`` (no ini file or options of the
   repository), and only the pristine ``conftest.py`` files. pytest is imported before the repository joins
@@ -128,7 +130,9 @@ def run_pytest(workdir: Path, targets: Sequence[str], *, sandbox: Sandbox | None
         result_path = f"{RESULT_MOUNT}/result.json" if isolated else str(outdir / "result.json")
         root = MOUNT_POINT if isolated else str(workdir)
         names = ",".join(top_level_names(pristine or workdir))
-        argv = [sys.executable, "-I", "-c", RUNNER, result_path, root, names, *targets]
+        pycache = "/tmp/pivotgym-pycache" if isolated else str(outdir / "pycache")  # never the repo's __pycache__
+        argv = [sys.executable, "-I", "-X", f"pycache_prefix={pycache}", "-c", RUNNER, result_path, root, names,
+                *targets]
         for node in deselect:
             argv += ["--deselect", node]
         mounts = [Mount(str(outdir), RESULT_MOUNT, writable=True)] if isolated else []
@@ -206,14 +210,14 @@ def restore_tests(workdir: Path, pristine: Path) -> None:
             full = os.path.join(dirpath, name)
             if os.path.islink(full):
                 dirnames.remove(name)
-                if name in TEST_DIRS or is_test_path(os.path.relpath(full, workdir)):
+                if name in TEST_DIRS or name == "__pycache__" or is_test_path(os.path.relpath(full, workdir)):
                     os.unlink(full)
-            elif name in TEST_DIRS:
+            elif name in TEST_DIRS or name == "__pycache__":  # no bytecode the agent could have forged
                 dirnames.remove(name)
                 remove_dir(full)
         for name in filenames:
             full = os.path.join(dirpath, name)
-            if is_test_path(os.path.relpath(full, workdir)):
+            if is_test_path(os.path.relpath(full, workdir)) or name.endswith((".pyc", ".pyo")):
                 os.unlink(full)
     for dirpath, _dirnames, filenames in os.walk(pristine):
         for name in filenames:
@@ -271,9 +275,13 @@ def judge(workdir: Path, instance: dict[str, Any], pristine: Path, *, sandbox: S
     f2p, p2p = list(instance["FAIL_TO_PASS"]), list(instance["PASS_TO_PASS"])
     scratch = Path(tempfile.mkdtemp(prefix="pivotgym-judge-"))
     try:
-        fork = fork_dir(workdir, scratch / "repo")
-        restore_tests(fork, pristine)
-        run = run_pytest(fork, sorted(set(f2p + p2p)), sandbox=sandbox, pristine=pristine)
+        try:
+            fork = fork_dir(workdir, scratch / "repo")
+            restore_tests(fork, pristine)
+        except (OSError, shutil.Error) as exc:  # e.g. a non-root host and a directory the agent made unreadable
+            run = TestRun(error=f"the repository could not be copied for judging: {str(exc)[:300]}")
+        else:
+            run = run_pytest(fork, sorted(set(f2p + p2p)), sandbox=sandbox, pristine=pristine)
     finally:
         remove_dir(scratch)
     f = {n: run.passed(n) for n in f2p}

@@ -204,6 +204,26 @@ def test_conftest_and_ini_injection_gain_nothing(humaneval):
     assert submit(humaneval)[0] == 0.0
 
 
+FORGE_PYC = """
+import importlib.util, marshal, os
+import _pytest.assertion.rewrite as rewrite
+source = open("test_solution.py", "rb").read()
+code = compile("def test_check():\\n    pass\\n", "/repo/test_solution.py", "exec")
+os.makedirs("__pycache__", exist_ok=True)
+header = importlib.util.MAGIC_NUMBER + b"\\x03\\x00\\x00\\x00" + importlib.util.source_hash(source)[:8]
+open("__pycache__/test_solution" + rewrite.PYC_TAIL, "wb").write(header + marshal.dumps(code))
+print("planted")
+"""
+
+
+def test_a_planted_bytecode_cache_of_the_tests_is_not_used(humaneval):
+    # pytest caches rewritten test modules keyed by the source's hash, which the agent knows: a pyc of a
+    # test that always passes, planted next to where the pristine test file will be restored
+    write(humaneval, "forge_pyc.py", FORGE_PYC)
+    assert "planted" in sh(humaneval, "python3 forge_pyc.py")
+    assert submit(humaneval)[0] == 0.0
+
+
 def test_the_functional_verifier_does_not_credit_a_forging_edit(env):
     from pivotgym_swe.verify import FunctionalVerifier
 
@@ -267,7 +287,7 @@ def test_fifos_and_sockets_neither_hang_nor_break_the_judge(humaneval):
 
 def test_catastrophic_regex_is_cut_off(humaneval):
     sh(humaneval, "python3 -c \"print('a' * 5000 + '!')\" > bomb.txt; python3 -c \"print('a' * 40 + '!')\" > b2.txt")
-    for pattern in ("(a+)+$", "(a|aa)+$", "(a*)*b", "(x+x+)+y"):
+    for pattern in ("(a+)+$", "(x+x+)+y"):
         obs, reward, terminated, _trunc, info, elapsed = step(humaneval, call("search", pattern=pattern), bound=15)
         assert elapsed < 10 and not terminated
     # the env is still usable afterwards
