@@ -292,6 +292,58 @@ def load_rows(config: EnvConfig) -> list[dict[str, Any]]:
         if config.answer["type"] == "text" and "target" in row and not isinstance(row["target"], list):
             row["target"] = [row["target"]]
         out.append(row)
+    if src.get("balance"):
+        out = balance_labels(out)
+    if config.answer["type"] == "choice" and config.answer.get("shuffle", True):
+        out = shuffle_choices(out, config.id, int(config.answer.get("seed", 0)))
+    return out
+
+
+def balance_labels(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows reordered so the gold labels take turns (round-robin, in order of first appearance), surplus
+    rows of the commoner labels dropped: every prefix is label-balanced, so answering one label always
+    (``True`` on navigate) scores the chance rate, not the data's base rate."""
+    by_label: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        target = row.get("target")
+        label = normalize_answer(str(target[0] if isinstance(target, list) else target))
+        by_label.setdefault(label, []).append(row)
+    depth = min((len(v) for v in by_label.values()), default=0)
+    return [group[i] for i in range(depth) for group in by_label.values()]
+
+
+def shuffle_choices(rows: Sequence[dict[str, Any]], env_id: str, seed: int = 0) -> list[dict[str, Any]]:
+    """Multiple-choice rows with their options reordered by a fixed seed, so the gold option's position
+    carries no signal: among the rows with k options, each block of k consecutive rows puts the gold option
+    once in every position (a seeded permutation per block), and the other options are shuffled per row.
+
+    So answering one letter always (``A``, or the last option) scores the chance rate 1/k on any prefix of
+    the rows, up to one row per option count (BIG-bench's date_understanding lists the answer first 98% of
+    the time: always-``A`` scored 23/24 before this).
+    """
+    import random
+
+    from pivotgym.types import content_hash
+
+    pending: dict[int, list[int]] = {}
+    blocks: dict[int, int] = {}
+    out = []
+    for row in rows:
+        choices = list(row.get("choices") or [])
+        if len(choices) < 2 or row.get("target") not in choices:
+            out.append(dict(row))
+            continue
+        k = len(choices)
+        if not pending.get(k):
+            order = list(range(k))
+            random.Random(content_hash("pivotgym-choice-block", env_id, seed, k, blocks.get(k, 0))).shuffle(order)
+            blocks[k] = blocks.get(k, 0) + 1
+            pending[k] = order
+        gold_at = pending[k].pop()
+        others = [c for c in choices if c != row["target"]]
+        random.Random(content_hash("pivotgym-choice-row", env_id, seed, row.get("id"))).shuffle(others)
+        others.insert(gold_at, row["target"])
+        out.append({**row, "choices": others})
     return out
 
 
@@ -434,24 +486,46 @@ class DeclarativeEnv(AgentEnv):
 
     # ---- prompts
     def fields(self, task: Task) -> dict[str, Any]:
-        """The values a template may use: the row, plus ``choices`` rendered as lettered options."""
+        """The values a template may use: the row, plus ``choices`` rendered as lettered options and
+        ``choice_text`` as a plain list (``a, b or c``) for prompts that ask for the option itself."""
         row = dict(task.data)
         if "choices" in row:
             row["choice_list"] = row["choices"]
+            options = [str(c) for c in row["choices"]]
+            row["choice_text"] = ", ".join(options[:-1]) + f" or {options[-1]}" if len(options) > 1 else "".join(options)
             row["choices"] = format_choices(row["choices"])
         return row
 
-    def initial_messages(self, task: Task) -> list[Message]:
-        msgs: list[Message] = []
-        if self.config.prompt.get("system"):
-            msgs.append(message("system", str(self.config.prompt["system"]).strip()))
+    def _render(self, task: Task) -> str:
         template = self.config.prompt.get("template", "{input}")
         try:
-            text = template.format(**self.fields(task))
+            return template.format(**self.fields(task))
         except KeyError as exc:
             raise ConfigError(f"{self.config.path or self.env_id}: prompt template uses {exc} "
                               f"which the rows do not have (fields: {sorted(task.data)})") from None
-        msgs.append(message("user", text))
+
+    def shot_answer(self, row: dict[str, Any]) -> str:
+        """The assistant reply a worked example shows: the gold option's letter in parentheses for multiple
+        choice (``(B)``), else the (first) target; a shot's own ``reply`` wins (to show a worked form)."""
+        if row.get("reply") is not None:
+            return str(row["reply"])
+        target = row.get("target")
+        if self.config.answer["type"] == "choice":
+            return f"({LETTERS[list(row['choices']).index(target)]})"
+        return str(target[0] if isinstance(target, list) else target)
+
+    def initial_messages(self, task: Task) -> list[Message]:
+        """System prompt, then each worked example of ``prompt.shots`` as a user/assistant pair (rendered
+        with the same template, so the model sees the answer format), then the task's own question."""
+        msgs: list[Message] = []
+        if self.config.prompt.get("system"):
+            msgs.append(message("system", str(self.config.prompt["system"]).strip()))
+        for i, shot in enumerate(self.config.prompt.get("shots") or []):
+            row = dict(shot)
+            row.setdefault("id", f"shot-{i}")
+            msgs.append(message("user", self._render(Task(id=row["id"], split="shots", data=row))))
+            msgs.append(message("assistant", self.shot_answer(row)))
+        msgs.append(message("user", self._render(task)))
         return msgs
 
     def loglik_request(self, task: Task) -> tuple[str, list[str], int]:
@@ -465,8 +539,14 @@ class DeclarativeEnv(AgentEnv):
 
     # ---- scoring
     def judge(self, task: Task, reply: str) -> tuple[float, dict[str, Any]]:
-        """Score one reply on ``task``: (reward in [0, 1], details)."""
+        """Score one reply on ``task``: (reward in [0, 1], details). Never raises on any string: a reply that
+        cannot be an answer (not valid Unicode, code that does not compile) scores 0 with the reason."""
         kind = self.config.answer["type"]
+        problem = _unreadable(reply)
+        if problem is None and kind == "code":
+            problem = _compile_error(humaneval_program(task.data, reply))
+        if problem is not None:
+            return 0.0, {"error": problem}
         text = reply
         pattern = self.config.answer.get("pattern")
         if pattern and kind != "code":
@@ -489,14 +569,16 @@ class DeclarativeEnv(AgentEnv):
         control characters, nothing matching ``answer.pattern``, no option named, code that does not parse."""
         if _CONTROL.search(reply):
             raise InvalidAction("The reply contains control characters; answer in plain text.", code="malformed")
+        unreadable = _unreadable(reply)
+        if unreadable is not None:
+            raise InvalidAction(f"The reply is {unreadable}; answer in plain text.", code="malformed")
         kind = self.config.answer["type"]
         pattern = self.config.answer.get("pattern")
         if kind == "code":
-            try:
-                compile(humaneval_program(task.data, reply), "<reply>", "exec")
-            except (SyntaxError, ValueError) as exc:
-                raise InvalidAction(f"The code does not parse ({exc}); reply with one ```python block.",
-                                    code="malformed") from None
+            error = _compile_error(humaneval_program(task.data, reply))
+            if error is not None:
+                raise InvalidAction(f"The code does not parse ({error}); reply with one ```python block.",
+                                    code="malformed")
         elif not reply.strip() or (pattern and not re.search(pattern, reply, re.DOTALL)):
             raise InvalidAction("No answer found in the reply; answer briefly, in the requested form.",
                                 code="no_answer")
@@ -521,6 +603,26 @@ class DeclarativeEnv(AgentEnv):
         if isinstance(target, list):
             target = target[0]
         return [message("assistant", str(target))]
+
+
+def _unreadable(reply: str) -> str | None:
+    """Why ``reply`` cannot be read as text at all (lone surrogates cannot be encoded), else None."""
+    try:
+        reply.encode("utf-8")
+    except UnicodeEncodeError:
+        return "not valid Unicode (lone surrogate code points)"
+    return None
+
+
+def _compile_error(program: str) -> str | None:
+    """Why ``program`` does not compile (None when it does). Catches what ``compile`` raises on hostile
+    input besides SyntaxError: RecursionError (``"(A)" * 10000``), MemoryError, and ValueError (NUL bytes,
+    integer literals past Python's digit limit)."""
+    try:
+        compile(program, "<reply>", "exec")
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
+        return f"{type(exc).__name__}: {str(exc)[:200]}"
+    return None
 
 
 class AnswerVerifier:

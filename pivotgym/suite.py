@@ -5,10 +5,13 @@ suite, then ``compare`` gives each env's change and the average in-domain and OO
 
 How a member is scored depends on the env:
 
-* a YAML env with ``scoring: loglik`` (multiple choice): each option is scored by the summed log-probability of
-  its tokens after the raw-text context, as lm-eval does; accuracy = the gold option ranks first (``acc``) and
-  its length-normalised variant is stored too (``acc_norm``);
-* any other YAML env: one greedy reply to the prompt, judged by the env's own scorer;
+* a YAML env (the shipped OOD envs all are): one greedy reply in the chat format the policy is trained with,
+  parsed and judged by the env's own scorer (a multiple-choice reply names an option by letter or text; the
+  options are shuffled per item with a fixed seed). The env's ``max_new_tokens`` is the generation length; a
+  suite-wide ``max_new_tokens`` can only shorten it;
+* a user YAML env with ``scoring: loglik`` (multiple choice): each option is scored by the summed
+  log-probability of its tokens after a raw-text context, as lm-eval does (``acc`` and ``acc_norm``); no
+  shipped env uses it any more, since it never exercises the chat format and barely moves at this scale;
 * any other env (the multi-turn domains, e.g. ``planning/blocks-v0@test``): greedy episodes run in lockstep
   across tasks; the score is the episode's final reward (the outcome reward).
 
@@ -71,7 +74,9 @@ def ci95(values: Sequence[float]) -> list[float]:
         denom = 1 + z * z / n
         centre = (mean + z * z / (2 * n)) / denom
         half = z * math.sqrt(mean * (1 - mean) / n + z * z / (4 * n * n)) / denom
-        return [max(0.0, centre - half), min(1.0, centre + half)]
+        low = 0.0 if mean == 0.0 else max(0.0, centre - half)  # exact ends: no 1e-17 rounding residue
+        high = 1.0 if mean == 1.0 else min(1.0, centre + half)
+        return [low, high]
     sd = statistics.stdev(values) if n > 1 else 0.0
     half = 1.959963984540054 * sd / math.sqrt(n)
     return [mean - half, mean + half]
@@ -270,7 +275,10 @@ def _score_member(env: Any, member: Member, tasks: Sequence[Any], sampler: Any, 
                 return "acc", []
             rows = loglik_scores(sampler, [env.loglik_request(t) for t in tasks], batch_size=max(batch_size, 16))
             return "acc", [{"reward": r["acc"], "acc_norm": r["acc_norm"]} for r in rows]
-        params = SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens or config.max_new_tokens, seed=seed)
+        # the env's own generation length is a property of its answer format (4 tokens for a letter): a
+        # suite-wide max_new_tokens can only shorten it, never make a short-answer env generate 64 tokens
+        cap = min(max_new_tokens, config.max_new_tokens) if max_new_tokens else config.max_new_tokens
+        params = SamplingParams(temperature=0.0, max_new_tokens=cap, seed=seed)
         rows = []
         for start in range(0, len(tasks), batch_size):
             rows += generate_single(sampler, env, tasks[start:start + batch_size], params)

@@ -62,7 +62,7 @@ def env_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 def test_shipped_envs_and_suites_are_registered():
     registry = get_registry()
-    for env_id in ("general/navigate-v0", "general/logical-deduction-v0", "general/object-counting-v0",
+    for env_id in ("general/navigate-v0", "general/logical-deduction-v0", "general/object-counting-v0", "general/arithmetic-v0",
                    "code/humaneval-v0"):
         assert registry.envs[env_id].plugin == "builtins"
         assert registry.envs[env_id].verifier == "declarative/answer"
@@ -95,7 +95,7 @@ def test_gymnasium_make_reaches_yaml_envs(env_path: Path):
 
     env = gymnasium.make("pivotgym:trivia/colors-v0")
     obs, _ = env.reset(seed=3)
-    assert "(A) green" in obs[-1]["content"]
+    assert "(A) " in obs[-1]["content"] and "green" in obs[-1]["content"]  # options shuffled per item
 
 
 def test_a_broken_yaml_file_is_reported_and_the_rest_still_load(env_path: Path):
@@ -213,3 +213,110 @@ def test_example_yaml_env_passes_the_contract_checks(monkeypatch):
     finally:
         monkeypatch.delenv("PIVOTGYM_ENV_PATH")
         reset_registry()
+
+
+# ---------------------------------------------------------------------------- OOD envs that can move
+def _shipped_yaml_envs() -> list[str]:
+    registry = get_registry()
+    return sorted(e for e, spec in registry.envs.items() if spec.plugin == "builtins"
+                  and spec.verifier == "declarative/answer")
+
+
+def _choice_envs() -> list[str]:
+    return [e for e in _shipped_yaml_envs() if pivotgym.make(e).config.answer["type"] == "choice"]
+
+
+def test_every_shipped_env_is_generated_in_the_chat_format():
+    """No shipped env is log-likelihood scored any more: the model answers, the answer is parsed."""
+    envs = _shipped_yaml_envs()
+    assert {"general/arithmetic-v0", "general/navigate-v0", "general/date-understanding-v0"} <= set(envs)
+    for env_id in envs:
+        env = pivotgym.make(env_id)
+        assert env.config.scoring == "generate", env_id
+        if env.config.answer["type"] == "choice":
+            assert env.config.max_new_tokens <= 8, env_id  # a letter: cheap on CPU
+
+
+TOLERANCE = 0.02  # balanced shuffling: at most one item per option count off the chance rate
+
+
+@pytest.mark.parametrize("limit", [None, 100])
+def test_constant_answers_score_at_chance_on_every_shipped_choice_env(limit):
+    """Always "A", always "(A)", always the first or the last option's letter, always the first-listed
+    option's text, and (for a fixed label set such as True/False) always one label: each scores the chance
+    rate mean(1/k) within TOLERANCE, on the whole split and on its first 100 items (the demo's limit)."""
+    envs = _choice_envs()
+    assert len(envs) >= 5
+    for env_id in envs:
+        env = pivotgym.make(env_id)
+        tasks = env.tasks("test")[:limit]
+        assert len(tasks) >= (limit or 100), env_id  # n >= 100 where the data has it
+        chance = sum(1 / len(t.data["choices"]) for t in tasks) / len(tasks)
+        labels = {c for t in tasks for c in t.data["choices"]}
+        strategies = {
+            "A": lambda t: "A", "(A)": lambda t: "(A)",
+            "last letter": lambda t: f"({chr(64 + len(t.data['choices']))})",
+            "first text": lambda t: t.data["choices"][0], "last text": lambda t: t.data["choices"][-1],
+        }
+        if len(labels) <= 3:  # the same options on every item: answering one of them always
+            strategies.update({f"always {label}": (lambda t, label=label: label) for label in labels})
+        for name, answer in strategies.items():
+            score = sum(env.judge(t, answer(t))[0] for t in tasks) / len(tasks)
+            assert abs(score - chance) <= TOLERANCE, (env_id, name, score, chance)
+
+
+def test_choice_order_is_shuffled_by_a_fixed_seed_and_the_gold_moves():
+    from pivotgym.declarative import shuffle_choices
+
+    env = pivotgym.make("general/date-understanding-v0")
+    raw = json.loads((Path(pivotgym.__file__).parent / "data/bigbench/date_understanding.json").read_text())
+    first_is_gold = sum(max(e["target_scores"], key=e["target_scores"].get) == next(iter(e["target_scores"]))
+                        for e in raw["examples"][:200])
+    assert first_is_gold >= 190  # the raw data lists the answer first: why always-"A" used to score 23/24
+    tasks = env.tasks("test")
+    again = pivotgym.make("general/date-understanding-v0").tasks("test")
+    assert [t.data["choices"] for t in tasks] == [t.data["choices"] for t in again]  # fixed seed
+    positions = [t.data["choices"].index(t.data["target"]) for t in tasks]
+    assert len(set(positions)) == 6 and max(positions.count(p) for p in set(positions)) <= 40
+    rows = [{"id": str(i), "choices": ["a", "b", "c"], "target": "a"} for i in range(9)]
+    assert shuffle_choices(rows, "x/y-v0", 1) != shuffle_choices(rows, "x/y-v0", 2)
+    assert sorted(r["choices"].index("a") for r in shuffle_choices(rows, "x/y-v0", 1)) == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+
+
+def test_balanced_labels_and_worked_examples_in_the_prompt():
+    from pivotgym.declarative import balance_labels
+
+    rows = [{"id": str(i), "target": "True" if i < 7 else "False"} for i in range(10)]
+    assert [r["target"] for r in balance_labels(rows)] == ["True", "False"] * 3
+    env = pivotgym.make("general/arithmetic-v0")
+    task = env.tasks("test")[3]
+    msgs = env.initial_messages(task)
+    assert [m["role"] for m in msgs] == ["user", "assistant", "user", "assistant", "user"]
+    assert msgs[1]["content"] == "12 + 5 = 17" and msgs[-1]["content"] == task.data["input"]
+    inputs = {t.data["input"] for t in env.tasks("test")}
+    assert len(inputs) == 100 and not inputs & {m["content"] for m in msgs[:-1]}  # shots are not test items
+    assert env.judge(task, f"0 + 3 = {task.data['target'][0]}")[0] == 1.0
+    assert env.judge(task, "0 + 3 = 999")[0] == 0.0
+
+
+HOSTILE = ["(A)" * 10000, "[" * 100000, "9" * 100000, "\ud800 lone surrogate", "nul\x00byte", "", " ",
+           "A" * 1_000_000, "(" + "A" * 5000, "\u202e(B)", "=" * 5000 + "7"]
+
+
+def test_no_yaml_env_raises_on_any_string():
+    """Issue 13: every shipped YAML env answers a hostile reply with an error observation or reward 0 and a
+    reason, through step() and through its verifier; never an exception, never the env's crash guard."""
+    for env_id in _shipped_yaml_envs():
+        env = pivotgym.make(env_id)
+        task = env.tasks("test")[0]
+        verifier = pivotgym.verifier_for(env_id)
+        traj = next(env.expert_trajectories("test", limit=1))
+        context = VerifyContext(Trajectory.from_dict(traj.to_dict()).turn(0))
+        for text in HOSTILE:
+            env.reset(options={"task_id": task.id})
+            _obs, reward, _terminated, _truncated, info = env.step(text)
+            assert 0.0 <= reward <= 1.0 and info.get("error") != "env_exception", (env_id, text[:20], info)
+            verdict = verifier.verify(context, text)  # "(A)(A)..." may well be read as answer A: no crash
+            assert 0.0 <= verdict.reward <= 1.0 and verdict.reason, (env_id, text[:20])
+            if env.config.answer["type"] == "code":
+                assert reward == 0.0 and verdict.reward == 0.0  # no hostile string passes HumanEval

@@ -84,7 +84,7 @@ def test_evaluate_suite_on_tiny_model_with_resume(tiny_sampler, tmp_path):
     result = evaluate_suite(suite, tiny_sampler, out, limit=3, max_new_tokens=4, progress=False)
     assert set(result["scores"]) == set(suite) and result["role"] == suite
     nav = result["scores"]["general/navigate-v0"]
-    assert nav["metric"] == "acc" and nav["n"] == 3 and 0.0 <= nav["ci95"][0] <= nav["value"] <= nav["ci95"][1]
+    assert nav["metric"] == "accuracy" and nav["n"] == 3 and 0.0 <= nav["ci95"][0] <= nav["value"] <= nav["ci95"][1]
     assert result["scores"]["general/word-sorting-v0"]["metric"] == "accuracy"
     assert result["averages"]["ood"] == pytest.approx(
         (nav["value"] + result["scores"]["general/word-sorting-v0"]["value"]) / 2)
@@ -148,3 +148,27 @@ def test_eval_cli_writes_a_suite_result(tmp_path, capsys):
     assert list(saved["scores"]) == ["general/navigate-v0"] and saved["scores"]["general/navigate-v0"]["n"] == 2
     assert main(["eval", "--suite", "no-such-suite", "--model", str(tmp_path / "model"), "--out", str(out)]) == 1
     assert "unknown suite" in capsys.readouterr().err
+
+
+def test_a_suite_wide_generation_cap_never_lengthens_a_short_answer_env(tmp_path):
+    """The experiment's eval max_new_tokens (64) must not make a letter-answer env generate 64 tokens."""
+    from pivotgym.types import Completion
+
+    class Recorder:
+        def __init__(self):
+            self.caps = []
+
+        def describe(self):
+            return {"model": "recorder"}
+
+        def sample(self, prompts, n=1, params=None):
+            self.caps.append(params.max_new_tokens)
+            return [[Completion("(A)")] for _ in prompts]
+
+    rec = Recorder()
+    evaluate_suite({"general/navigate-v0": "ood", "general/word-sorting-v0": "ood"}, rec, None, limit=2,
+                   max_new_tokens=64, progress=False)
+    assert rec.caps == [4, 48]
+    rec.caps.clear()
+    evaluate_suite({"general/word-sorting-v0": "ood"}, rec, None, limit=2, max_new_tokens=16, progress=False)
+    assert rec.caps == [16]
