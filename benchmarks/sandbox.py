@@ -128,14 +128,21 @@ def judge_costs(box, tmp: Path) -> None:  # noqa: ANN001
     verdict = judge(work, instance, pristine, sandbox=box)
     assert verdict.run.outcomes and not verdict.run.error, verdict.summary
     plain_pytest()
-    t_plain = timed(plain_pytest, 5)
-    t_runner = timed(runner_bare, 5)
-    t_bwrap = timed(runner_bwrap, 5)
-    t_judge = timed(lambda: judge(work, instance, pristine, sandbox=box), 5)
-    print(f"judged submission ({instance['instance_id']}, {len(targets)} tests): plain pytest {t_plain:.3f} s "
-          f"(baseline), trusted runner bare {t_runner:.3f} s ({t_runner / t_plain:.2f}x), runner under bwrap "
-          f"{t_bwrap:.3f} s ({t_bwrap / t_plain:.2f}x), hardened judge() {t_judge:.3f} s ({t_judge / t_plain:.2f}x; "
-          f"isolation costs {(t_judge - t_plain) * 1e3:.0f} ms per judged submission)")
+    # interleaved rounds, so a change in machine load hits every variant alike
+    variants = [("pytest, same options, bare subprocess (baseline)", plain_pytest),
+                ("trusted runner, bare subprocess", runner_bare), ("trusted runner under bwrap", runner_bwrap),
+                ("hardened judge() end to end", lambda: judge(work, instance, pristine, sandbox=box))]
+    samples: dict[str, list[float]] = {label: [] for label, _ in variants}
+    for _ in range(7):
+        for label, fn in variants:
+            samples[label].append(timed(fn, 1))
+    medians = {label: statistics.median(v) for label, v in samples.items()}
+    base = medians[variants[0][0]]
+    print(f"judged submission ({instance['instance_id']}, {len(targets)} tests), median of 7 interleaved rounds:")
+    for label, wall in medians.items():
+        print(f"  {label:<50} {wall:.3f} s ({wall / base:.2f}x)")
+    cost = medians[variants[-1][0]] - base
+    print(f"  isolation cost per judged submission: {cost * 1e3:+.0f} ms ({cost / base * 100:+.1f}%)")
 
 
 if __name__ == "__main__":

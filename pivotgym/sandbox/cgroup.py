@@ -126,11 +126,31 @@ def create(limit: int) -> MemoryCgroup | None:
         except OSError as exc:
             _STATE["reason"] = f"cannot create a memory cgroup under {parent}: {exc}"
             continue
+        if "where" not in _STATE and not _can_join(group):
+            group.remove()
+            _STATE["reason"] = f"a process cannot join a memory cgroup under {parent}"
+            continue
         _STATE["where"] = (version, parent)
         return group
     _STATE["failed"] = True
     _STATE.setdefault("reason", "no cgroup memory controller is mounted at /sys/fs/cgroup")
     return None
+
+
+def _can_join(group: MemoryCgroup) -> bool:
+    """Whether a process can move itself into ``group`` (checked once: the wrapper depends on it)."""
+    import subprocess
+
+    try:
+        return subprocess.run(group.wrap(["true"]), capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def where() -> Path | None:
+    """The directory this host's run cgroups are created in (None until one was)."""
+    found = _STATE.get("where")
+    return found[1] if found else None  # type: ignore[index]
 
 
 def memory_cgroups_available() -> bool:

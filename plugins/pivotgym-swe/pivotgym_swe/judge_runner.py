@@ -5,8 +5,9 @@ options. The order of events is the defence (see ``testing.py`` for the whole de
 
 1. before any code of the repository can run: read the nonce from stdin (then stdin is /dev/null), open the
    result file (``O_EXCL``, on a mount outside the repository), keep private references to ``os.write`` /
-   ``os._exit`` / ``json.dumps``, import pytest, every ``_pytest`` module and pluggy, and record the identity
-   of every function and class in them (plus ``json`` and ``builtins``);
+   ``os._exit`` / ``json.dumps``, import pytest, every ``_pytest`` module and pluggy, stop pytest from reading
+   cached (agent-plantable) bytecode of test modules, and record the identity of every function and class in
+   them (plus ``json`` and ``builtins``);
 2. install an import guard so the repository's own top-level packages come from the repository or not at
    all (a deleted package must not fall back to an installed copy of the same project);
 3. run pytest with plugin autoload off, no cache, no ini, collecting per-test outcomes in a plugin object
@@ -47,6 +48,12 @@ def _main() -> None:  # noqa: C901 - one linear script, kept in one function so 
         except Exception:  # noqa: BLE001,S112 - optional modules (e.g. needing a missing extra)
             continue
     dumps = json.dumps
+    # test modules are always rewritten from source: a cached one is keyed by the source's hash, which the
+    # agent knows, so code run earlier could plant bytecode for a pristine test file not yet imported
+    from _pytest.assertion import rewrite
+
+    rewrite._read_pyc = lambda *args, **kwargs: None
+    sys.dont_write_bytecode = True
 
     def watched_modules() -> list[tuple[str, object, bool]]:
         """(name, module, every attribute?) of what must stay as it was."""

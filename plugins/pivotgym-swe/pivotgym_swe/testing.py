@@ -12,8 +12,9 @@ judge is built so that a verdict of "passed" needs the tests themselves to pass:
   tools cannot reach (they refuse every path that leaves the work dir).
 * **A fresh process that trusts nothing of the repository.** ``python -I`` (no ``PYTHON*`` variables, no
   user site, no cwd on ``sys.path``; ``.pth`` and ``sitecustomize`` files in the repository are never read),
-  bytecode only from a private ``pycache_prefix`` (and every ``__pycache__``/``.pyc`` of the fork deleted:
-  pytest keys its cached test modules by the source's hash, which the agent knows),
+  test modules always compiled from source (every ``__pycache__``/``.pyc`` of the fork is deleted, and the
+  runner never reads pytest's cached rewritten modules: they are keyed by the source's hash, which the agent
+  knows, so a planted one would replace a pristine test),
   ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`` (no ``[pytest11]`` entry points, not even from a ``*.dist-info`` the
   agent planted), ``-p no:cacheprovider``, ``-c /dev/null`` and ``addopts=`` (no ini file or options of the
   repository), and only the pristine ``conftest.py`` files. pytest is imported before the repository joins
@@ -130,9 +131,7 @@ def run_pytest(workdir: Path, targets: Sequence[str], *, sandbox: Sandbox | None
         result_path = f"{RESULT_MOUNT}/result.json" if isolated else str(outdir / "result.json")
         root = MOUNT_POINT if isolated else str(workdir)
         names = ",".join(top_level_names(pristine or workdir))
-        pycache = "/tmp/pivotgym-pycache" if isolated else str(outdir / "pycache")  # never the repo's __pycache__
-        argv = [sys.executable, "-I", "-X", f"pycache_prefix={pycache}", "-c", RUNNER, result_path, root, names,
-                *targets]
+        argv = [sys.executable, "-I", "-c", RUNNER, result_path, root, names, *targets]
         for node in deselect:
             argv += ["--deselect", node]
         mounts = [Mount(str(outdir), RESULT_MOUNT, writable=True)] if isolated else []
