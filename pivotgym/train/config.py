@@ -42,8 +42,11 @@ class TrainConfig:
     optimizer: str = "adamw"
     weight_decay: float = 0.0
     adam_betas: tuple[float, float] = (0.9, 0.999)
+    #: warm-up length in training steps (the schedule itself runs in optimiser steps, see below)
     warmup_steps: int = 0
-    #: ``constant`` or ``linear`` (decay to 0 at ``steps``) or ``cosine``; all after the warm-up
+    #: ``constant``, ``linear`` or ``cosine`` (both decay to 0 right after the last optimiser step); all after
+    #: the warm-up. The schedule is sized in optimiser steps (``steps * optimizer_steps_per_step``), so it ends
+    #: where training ends whatever ``updates_per_batch`` is
     lr_schedule: str = "constant"
     max_grad_norm: float | None = 1.0
     #: completions (sequences) per forward/backward pass; the step's loss is still normalised over the
@@ -90,6 +93,16 @@ class TrainConfig:
         new = dataclasses.replace(self, **changes)
         new.validate()
         return new
+
+    @property
+    def optimizer_steps_per_step(self) -> int:
+        """Optimiser steps one training step makes (1; the RL trainers make ``updates_per_batch``)."""
+        return 1
+
+    @property
+    def total_optimizer_steps(self) -> int:
+        """The length of the LR schedule: every optimiser step of the run."""
+        return self.steps * self.optimizer_steps_per_step
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` for values no run could use."""
@@ -140,6 +153,16 @@ class RLConfig(TrainConfig):
             raise ConfigError("clip_low and clip_high must be >= 0")
         if self.updates_per_batch < 1:
             raise ConfigError(f"updates_per_batch must be >= 1, got {self.updates_per_batch}")
+        if self.gradient_checkpointing and self.shared_prefix:
+            raise ConfigError(
+                "gradient_checkpointing cannot be combined with shared_prefix: the shared prompt's key/value "
+                "cache is what checkpointing discards and recomputes (transformers turns the cache off while "
+                "checkpointing). Set shared_prefix: false (each completion then runs with its prompt) or "
+                "gradient_checkpointing: false")
+
+    @property
+    def optimizer_steps_per_step(self) -> int:
+        return self.updates_per_batch
 
 
 @dataclass

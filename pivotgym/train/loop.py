@@ -154,13 +154,17 @@ class Trainer:
         return get_peft_model(model, lora)
 
     def _lr_lambda(self, step: int) -> float:
+        """LR factor at optimiser step ``step`` (0-based; the scheduler counts optimiser steps). Warm-up and
+        decay are sized in optimiser steps, so the decay ends (factor 0) right after the run's last one."""
         cfg = self.config
-        if cfg.warmup_steps and step < cfg.warmup_steps:
-            return (step + 1) / cfg.warmup_steps
+        per = cfg.optimizer_steps_per_step
+        warmup, total = cfg.warmup_steps * per, cfg.total_optimizer_steps
+        if warmup and step < warmup:
+            return (step + 1) / warmup
         if cfg.lr_schedule == "constant":
             return 1.0
-        span = max(1, cfg.steps - cfg.warmup_steps)
-        progress = min(1.0, (step - cfg.warmup_steps) / span)
+        span = max(1, total - warmup)
+        progress = min(1.0, (step - warmup) / span)
         if cfg.lr_schedule == "linear":
             return 1.0 - progress
         return 0.5 * (1.0 + math.cos(math.pi * progress))
@@ -183,6 +187,16 @@ class Trainer:
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         return {"grad_norm": grad_norm, "lr": lr}
+
+    def skip_optimizer_steps(self, n: int) -> None:
+        """Advance the LR schedule by ``n`` optimiser steps that were skipped (a batch with nothing to learn
+        from), so the schedule stays aligned with training steps and still ends with the run."""
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "scheduler.step() before optimizer.step()"
+            for _ in range(n):
+                self.scheduler.step()
 
     def sync_context(self, last: bool) -> contextlib.AbstractContextManager[Any]:
         """Gradient all-reduce only on the last micro-batch of a step (gradient accumulation)."""

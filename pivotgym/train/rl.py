@@ -151,6 +151,7 @@ class RLTrainer(Trainer):
         stats: dict[str, Any] = {"tokens_in_loss": int(global_tokens)}
         if global_tokens == 0:
             stats.update(loss=0.0, skipped=1)
+            self.skip_optimizer_steps(cfg.updates_per_batch)
             return stats
         sums = {"pg": 0.0, "kl": 0.0, "clipped": 0.0}
         opt_stats: dict[str, float] = {}

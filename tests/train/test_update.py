@@ -131,3 +131,61 @@ def test_kl_to_reference_and_several_passes(tmp_path):
     assert stats["kl"] == pytest.approx(0.0, abs=1e-6) or stats["kl"] > 0  # first pass starts at the reference
     stats = trainer.policy_update(fixed_batch())
     assert stats["kl"] > 0 and stats["clip_fraction"] >= 0
+
+
+@pytest.mark.parametrize("schedule", ["linear", "cosine"])
+@pytest.mark.parametrize("updates", [1, 3])
+def test_lr_schedule_is_sized_in_optimizer_steps_and_ends_with_the_run(tmp_path, schedule, updates):
+    """With updates_per_batch > 1 the LR used to reach 0 part-way (the schedule counted training steps but
+    was stepped per optimiser step). Now every optimiser step of the run gets a positive, decreasing LR and
+    the schedule reaches 0 exactly after the last one; a skipped batch still advances it."""
+    steps = 4
+    trainer = trainer_for(tmp_path, steps=steps, updates_per_batch=updates, lr_schedule=schedule, optimizer="sgd",
+                          learning_rate=0.1)
+    used: list[float] = []
+    step_once = trainer.optimizer_step
+
+    def recording() -> dict:
+        out = step_once()
+        used.append(out["lr"])
+        return out
+
+    trainer.optimizer_step = recording
+    for step in range(steps):
+        if step == 1:
+            assert trainer.policy_update([])["skipped"] == 1  # nothing to learn from: no optimiser step
+        else:
+            trainer.policy_update(fixed_batch())
+    assert len(used) == (steps - 1) * updates
+    assert all(lr > 0 for lr in used) and all(a > b for a, b in zip(used, used[1:]))
+    assert trainer.scheduler.last_epoch == steps * updates
+    assert trainer.scheduler.get_last_lr()[0] == pytest.approx(0.0, abs=1e-12)
+    assert used[-1] == pytest.approx(0.1 * trainer._lr_lambda(steps * updates - 1))
+
+
+def test_warmup_counts_training_steps(tmp_path):
+    trainer = trainer_for(tmp_path, steps=4, updates_per_batch=2, warmup_steps=1, lr_schedule="linear")
+    assert [round(trainer._lr_lambda(i), 4) for i in range(9)] == [0.5, 1.0, 1.0, 0.8333, 0.6667, 0.5, 0.3333,
+                                                                   0.1667, 0.0]
+
+
+def test_gradient_checkpointing_with_shared_prefix_is_refused_and_works_without_it(tmp_path):
+    """The shared-prefix forward needs the prompt's KV cache, which checkpointing turns off (it crashed with
+    'NoneType has no attribute batch_repeat_interleave'): the config refuses the pair and says what to set."""
+    from pivotgym.train.config import ConfigError
+
+    model = make_tiny_llama()
+    model.gradient_checkpointing_enable()
+    model.train()
+    with pytest.raises(AttributeError):
+        completion_logprobs(model, PROMPT_A, COMPS_A, shared_prefix=True)
+    with pytest.raises(ConfigError, match="shared_prefix: false"):
+        trainer_for(tmp_path, gradient_checkpointing=True)
+    plain = trainer_for(tmp_path / "plain", shared_prefix=False)
+    checkpointed = trainer_for(tmp_path / "ckpt", gradient_checkpointing=True, shared_prefix=False)
+    assert checkpointed.unwrapped_model.is_gradient_checkpointing
+    for t in (plain, checkpointed):
+        batches, n_tokens = t.prepare_batches(fixed_batch())
+        t.accumulate_gradients(batches, n_tokens)
+    for a, b in zip(grads(plain.model), grads(checkpointed.model)):
+        assert torch.allclose(a, b, atol=1e-6)
