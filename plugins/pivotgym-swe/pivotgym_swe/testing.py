@@ -59,7 +59,8 @@ CONFIG_FILES = ("conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.
                 "usercustomize.py")
 TEST_DIRS = ("tests", "test", "testing")
 JUDGE_LIMITS = Limits(wall_seconds=120, cpu_seconds=120, memory_bytes=4 << 30, max_processes=64,
-                      file_size_bytes=64 << 20, output_bytes=64 << 10, total_memory_bytes=4 << 30)
+                      file_size_bytes=64 << 20, output_bytes=64 << 10, total_memory_bytes=4 << 30,
+                      disk_bytes=512 << 20)
 RESULT_MOUNT = "/judge"
 RESULT_MAX_BYTES = 32 << 20
 RUNNER = (Path(__file__).with_name("judge_runner.py")).read_text(encoding="utf-8")

@@ -431,3 +431,15 @@ def test_every_step_has_a_wall_deadline_by_default(humaneval, monkeypatch):
     humaneval.step_timeout = 0.5
     obs, reward, terminated, truncated, info = humaneval.step(call("view", path="solution.py"))
     assert info["error"] == "step_timeout" and truncated and reward == 0.0
+
+
+def test_disk_fill_while_being_judged_is_capped(humaneval, monkeypatch):
+    from pivotgym_swe import testing
+
+    monkeypatch.setattr(testing, "JUDGE_LIMITS", testing.JUDGE_LIMITS.with_(disk_bytes=32 << 20))
+    fix = humaneval.task.data["fix"]
+    step(humaneval, call("edit", path=fix["path"], old=fix["old"], new=fix["new"]))  # fixed, but then...
+    write(humaneval, "solution.py", "\nfor _i in range(40):\n    open(f'/repo/fill{_i}.bin', 'wb').write(b'0' * (30 << 20))\n",
+          append=True)
+    reward, _ = submit(humaneval)
+    assert reward == 0.0 and "disk limit hit" in humaneval.last_judgement.run.error
