@@ -91,7 +91,7 @@ class PivotTrainer(RLTrainer):
         self.data_state = {"cursor": self.order.cursor}
         samples: list[PolicySample] = []
         local = {"rollout_turns": 0, "filtered_turns": 0, "tokens_generated": 0, "reward_sum": 0.0,
-                 "groups": 0, "informative": 0}
+                 "groups": 0, "informative": 0, "failed_verifications": 0, "judged": 0}
         mine = shard(picked, self.rank, self.world)
         states = [self.states[state_index] for _, state_index in mine]
         params = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
@@ -100,11 +100,16 @@ class PivotTrainer(RLTrainer):
                                    [sample_seed(cfg.seed, step, global_index) for global_index, _ in mine])
         for (_, state_index), state, completions in zip(mine, states, groups):
             with self.counters.time("verification"):
-                rewards = self.scorer.score(state, [c.text for c in completions])
-            group = group_samples(state.prompt_ids, [c.token_ids for c in completions], rewards, cfg.advantage,
-                                  {"state": state_index})
+                judged = self.scorer.score_judged(state, [c.text for c in completions])
+            # a failed verification is no reward: its sample leaves the group (no fake advantage from a 0)
+            keep = [i for i, r in enumerate(judged) if r is not None]
+            local["failed_verifications"] += len(judged) - len(keep)
+            rewards = [float(judged[i]) for i in keep]
+            group = group_samples(state.prompt_ids, [completions[i].token_ids for i in keep], rewards,
+                                  cfg.advantage, {"state": state_index}) if len(keep) >= 2 else []
             local["tokens_generated"] += sum(len(c.token_ids) for c in completions)
             local["reward_sum"] += sum(rewards)
+            local["judged"] += len(rewards)
             local["groups"] += 1
             if group:
                 samples.extend(group)
@@ -118,9 +123,9 @@ class PivotTrainer(RLTrainer):
         self.counters.rollout_turns += int(totals["rollout_turns"])
         self.counters.filtered_turns += int(totals["filtered_turns"])
         self.counters.tokens_generated += int(totals["tokens_generated"])
-        n_samples = max(1.0, totals["groups"] * cfg.group_size)
-        return {**stats, "reward_mean": totals["reward_sum"] / n_samples,
-                "informative_groups": totals["informative"] / max(1.0, totals["groups"])}
+        return {**stats, "reward_mean": totals["reward_sum"] / max(1.0, totals["judged"]),
+                "informative_groups": totals["informative"] / max(1.0, totals["groups"]),
+                "failed_verifications": int(totals["failed_verifications"])}
 
     def evaluate(self) -> dict[str, Any]:
         cfg = self.config

@@ -34,6 +34,13 @@ class StateScorer:
     _contexts: dict[int, Any] = field(default_factory=dict)
 
     def score(self, state: PivotState, texts: Sequence[str]) -> list[float]:
+        """Rewards of ``texts`` at ``state`` (a failed verification scores 0: for evaluation)."""
+        return [0.0 if r is None else r for r in self.score_judged(state, texts)]
+
+    def score_judged(self, state: PivotState, texts: Sequence[str]) -> list[float | None]:
+        """Rewards of ``texts`` at ``state``, None where the verification failed (timeout, verifier error, a
+        verdict marked ``verification_failed``): training leaves those samples out of the group."""
+        from pivotgym.pivot.profile import verification_failure
         from pivotgym.registry import get_registry
         from pivotgym.verify import VerifyContext, verify_safely
 
@@ -43,7 +50,8 @@ class StateScorer:
         context = self._contexts.get(state.index)
         if context is None:
             context = self._contexts[state.index] = VerifyContext(state.turn)
-        return [verify_safely(verifier, context, text).reward for text in texts]
+        verdicts = [verify_safely(verifier, context, text) for text in texts]
+        return [None if verification_failure(v) else v.reward for v in verdicts]
 
 
 def load_pivot_states(pivots: str | Path, trajectories: str | Path, encode: Callable[[list[Any]], list[int]],

@@ -126,3 +126,32 @@ def test_cli_trains_from_a_yaml_config(arith_data, tmp_path, capsys):
     (tmp_path / "bad.yaml").write_text("stepz: 3\n")
     assert main(["train", "pivot", "--config", str(tmp_path / "bad.yaml")]) == 1
     assert "unknown key(s) ['stepz']" in capsys.readouterr().err
+
+
+def test_failed_verifications_leave_the_group_instead_of_scoring_zero(arith_data, tmp_path):
+    """An odd-length completion whose verifier ran out of budget used to count as reward 0 next to the
+    even-length passes, inventing an advantage. Marked ``verification_failed``, it leaves the group: what
+    remains all passes, so nothing is trained on and the failures are counted."""
+    from pivotgym.registry import get_registry
+    from pivotgym.sampling.testing import tiny_llama
+    from pivotgym.types import Verdict
+
+    class EvenOrBudget:
+        name = "test/even-or-budget"
+        version = "1"
+
+        def verify(self, context, candidate):  # noqa: ANN001, ANN201
+            if len(candidate) % 2 == 0:
+                return Verdict.ok("even")
+            return Verdict.fail("budget", verification_failed="search budget exhausted")
+
+    registry = get_registry()
+    if EvenOrBudget.name not in registry.verifiers:
+        registry._register_verifiers("tests", EvenOrBudget.name, EvenOrBudget)
+    model, tokenizer = tiny_llama(seed=1)
+    trainer = PivotTrainer(small_config(arith_data, tmp_path / "run", steps=1, verifier=EvenOrBudget.name,
+                                        group_size=6), model=model, tokenizer=tokenizer)
+    trainer.setup_data()
+    stats = trainer.train_step(0)
+    assert stats["failed_verifications"] > 0  # the tiny model writes odd lengths often
+    assert stats["tokens_in_loss"] == 0 and stats["reward_mean"] == 1.0
