@@ -156,4 +156,5 @@ def _main() -> None:  # noqa: C901 - one linear script, kept in one function so 
     exit_now(0)
 
 
-_main()
+if __name__ == "__main__":  # as ``python -c TEXT``; importing this module does nothing
+    _main()
