@@ -361,8 +361,13 @@ def format_choices(choices: Sequence[str]) -> str:
     return "\n".join(f"({LETTERS[i]}) {c}" for i, c in enumerate(choices))
 
 
+#: "The correct answer is (C)", "Answer: B", "the answer is option D" - a letter named as the answer
+_ANSWER_IS = re.compile(r"\banswer(?:\s+is)?\s*:?\s*(?:option\s+)?\(?((?-i:[A-Z]))\)?(?![A-Za-z])", re.IGNORECASE)
+
+
 def read_choice(text: str, choices: Sequence[str]) -> int | None:
-    """Which option a generated reply picks: the option text itself, or its letter (``B``, ``(B)``, ``B.``).
+    """Which option a generated reply picks: the option text itself, or its letter (``B``, ``(B)``, ``B.``,
+    ``The correct answer is (B)``).
 
     Returns None when the reply names no option or is ambiguous.
     """
@@ -370,7 +375,7 @@ def read_choice(text: str, choices: Sequence[str]) -> int | None:
     options = [normalize_answer(c) for c in choices]
     if norm in options:
         return options.index(norm)
-    m = re.match(r"^\(?([A-Z])\)?(?:[.:)\s]|$)", text.strip())
+    m = re.match(r"^\(?([A-Z])\)?(?:[.:)\s]|$)", text.strip()) or _ANSWER_IS.search(text)
     if m and LETTERS.index(m.group(1)) < len(choices):
         return LETTERS.index(m.group(1))
     first = normalize_answer(text.strip().splitlines()[0]) if text.strip() else ""

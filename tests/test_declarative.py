@@ -127,6 +127,8 @@ def test_read_choice_accepts_letters_and_option_text():
     assert read_choice("white ball", choices) == 1
     assert read_choice("The answer is: orange ball.", choices) == 0
     assert read_choice("I am not sure", choices) is None
+    assert read_choice("The correct answer is (B).", choices) == 1
+    assert read_choice("Answer: C", choices) == 2 and read_choice("answer is (D)", choices) is None
     assert normalize_answer("  Gelatine   Stick. ") == "gelatine stick"
 
 

@@ -168,7 +168,7 @@ def test_a_suite_wide_generation_cap_never_lengthens_a_short_answer_env(tmp_path
     rec = Recorder()
     evaluate_suite({"general/navigate-v0": "ood", "general/word-sorting-v0": "ood"}, rec, None, limit=2,
                    max_new_tokens=64, progress=False)
-    assert rec.caps == [4, 48]
+    assert rec.caps == [8, 48]
     rec.caps.clear()
     evaluate_suite({"general/word-sorting-v0": "ood"}, rec, None, limit=2, max_new_tokens=16, progress=False)
     assert rec.caps == [16]
