@@ -101,3 +101,17 @@ def test_gymnasium_make(registry):
     env = gymnasium.make("pivotgym:planning/miconic-v0")
     obs, _ = env.reset(seed=0)
     assert "Goal:" in obs[-1]["content"]
+
+
+@pytest.mark.parametrize("name,task_id", [("gripper", "gripper_test/prob06"), ("logistics", "manylogistics/problem30")])
+def test_problems_shipped_by_the_exact_table_have_optimal_expert_plans_that_val_accepts(registry, name, task_id):
+    """Shipped because the exact h* table was built (A* ran out of budget): the expert plan comes from the
+    table, has the optimal length recorded in the manifest, and VAL accepts it."""
+    from pivotgym_planning.env import solve
+
+    env = pivotgym.make(env_id(name))
+    task = env.get_task(task_id)
+    problem = env.problem_for(task)
+    plan, method = solve(problem)
+    assert method == "exact" and len(plan) == task.metadata["optimal_length"]
+    assert validate(problem.domain_text, problem.problem_text, plan).valid
