@@ -7,9 +7,9 @@ verifier credits every expert action, deterministically, while crediting none of
 
 Where the env can name a legal but wrong action (the optional capability ``env.wrong_action(expert_text)``,
 called on an env positioned at the turn; see docs/plugins.md), the verifier must also reject that action,
-which catches a verifier that credits whatever the env accepts. A verdict whose
-``components["budget_exhausted"]`` is true (the verifier could not decide within its budget) fails the
-check with that reason: it is neither a credited nor a rejected action.
+which catches a verifier that credits whatever the env accepts. A verdict that says it could not judge
+(``components["verification_failed"]`` or ``components["budget_exhausted"]`` truthy, e.g. a search out of
+budget) fails the check with that reason: it is neither a credited nor a rejected action.
 """
 
 from __future__ import annotations
@@ -193,8 +193,8 @@ def check_env(
                 text = ctx.expert_text
                 first = verify_safely(verifier, ctx, text)
                 second = verify_safely(verifier, VerifyContext(turn, env_factory=factory), text)
-                _expect(not first.components.get("budget_exhausted"), f"{traj.task_id} turn {turn.turn}: the "
-                        f"verifier could not judge the expert action (budget_exhausted: {first.reason})")
+                _expect(not _undecided(first), f"{traj.task_id} turn {turn.turn}: the verifier could not "
+                        f"judge the expert action ({first.reason})")
                 _expect(first.reward == 1.0, f"{traj.task_id} turn {turn.turn}: expert action got reward "
                         f"{first.reward} ({first.reason})")
                 _expect((first.reward, first.reason) == (second.reward, second.reason),
@@ -223,9 +223,8 @@ def check_env(
                 _expect("error" not in info, f"{traj.task_id} turn {turn.turn}: env.wrong_action named "
                         f"{wrong!r}, which the env itself rejects ({info.get('error')}): it must be legal")
                 verdict = verify_safely(verifier, ctx, wrong)
-                _expect(not verdict.components.get("budget_exhausted"),
-                        f"{traj.task_id} turn {turn.turn}: the verifier could not judge {wrong!r} "
-                        f"(budget_exhausted: {verdict.reason})")
+                _expect(not _undecided(verdict), f"{traj.task_id} turn {turn.turn}: the verifier could not "
+                        f"judge {wrong!r} ({verdict.reason})")
                 _expect(verdict.reward == 0.0, f"{traj.task_id} turn {turn.turn}: the legal but wrong action "
                         f"{wrong!r} got reward {verdict.reward} ({verdict.reason}); the verifier credits actions "
                         f"that are not equivalent to the expert's")
@@ -243,6 +242,12 @@ def check_env(
     run("verifier", verifier_expert)
     run("verifier_wrong_action", verifier_wrong_action)
     return report
+
+
+def _undecided(verdict: Any) -> bool:
+    """Whether a verdict says the verifier could not judge (out of budget, solver failure)."""
+    components = verdict.components or {}
+    return bool(components.get("verification_failed") or components.get("budget_exhausted"))
 
 
 def _replay(env: AgentEnv, traj: Trajectory) -> tuple[list[float], list[Any], bool]:

@@ -1,5 +1,7 @@
 import random
 
+import pytest
+
 from pivotgym import InvalidAction, StepOutcome, Task, Verdict, check_env
 from pivotgym.types import message
 from core_helpers import CounterEnv
@@ -122,12 +124,17 @@ def test_an_env_without_the_capability_skips_the_wrong_action_probe():
 
 
 class _BudgetVerifier(_GoodVerifier):
+    components = {"budget_exhausted": True}
+
     def verify(self, context, candidate):
-        return Verdict.fail("budget_exhausted: too big", budget_exhausted=True)
+        return Verdict.fail("budget_exhausted: too big", **self.components)
 
 
-def test_a_verifier_out_of_budget_is_reported_as_undecided_not_as_a_rejection():
-    report = check_env(CounterEnv(), verifier=_BudgetVerifier())
+@pytest.mark.parametrize("components", [{"budget_exhausted": True}, {"verification_failed": "solver timeout"}])
+def test_a_verifier_that_could_not_judge_is_reported_as_undecided_not_as_a_rejection(components):
+    verifier = _BudgetVerifier()
+    verifier.components = components
+    report = check_env(CounterEnv(), verifier=verifier)
     assert _status(report)["verifier"] == "fail" and "could not judge" in report.failures[0].detail
 
 

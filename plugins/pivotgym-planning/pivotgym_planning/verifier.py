@@ -7,8 +7,9 @@ the reason), identity with the expert's action or its successor state, goal reac
 from the problem's exact table (symmetry-reduced breadth-first search, see ``statespace``), else budgeted A*.
 
 When h* cannot be computed within the budget the verdict is reward 0 with reason ``budget_exhausted: ...``
-and ``components["budget_exhausted"] = True``: the candidate was not judged, so consumers (the profiler,
-``pivotgym check``) must treat it as a failed verification, not as a wrong action.
+and ``components["budget_exhausted"] = True`` plus the core's generic flag
+``components["verification_failed"] = "budget_exhausted"``: the candidate was not judged, so the profiler
+leaves it out of a state's rewards and ``pivotgym check`` reports it, never as a wrong action.
 
 Both verifiers read a reply with :meth:`PlanningProblem.parse` from the state of the turn: exactly one
 action per reply (several different actions are rejected as ``multiple_actions``), and left-out trailing
@@ -96,7 +97,7 @@ class OptimalActionVerifier:
             return Verdict.fail(
                 f"budget_exhausted: h* unknown (the state space has more than {self.table_limit} states up to "
                 f"symmetry and A* exceeded {self.max_expansions} expansions); the candidate was not judged",
-                budget_exhausted=True, **components)
+                budget_exhausted=True, verification_failed="budget_exhausted", **components)
         if math.isinf(after):
             return Verdict.fail("dead_end: the goal is unreachable after this action", **components)
         if after == before - 1:

@@ -98,6 +98,10 @@ def test_budget_exhaustion_is_a_typed_verdict_not_a_wrong_action(ctx):
     verdict = OptimalActionVerifier(table_limit=1, max_expansions=1).verify(ctx, "(move rooma roomb)")
     assert verdict.reward == 0.0 and verdict.reason.startswith("budget_exhausted")
     assert verdict.components["budget_exhausted"] is True and verdict.components["layer"] == "optimal_cost"
+    assert verdict.components["verification_failed"] == "budget_exhausted"
+    from pivotgym.pivot.profile import verification_failure
+
+    assert verification_failure(verdict)  # the profiler leaves it out of the state's rewards
     # with the default budget the same candidate is judged, and the flag is absent
     judged = OptimalActionVerifier().verify(ctx, "(move rooma roomb)")
     assert judged.reason.startswith("suboptimal") and "budget_exhausted" not in judged.components
