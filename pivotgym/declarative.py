@@ -520,16 +520,19 @@ class DeclarativeEnv(AgentEnv):
         return str(target[0] if isinstance(target, list) else target)
 
     def initial_messages(self, task: Task) -> list[Message]:
-        """System prompt, then each worked example of ``prompt.shots`` as a user/assistant pair (rendered
-        with the same template, so the model sees the answer format), then the task's own question."""
+        """System prompt, then one user message: the worked examples of ``prompt.shots`` (each rendered with
+        the same template and followed by its answer, so the model sees the answer format), then the task's
+        own question. The examples stay inside the user turn - as assistant messages they would become
+        candidate pivot turns of every trajectory."""
         msgs: list[Message] = []
-        if self.config.prompt.get("system"):
-            msgs.append(message("system", str(self.config.prompt["system"]).strip()))
+        system = [str(self.config.prompt["system"]).strip()] if self.config.prompt.get("system") else []
         for i, shot in enumerate(self.config.prompt.get("shots") or []):
             row = dict(shot)
             row.setdefault("id", f"shot-{i}")
-            msgs.append(message("user", self._render(Task(id=row["id"], split="shots", data=row))))
-            msgs.append(message("assistant", self.shot_answer(row)))
+            system.append(f"Example question: {self._render(Task(id=row['id'], split='shots', data=row))}\n"
+                          f"Example answer: {self.shot_answer(row)}")
+        if system:
+            msgs.append(message("system", "\n\n".join(system)))
         msgs.append(message("user", self._render(task)))
         return msgs
 

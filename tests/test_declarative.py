@@ -293,12 +293,17 @@ def test_balanced_labels_and_worked_examples_in_the_prompt():
     env = pivotgym.make("general/arithmetic-v0")
     task = env.tasks("test")[3]
     msgs = env.initial_messages(task)
-    assert [m["role"] for m in msgs] == ["user", "assistant", "user", "assistant", "user"]
-    assert msgs[1]["content"] == "12 + 5 = 17" and msgs[-1]["content"] == task.data["input"]
+    # worked examples live in the system prompt: as assistant messages they would be pivot turns
+    assert [m["role"] for m in msgs] == ["system", "user"] and msgs[-1]["content"] == task.data["input"]
+    assert "Example question: What is 12 plus 5?\nExample answer: 12 + 5 = 17" in msgs[0]["content"]
+    traj = next(env.expert_trajectories("test", limit=1))
+    assert len(traj.turns()) == 1
     inputs = {t.data["input"] for t in env.tasks("test")}
-    assert len(inputs) == 100 and not inputs & {m["content"] for m in msgs[:-1]}  # shots are not test items
-    assert env.judge(task, f"0 + 3 = {task.data['target'][0]}")[0] == 1.0
-    assert env.judge(task, "0 + 3 = 999")[0] == 0.0
+    assert len(inputs) == 100 and not any(q in msgs[0]["content"] for q in inputs)  # shots are not test items
+    assert task.data["input"] == "What is 0 plus 3?"
+    for reply, reward in [("0 + 3 = 3", 1.0), ("3", 1.0), ("The answer to this question is 3", 1.0),
+                          ("0 + 3 = 4", 0.0), ("What is 0 plus 3?", 0.0), ("30", 0.0)]:
+        assert env.judge(task, reply)[0] == reward, reply
 
 
 HOSTILE = ["(A)" * 10000, "[" * 100000, "9" * 100000, "\ud800 lone surrogate", "nul\x00byte", "", " ",
