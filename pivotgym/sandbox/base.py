@@ -325,20 +325,29 @@ class Sandbox:
         env: Mapping[str, str] | None = None,
         stdin: str | None = None,
         mounts: Sequence[Mount] = (),
+        hide: Sequence[str | os.PathLike[str]] = (),
     ) -> RunResult:
-        """Run ``cmd`` with ``workdir`` writable; ``mounts`` add host paths (read-only unless marked)."""
+        """Run ``cmd`` with ``workdir`` writable; ``mounts`` add host paths (read-only unless marked).
+
+        ``hide`` lists host paths the command must not read (an installed copy of the code under repair, a
+        benchmark's reference solutions): where the backend shows one, it appears as an empty read-only
+        directory or a file that cannot be opened (see :mod:`pivotgym.sandbox.hide`). ``local`` shows the whole host and
+        cannot hide anything; a ``docker`` container sees its image, not the host, and ignores it."""
         limits = limits or self.limits
         if timeout is not None:
             limits = limits.with_(wall_seconds=timeout)
         path = Path(workdir).resolve()
         if not path.is_dir():
             raise SandboxError(f"work dir {path} does not exist; create it (or fork one) before running")
+        extra: dict[str, Any] = {}
         if mounts:
-            return self._run(cmd, path, limits, env, stdin, mounts=tuple(mounts))
-        return self._run(cmd, path, limits, env, stdin)
+            extra["mounts"] = tuple(mounts)
+        if hide:  # passed only when given, so backends written before it keep working without it
+            extra["hide"] = tuple(os.fspath(p) for p in hide)
+        return self._run(cmd, path, limits, env, stdin, **extra)
 
     def _run(self, cmd: Command, workdir: Path, limits: Limits, env: Mapping[str, str] | None,
-             stdin: str | None, mounts: Sequence[Mount] = ()) -> RunResult:
+             stdin: str | None, mounts: Sequence[Mount] = (), hide: Sequence[str] = ()) -> RunResult:
         raise NotImplementedError
 
     def describe(self) -> dict[str, Any]:

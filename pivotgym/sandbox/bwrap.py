@@ -10,6 +10,9 @@ What a command sees:
   keeps it) and a size-capped tmpfs at ``/tmp``; extra :class:`~pivotgym.sandbox.base.Mount` s on top
   (read-only ones under ``/repo`` shadow that part of the work dir: the SWE judge mounts the pristine tests
   there);
+* paths passed as ``hide`` (see :mod:`pivotgym.sandbox.hide`) replaced, where they are visible, by an empty
+  read-only tmpfs (directories) or ``/dev/null`` on a ``nodev`` mount (files: opening one fails): the SWE plugin hides installed copies of the project
+  under test and reference solutions that live in the interpreter's trees;
 * when the host runs as root, the command runs as an unprivileged user (``nobody``) with no capabilities
   and ``no_new_privs``, so the process limit (RLIMIT_NPROC) holds and set-uid binaries cannot regain root.
 """
@@ -25,6 +28,7 @@ from pathlib import Path
 
 from pivotgym.sandbox.base import Command, Limits, Mount, RunResult, Sandbox, SandboxUnavailable, base_env, \
     command_argv, command_text, run_process
+from pivotgym.sandbox.hide import hidden_targets
 
 MOUNT_POINT = "/repo"
 ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alternatives", "passwd", "group",
@@ -37,6 +41,21 @@ def python_paths() -> list[str]:
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
              str(Path(os.path.realpath(sys.executable)).parent.parent)}
     return sorted(p for p in paths if p and not p.startswith("/usr") and os.path.isdir(p))
+
+
+def system_dirs() -> list[str]:
+    """The system directories bound read-only (``/usr`` and the top-level library dirs that are not links)."""
+    dirs = ["/usr"]
+    for link in ("bin", "lib", "lib64", "sbin", "lib32"):
+        target = Path("/") / link
+        if target.is_dir() and not target.is_symlink():
+            dirs.append(str(target))
+    return dirs
+
+
+def visible_roots(ro_binds: Sequence[str] = ()) -> list[str]:
+    """The host directories a bwrap command sees, each at its own path (the work dir and mounts aside)."""
+    return [*system_dirs(), *python_paths(), *ro_binds]
 
 
 def chown_tree(root: Path, uid: int, gid: int) -> None:
@@ -72,7 +91,8 @@ class BwrapSandbox(Sandbox):
             raise SandboxUnavailable("running as root needs `setpriv` (util-linux) to drop privileges inside "
                                      "the sandbox: `apt-get install util-linux`")
 
-    def argv(self, cmd: Command, workdir: Path, limits: Limits, mounts: Sequence[Mount] = ()) -> list[str]:
+    def argv(self, cmd: Command, workdir: Path, limits: Limits, mounts: Sequence[Mount] = (),
+             hide: Sequence[str] = ()) -> list[str]:
         """The full bwrap command line for ``cmd`` (exposed for tests and debugging)."""
         args = [self.executable, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
                 "--unshare-cgroup-try", "--die-with-parent", "--new-session",
@@ -97,6 +117,12 @@ class BwrapSandbox(Sandbox):
             args += ["--perms", "0755", "--dir", parent]
         for path in binds:
             args += ["--ro-bind", path, path]
+        # after the binds they blank out, before the work dir and the mounts (which live elsewhere)
+        for path, is_dir in hidden_targets(hide, [*visible_roots(self.ro_binds), *binds]):
+            if is_dir:
+                args += ["--perms", "0555", "--size", "4096", "--tmpfs", path, "--remount-ro", path]
+            else:
+                args += ["--ro-bind", "/dev/null", path]
         args += ["--bind", str(workdir), MOUNT_POINT]
         for mount in mounts:  # after the work dir, so those under /repo shadow it
             args += ["--bind" if mount.writable else "--ro-bind", mount.source, mount.target]
@@ -110,7 +136,7 @@ class BwrapSandbox(Sandbox):
         return args + command_argv(cmd)
 
     def _run(self, cmd: Command, workdir: Path, limits: Limits, env: Mapping[str, str] | None,
-             stdin: str | None, mounts: Sequence[Mount] = ()) -> RunResult:
+             stdin: str | None, mounts: Sequence[Mount] = (), hide: Sequence[str] = ()) -> RunResult:
         if self._drop:
             chown_tree(workdir, self.uid, self.uid)
             mode = workdir.stat().st_mode & 0o7777
@@ -120,7 +146,7 @@ class BwrapSandbox(Sandbox):
         for mount in mounts:
             if mount.writable and self._drop:
                 chown_tree(Path(mount.source), self.uid, self.uid)
-        return run_process(self.argv(cmd, workdir, limits, mounts), cwd=workdir, limits=limits, env=environment,
+        return run_process(self.argv(cmd, workdir, limits, mounts, hide), cwd=workdir, limits=limits, env=environment,
                            stdin=stdin, backend=self.name, command=command_text(cmd), watch=workdir)
 
 

@@ -127,7 +127,8 @@ class DockerSandbox(Sandbox):
         return RunResult(code, out, err, timed_out, t1 or t2, time.perf_counter() - start, self.name, command_text(cmd))
 
     def _run(self, cmd: Command, workdir: Path, limits: Limits, env: Mapping[str, str] | None,
-             stdin: str | None, mounts: Sequence[Mount] = ()) -> RunResult:
+             stdin: str | None, mounts: Sequence[Mount] = (), hide: Sequence[str] = ()) -> RunResult:
+        # ``hide`` names host paths; a container sees its image, not the host, so there is nothing to hide
         if stdin is not None:
             raise NotImplementedError("the docker backend does not pass stdin; write input to a file in the work dir")
         volumes = {os.fspath(workdir): {"bind": MOUNT_POINT, "mode": "rw"}}

@@ -32,7 +32,7 @@ class LocalSandbox(Sandbox):
                           UnsafeSandboxWarning, stacklevel=3)
 
     def _run(self, cmd: Command, workdir: Path, limits: Limits, env: Mapping[str, str] | None,
-             stdin: str | None, mounts: Sequence[Mount] = ()) -> RunResult:
-        # no mounts here: the command sees the host filesystem as it is (callers pass host paths)
+             stdin: str | None, mounts: Sequence[Mount] = (), hide: Sequence[str] = ()) -> RunResult:
+        # no mounts (callers pass host paths) and nothing hidden: the command sees the host filesystem as it is
         return run_process(command_argv(cmd), cwd=workdir, limits=limits, env=base_env(workdir, env),
                            stdin=stdin, backend=self.name, command=command_text(cmd), watch=workdir)
