@@ -1,7 +1,7 @@
 """SWEEnv: repair a repository with view / search / edit / run / submit tool calls.
 
 Each episode works on its own buggy working copy (forked from a cached pristine tree). ``run`` executes in
-the sandbox; ``submit`` ends the episode with reward 1 only if our own run of FAIL_TO_PASS and PASS_TO_PASS,
+the sandbox, with every host copy of the task's answer hidden (:mod:`pivotgym_swe.leaks`); ``submit`` ends the episode with reward 1 only if our own run of FAIL_TO_PASS and PASS_TO_PASS,
 in a fresh sandbox on a fork of the state with the tests restored, passes. ``snapshot``/``restore`` fork the
 working copy, so a verifier can try several actions from the exact state at turn t.
 """
@@ -22,6 +22,7 @@ from pivotgym.sandbox import Limits, Sandbox, fork_dir, get_sandbox, remove_dir
 from pivotgym.types import Message, ToolCall, assistant_message, message
 
 from pivotgym_swe import tools
+from pivotgym_swe.leaks import answer_paths
 from pivotgym_swe.tasks import load_task_set, materialize, pristine_tree, task_file
 from pivotgym_swe.testing import Judgement, judge
 
@@ -130,7 +131,9 @@ class SWEEnv(AgentEnv):
         if call.name == "edit":
             return tools.edit(root, args["path"], args["old"], args["new"]), 0.0, False, {"tool": "edit"}
         if call.name == "run":
-            result = self.sandbox.run(args["command"], root, limits=self.run_limits)
+            assert self.task is not None
+            result = self.sandbox.run(args["command"], root, limits=self.run_limits,
+                                      hide=answer_paths(self.task.data.get("source")))
             status = "timed out" if result.timed_out else f"exit code {result.returncode}"
             text = mask_durations(clip(result.output))
             info: dict[str, Any] = {"tool": "run", "returncode": result.returncode}

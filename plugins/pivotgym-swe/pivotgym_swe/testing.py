@@ -26,6 +26,9 @@ judge is built so that a verdict of "passed" needs the tests themselves to pass:
   once, so ``atexit`` handlers and leftover threads of the code under test never run after it. Output
   printed by the tests is never parsed. A missing, malformed or foreign (wrong nonce) record, a run that did
   not exit 0 after writing, or a timeout is "not solved".
+* **No answer in sight.** The run hides every host copy of the unmutated project and of reference
+  solutions the sandbox would otherwise show (:mod:`pivotgym_swe.leaks`), so a buggy module that loads the
+  installed original while it is judged finds nothing to load.
 * **Tamper evidence.** The runner records every function and class of pytest, ``_pytest``, pluggy, ``json``
   and ``builtins`` before the repository is importable and checks them on every test report and at the end;
   any replacement (a patched ``TestReport``, runner, hook caller or encoder) fails the whole run.
@@ -54,6 +57,8 @@ from typing import Any
 
 from pivotgym.sandbox import Limits, Mount, Sandbox, fork_dir, get_sandbox, remove_dir
 from pivotgym.sandbox.bwrap import MOUNT_POINT
+
+from pivotgym_swe.leaks import answer_paths
 
 CONFIG_FILES = ("conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "sitecustomize.py",
                 "usercustomize.py")
@@ -118,11 +123,13 @@ def _inside(rel: str, name: str) -> str:
 
 
 def run_pytest(workdir: Path, targets: Sequence[str], *, sandbox: Sandbox | None = None,
-               limits: Limits | None = None, deselect: Sequence[str] = (), pristine: Path | None = None) -> TestRun:
+               limits: Limits | None = None, deselect: Sequence[str] = (), pristine: Path | None = None,
+               hide: Sequence[str] = ()) -> TestRun:
     """Run pytest on ``targets`` (node ids or paths) in ``workdir`` inside the sandbox.
 
     With ``pristine``, its test paths are mounted read-only over the work dir (bwrap, docker) and the top-level
-    packages it provides are imported from the work dir only. The outcome comes from the runner's result
+    packages it provides are imported from the work dir only. ``hide`` lists host paths the run must not
+    read (:func:`pivotgym_swe.leaks.answer_paths`: copies of the unmutated project, reference solutions). The outcome comes from the runner's result
     file on a separate mount, never from the process's output (see the module docstring)."""
     sandbox = sandbox or get_sandbox()
     isolated = sandbox.name in ("bwrap", "docker")
@@ -140,7 +147,7 @@ def run_pytest(workdir: Path, targets: Sequence[str], *, sandbox: Sandbox | None
             mounts += test_mounts(pristine)
         nonce = secrets.token_hex(16)
         result = sandbox.run(argv, workdir, limits=limits or JUDGE_LIMITS, stdin=nonce + "\n", env=RUNNER_ENV,
-                             mounts=mounts)
+                             mounts=mounts, hide=hide)
         record, problem = _read_record(outdir / "result.json", nonce)
     finally:
         remove_dir(outdir)
@@ -281,7 +288,8 @@ def judge(workdir: Path, instance: dict[str, Any], pristine: Path, *, sandbox: S
         except (OSError, shutil.Error) as exc:  # e.g. a non-root host and a directory the agent made unreadable
             run = TestRun(error=f"the repository could not be copied for judging: {str(exc)[:300]}")
         else:
-            run = run_pytest(fork, sorted(set(f2p + p2p)), sandbox=sandbox, pristine=pristine)
+            run = run_pytest(fork, sorted(set(f2p + p2p)), sandbox=sandbox, pristine=pristine,
+                             hide=answer_paths(instance.get("source")))
     finally:
         remove_dir(scratch)
     f = {n: run.passed(n) for n in f2p}

