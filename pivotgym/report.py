@@ -378,8 +378,8 @@ def write_experiment_report(root: str | Path, config: Any) -> dict[str, Any]:
              "comes from this run's files under this folder (`eval/*.json`, `train/*/curve.json`, `data/*`). "
              "Scores in %; with several seeds a cell shows the mean (min–max). PivotRL and E2E RL start from "
              + ("the base model, like SFT (the paper's comparison)." if getattr(config, "rl_init", "base") == "base"
-                else "the SFT model (`rl_init: sft`: the base model's samples never pass the verifier, so RL from "
-                     "it has no signal); their deltas therefore include SFT's."), ""]
+                else "the SFT model (`rl_init: sft`, for a base model whose samples rarely pass the verifier, so "
+                     "that profiling finds pivots and RL has a signal); their deltas therefore include SFT's."), ""]
 
     # ---- main table
     rows = []
@@ -563,8 +563,8 @@ def _claims(summary: Mapping[str, Any]) -> list[str]:
 
     def interval(key: str) -> str:
         d = diffs.get(key)
-        return ("" if not d else f", 95% bootstrap [{100 * d['low']:+.1f}, {100 * d['high']:+.1f}] over {d['items']} "
-                f"items x {d['seeds']} seed(s): {d['verdict']}")
+        return ("" if not d else f" {100 * d['diff']:+.1f} points, 95% bootstrap [{100 * d['low']:+.1f}, "
+                f"{100 * d['high']:+.1f}] over {d['items']} items x {d['seeds']} seed(s): {d['verdict']}")
 
     if "pivot" in m and "sft" in m and m["pivot"]["delta_ood"] is not None and m["sft"]["delta_ood"] is not None:
         dp, ds = m["pivot"]["delta_ood"], m["sft"]["delta_ood"]
@@ -575,9 +575,10 @@ def _claims(summary: Mapping[str, Any]) -> list[str]:
             verdict = "partly measurable"
         else:
             verdict = NOT_MEASURABLE
-        out.append(f"- **OOD retained by PivotRL, SFT regresses**: {verdict}. SFT Δ OOD vs base {100 * ds:+.1f}"
-                   f"{interval('sft-vs-base-ood')}; PivotRL Δ OOD vs base {100 * dp:+.1f}"
-                   f"{interval('pivot-vs-base-ood')}; PivotRL − SFT on OOD{interval('pivot-vs-sft-ood') or ' -'}.")
+        out.append(f"- **OOD retained by PivotRL, SFT regresses**: {verdict}. SFT − base on OOD"
+                   f"{interval('sft-vs-base-ood') or f' {100 * ds:+.1f} points'}; PivotRL − base on OOD"
+                   f"{interval('pivot-vs-base-ood') or f' {100 * dp:+.1f} points'}; PivotRL − SFT on OOD"
+                   f"{interval('pivot-vs-sft-ood') or ' -'}.")
     a = summary["ablation"]
     if "pivot" in a and "random-turns" in a:
         out.append(f"- **Pivots beat random turns** (point estimate, no interval): {'yes' if a['pivot']['in_domain'] > a['random-turns']['in_domain'] else 'no'} "
