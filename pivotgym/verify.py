@@ -42,6 +42,16 @@ class Verifier(Protocol):
     def verify(self, context: VerifyContext, candidate: str) -> Verdict: ...
 
 
+
+def trajectory_tools(trajectory: Trajectory) -> list[dict[str, Any]] | None:
+    """The functions a trajectory offered (``metadata["tools"]``, OpenAI form), or None when it names none.
+
+    Trajectories imported from NeMo-Gym rows carry them; the profiler and the trainers pass them into every
+    :class:`VerifyContext` so such turns are judged against their own schemas, not without any."""
+    tools = (trajectory.metadata or {}).get("tools")
+    return [dict(t) for t in tools if isinstance(t, dict)] if isinstance(tools, list) else None
+
+
 @dataclass
 class VerifyContext:
     """Everything a verifier may look at for one state: the turn (prefix + expert message) and, lazily,
@@ -99,8 +109,7 @@ class VerifyContext:
     def from_trajectory(cls, trajectory: Trajectory, n: int, **kwargs: Any) -> VerifyContext:
         """The context of assistant turn ``n`` of a trajectory, carrying ``metadata["tools"]`` when the
         trajectory has them (trajectories imported from NeMo-Gym rows do)."""
-        tools = (trajectory.metadata or {}).get("tools")
-        return cls(trajectory.turn(n), tools=list(tools) if isinstance(tools, list) else None, **kwargs)
+        return cls(trajectory.turn(n), tools=trajectory_tools(trajectory), **kwargs)
 
     @property
     def env_id(self) -> str:

@@ -35,6 +35,7 @@ from pivotgym.jsonl import JsonlAppender, iter_jsonl
 from pivotgym.sampling.base import Sampler, SamplingParams, sample_seeded
 from pivotgym.pivot.adaptive import AdaptiveK
 from pivotgym.types import Message, Trajectory, Turn, TurnProfile, Verdict, content_hash
+from pivotgym.verify import trajectory_tools
 
 #: bump when the profile computation changes in a way that alters results (part of every key);
 #: "2": samples keyed by per-state seeds in batched calls (`sample_seeded`);
@@ -115,6 +116,8 @@ class State:
     stream: str
     prompt: list[Message]
     verifier: str
+    #: the functions the trajectory offered at this turn (imported rows carry their own), for the verifier
+    tools: list[dict[str, Any]] | None = None
 
 
 @dataclass
@@ -134,6 +137,7 @@ class VerifyTask:
     state_key: str
     turn: Turn
     candidate: str
+    tools: list[dict[str, Any]] | None = None
 
 
 _VERIFIERS: dict[str, Any] = {}
@@ -152,7 +156,7 @@ def verify_candidate(task: VerifyTask) -> dict[str, Any]:
         verifier = _VERIFIERS[task.verifier] = get_registry().make_verifier(task.verifier)
     context = _CONTEXTS.get(task.state_key)
     if context is None:
-        context = _CONTEXTS[task.state_key] = VerifyContext(task.turn)
+        context = _CONTEXTS[task.state_key] = VerifyContext(task.turn, tools=task.tools)
         while len(_CONTEXTS) > _CONTEXT_CACHE:
             _CONTEXTS.popitem(last=False)
     else:
@@ -208,16 +212,18 @@ class Profiler:
         for trajectory in trajectories:
             env = self._env(trajectory.env_id)
             verifier_name, verifier_info = self._verifier(trajectory.env_id)
+            tools = trajectory_tools(trajectory)
             for turn in trajectory.turns():
+                offered = () if tools is None else (tools,)  # keys of trajectories without tools unchanged
                 state_id = content_hash("pivotgym-state", turn.trajectory_id, turn.env_id, turn.task_id,
-                                        turn.turn, turn.prefix, turn.expert)
+                                        turn.turn, turn.prefix, turn.expert, *offered)
                 stream = content_hash("pivotgym-stream", state_id, reference)
                 key = content_hash("pivotgym-profile", PROFILE_FORMAT, stream, self.config.k, verifier_info,
                                    adaptive)
                 if key in seen:
                     continue
                 seen.add(key)
-                states.append(State(turn, key, stream, env.prompt_messages(turn.prefix), verifier_name))
+                states.append(State(turn, key, stream, env.prompt_messages(turn.prefix), verifier_name, tools))
         return states
 
     # ------------------------------------------------------------------ running
@@ -344,7 +350,7 @@ class Profiler:
                         slots.append((state.key, None, f"sampling_error: {completion.text[:200]}"))
                         continue
                     slots.append((state.key, len(tasks), None))
-                    tasks.append(VerifyTask(state.verifier, state.key, state.turn, completion.text))
+                    tasks.append(VerifyTask(state.verifier, state.key, state.turn, completion.text, state.tools))
             results = self.executor.map(verify_candidate, tasks, timeout=self.config.timeout) if tasks else []
             for key, task_index, failure in slots:
                 if task_index is not None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pivotgym.types import Trajectory, Turn, TurnProfile
+from pivotgym.verify import trajectory_tools
 
 
 @dataclass
@@ -24,6 +25,8 @@ class PivotState:
     prompt_ids: list[int]
     verifier: str
     profile: TurnProfile | None = None
+    #: the functions the trajectory offered (imported rows carry their own), passed to the verifier
+    tools: list[dict[str, Any]] | None = None
 
 
 @dataclass
@@ -49,7 +52,7 @@ class StateScorer:
             verifier = self._verifiers[state.verifier] = get_registry().make_verifier(state.verifier)
         context = self._contexts.get(state.index)
         if context is None:
-            context = self._contexts[state.index] = VerifyContext(state.turn)
+            context = self._contexts[state.index] = VerifyContext(state.turn, tools=state.tools)
         verdicts = [verify_safely(verifier, context, text) for text in texts]
         return [None if verification_failure(v) else v.reward for v in verdicts]
 
@@ -82,7 +85,8 @@ def states_from_profiles(profiles: Sequence[TurnProfile], trajectories: dict[str
         turn = trajectory.turn(profile.turn)
         env = envs.get(turn.env_id) or envs.setdefault(turn.env_id, registry.make(turn.env_id))
         prompt_ids = encode(env.prompt_messages(turn.prefix))
-        states.append(PivotState(i, turn, prompt_ids, registry.verifier_name_for(turn.env_id, verifier), profile))
+        states.append(PivotState(i, turn, prompt_ids, registry.verifier_name_for(turn.env_id, verifier), profile,
+                                 trajectory_tools(trajectory)))
     return states
 
 
@@ -98,7 +102,8 @@ def states_from_trajectories(trajectories: Sequence[Trajectory], encode: Callabl
         env = envs.get(trajectory.env_id) or envs.setdefault(trajectory.env_id, registry.make(trajectory.env_id))
         for turn in trajectory.turns():
             states.append(PivotState(len(states), turn, encode(env.prompt_messages(turn.prefix)),
-                                     registry.verifier_name_for(turn.env_id, verifier)))
+                                     registry.verifier_name_for(turn.env_id, verifier),
+                                     tools=trajectory_tools(trajectory)))
     return states
 
 

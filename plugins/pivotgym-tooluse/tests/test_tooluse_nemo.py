@@ -58,3 +58,21 @@ def test_an_exported_row_keeps_its_task_and_is_judged_like_the_env_turn():
     assert verdict.reward == 1.0 and verdict.components["layer"] == "answers"
     direct = ToolCallVerifier().verify(nemo_context(row), tc("calculate_triangle_area", base=10, height=5, unit="Units"))
     assert reason_code(direct) == "argument_value"
+
+
+def test_imported_rows_are_profiled_and_trained_against_their_own_tools():
+    """The profiler's and the trainers' verifier contexts carry the imported row's functions: without them an
+    explicit ``breakfast=False`` (the schema's default) could not be told from an unexpected argument."""
+    from pivotgym.pivot.formats import import_nemo_rows
+    from pivotgym.pivot.profile import VerifyTask, verify_candidate
+    from pivotgym.train.states import StateScorer, states_from_trajectories
+
+    [traj] = import_nemo_rows([ROW], env_id="tooluse/bfcl-simple-v0")
+    [state] = states_from_trajectories([traj], encode=lambda messages: [0])
+    assert [t["function"]["name"] for t in state.tools] == ["book_room"]
+    at_default = tc("book_room", city="Oslo", nights=2, budget=150.0, breakfast=False)
+    wrong_type = tc("book_room", city="Oslo", nights="2", budget=150.0)
+    assert StateScorer().score(state, [at_default, wrong_type]) == [1.0, 0.0]
+    judged = [verify_candidate(VerifyTask("tooluse/functional", "k", state.turn, text, state.tools))
+              for text in (at_default, wrong_type)]
+    assert [j["reward"] for j in judged] == [1.0, 0.0]
