@@ -365,6 +365,19 @@ def format_choices(choices: Sequence[str]) -> str:
 _ANSWER_IS = re.compile(r"\banswer(?:\s+is)?\s*:?\s*(?:option\s+)?\(?((?-i:[A-Z]))\)?(?![A-Za-z])", re.IGNORECASE)
 
 
+#: a reply that is only a list of option letters: "A B C", "(A)(B)", "A, B or C"
+_LETTER_LIST = re.compile(r"^\s*\(?[A-Z]\)?(?:\s*(?:,|/|;|\bor\b|\band\b)?\s*\(?[A-Z]\)?)+\s*\.?\s*$")
+
+
+def _names_several_letters(text: str, n_choices: int) -> bool:
+    """Whether ``text`` names two or more different option letters: two different parenthesised letters
+    anywhere, or a bare list of letters."""
+    valid = set(LETTERS[:n_choices])
+    bracketed = set(re.findall(r"\(([A-Z])\)", text)) & valid
+    listed = set(re.findall(r"[A-Z]", text)) & valid if _LETTER_LIST.match(text) else set()
+    return len(bracketed) > 1 or len(listed) > 1
+
+
 def read_choice(text: str, choices: Sequence[str]) -> int | None:
     """Which option a generated reply picks: the option text itself, or its letter (``B``, ``(B)``, ``B.``,
     ``The correct answer is (B)``).
@@ -375,7 +388,10 @@ def read_choice(text: str, choices: Sequence[str]) -> int | None:
     options = [normalize_answer(c) for c in choices]
     if norm in options:
         return options.index(norm)
-    m = re.match(r"^\(?([A-Z])\)?(?:[.:)\s]|$)", text.strip()) or _ANSWER_IS.search(text)
+    if _names_several_letters(text, len(choices)):
+        return None  # a hedge over several options is no answer, whichever of them is right
+    # an explicit "the answer is (C)" wins over a leading capital ("A man ... The answer is (C)")
+    m = _ANSWER_IS.search(text) or re.match(r"^\(?([A-Z])\)?(?:[.:)\s]|$)", text.strip())
     if m and LETTERS.index(m.group(1)) < len(choices):
         return LETTERS.index(m.group(1))
     first = normalize_answer(text.strip().splitlines()[0]) if text.strip() else ""

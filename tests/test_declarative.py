@@ -327,3 +327,15 @@ def test_no_yaml_env_raises_on_any_string():
             assert 0.0 <= verdict.reward <= 1.0 and verdict.reason, (env_id, text[:20])
             if env.config.answer["type"] == "code":
                 assert reward == 0.0 and verdict.reward == 0.0  # no hostile string passes HumanEval
+
+
+@pytest.mark.parametrize("reply, expected", [
+    ("(A)(B)(C)", None), ("A B C D E", None), ("The answer is (A) or (B)", None), ("A, B, C, D or E", None),
+    ("(A) (A)", 0), ("B.", 1), ("The correct answer is (C).", 2), ("A man walks. The answer is (C)", 2),
+    ("Answer: D", 3), ("x3", 2),
+])
+def test_a_hedge_over_several_options_is_no_answer(reply, expected):
+    """Naming several options must not be credited whenever one of them is right (a reward hack)."""
+    from pivotgym.declarative import read_choice
+
+    assert read_choice(reply, ["x1", "x2", "x3", "x4", "x5"]) == expected
