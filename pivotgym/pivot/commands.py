@@ -123,7 +123,11 @@ def select_cmd(
         raise CLIError(f"no such profiles file: {profiles}", "write one with `pivotgym profile`")
     rule = SelectionRule(min_var=min_var, max_mean=max_mean, min_mean=min_mean, top_n=top_n,
                          per_env=_parse_quotas(per_env))
-    pivot_set = select_pivots(read_profiles(profiles), rule)
+    rows = read_profiles(profiles)
+    if not rows:
+        raise CLIError(f"{profiles}: holds no turn profiles, so there is nothing to select from",
+                       "profile expert trajectories first: `pivotgym profile --trajectories F --out PROFILES`")
+    pivot_set = select_pivots(rows, rule)
     if out is not None:
         write_pivot_set(out, pivot_set)
     per_env_stats = pivot_set.stats["per_env"]

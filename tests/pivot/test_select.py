@@ -167,3 +167,16 @@ def test_select_command_prints_and_writes(tmp_path: Path, capsys: pytest.Capture
     table = capsys.readouterr().out
     assert "uninformative" in table and "50.0%" in table
     assert main(["select", str(source), "--per-env", "oops"]) == 1
+
+
+def test_select_on_an_empty_profiles_file_fails_and_writes_nothing(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from pivotgym.cli import main
+
+    source = tmp_path / "profiles.jsonl"
+    source.write_text("")
+    out = tmp_path / "pivots.jsonl"
+    assert main(["select", str(source), "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "no turn profiles" in err and "pivotgym profile" in err and len(err.strip().splitlines()) <= 2
+    assert not out.exists()
