@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 import typer
 
@@ -42,6 +42,7 @@ def register(app: typer.Typer) -> None:
         from pivotgym.sampling.models import ModelError
         from pivotgym.suite import evaluate_suite
 
+        check_suite(suite, member or None)  # before the model loads: a typo costs no minutes
         try:
             sampler = HFSampler(model, device=device, max_batch_size=max(batch_size, 16))
         except ModelError as exc:
@@ -99,6 +100,40 @@ def register(app: typer.Typer) -> None:
             emit_json(summary)
             return
         typer.echo(f"report: {summary['report']}")
+
+
+def check_suite(suite: str, members: list[str] | None = None) -> None:
+    """Fail fast, before a model loads: ``suite`` must be registered, ``members`` must be among its members
+    and every chosen member's env must be installed. Raises a one-line error naming the unknown id."""
+    from pivotgym.cli import CLIError
+    from pivotgym.registry import RegistryError, get_registry
+    from pivotgym.suite import suite_members
+
+    name, all_members = suite_members(suite)  # RegistryError: names the suite and `pivotgym suites`
+    keys = [m.key for m in all_members]
+    unknown = sorted(set(members or ()) - set(keys))
+    if unknown:
+        raise CLIError(f"suite {name!r} has no member(s) {unknown}; it has {keys}")
+    registry = get_registry()
+    for m in all_members:
+        if members is None or m.key in members:
+            try:
+                registry.env_spec(m.env_id)
+            except RegistryError as exc:
+                raise CLIError(f"suite {name!r} member {m.key!r}: {exc}") from None
+
+
+def check_envs(env_ids: Iterable[str], source: str) -> None:
+    """Fail fast, before a model loads, when ``source`` (a file) names an env that is not installed."""
+    from pivotgym.cli import CLIError
+    from pivotgym.registry import RegistryError, get_registry
+
+    registry = get_registry()
+    for env_id in sorted(set(env_ids)):
+        try:
+            registry.env_spec(env_id)
+        except RegistryError as exc:
+            raise CLIError(f"{source}: {exc}") from None
 
 
 def parse_seeds(text: str) -> list[int]:

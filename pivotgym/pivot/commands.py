@@ -68,7 +68,10 @@ def profile_cmd(
     from pivotgym.pivot.profile import AdaptiveK, ProfileConfig, Profiler
     from pivotgym.sampling.base import SamplingParams
 
+    from pivotgym.eval_commands import check_envs
+
     trajs = _read_trajectories(trajectories)
+    check_envs((t.env_id for t in trajs), str(trajectories))  # before the reference model loads
     try:
         adaptive_rule = AdaptiveK(max_mean=max_mean, min_pass_rate=min_pass_rate, delta=delta,
                                   min_unanimous=min_unanimous, block=block or 2) if adaptive else None

@@ -1,0 +1,68 @@
+"""CLI error edges (issue 16): each bad input is one ``error:`` line naming the file, field or id, a non-zero
+exit, and no work done before the check (no model load, no run folder)."""
+
+import json
+
+import pytest
+
+from pivotgym.cli import main
+
+
+@pytest.fixture
+def no_model(monkeypatch):
+    """Make any model load fail loudly: a check that runs after the load would show up as this error."""
+    from pivotgym.sampling import hf
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the model was loaded before the ids were checked")
+
+    monkeypatch.setattr(hf.HFSampler, "__init__", refuse)
+
+
+def _error_lines(capsys) -> list[str]:
+    return [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+
+
+def test_eval_unknown_suite_fails_before_the_model_loads(no_model, capsys, tmp_path):
+    assert main(["eval", "--suite", "no-such-suite", "--out", str(tmp_path / "r.json")]) == 1
+    lines = _error_lines(capsys)
+    assert len(lines) == 1, lines
+    assert "unknown suite 'no-such-suite'" in lines[0] and "pivotgym suites" in lines[0]
+    assert not list(tmp_path.iterdir())
+
+
+def test_eval_unknown_member_fails_before_the_model_loads(no_model, capsys, tmp_path):
+    from pivotgym.registry import get_registry
+
+    suite = sorted(get_registry().suites)[0]
+    assert main(["eval", "--suite", suite, "--member", "nope/none-v0", "--out", str(tmp_path / "r.json")]) == 1
+    lines = _error_lines(capsys)
+    assert len(lines) == 1 and "'nope/none-v0'" in lines[0] and suite in lines[0], lines
+
+
+def test_eval_suite_with_an_uninstalled_env_fails_before_the_model_loads(no_model, capsys, tmp_path):
+    from pivotgym.registry import get_registry
+
+    registry = get_registry()
+    registry.suites.pop("test/broken", None)
+    registry._register_suites("tests", "test/broken", {"nope/missing-v0": "ood"})
+    try:
+        assert main(["eval", "--suite", "test/broken", "--out", str(tmp_path / "r.json")]) == 1
+    finally:
+        registry.suites.pop("test/broken", None)
+    lines = _error_lines(capsys)
+    assert len(lines) == 1, lines
+    assert "unknown env 'nope/missing-v0'" in lines[0] and "pivotgym envs" in lines[0] and "test/broken" in lines[0]
+
+
+def test_profile_unknown_env_in_trajectories_fails_before_the_model_loads(no_model, capsys, tmp_path):
+    trajs = tmp_path / "t.jsonl"
+    row = {"id": "t0", "env_id": "nope/missing-v0", "task_id": "x",
+           "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
+    trajs.write_text(json.dumps(row) + "\n")
+    out = tmp_path / "p.jsonl"
+    assert main(["profile", "-t", str(trajs), "-o", str(out)]) == 1
+    lines = _error_lines(capsys)
+    assert len(lines) == 1, lines
+    assert str(trajs) in lines[0] and "unknown env 'nope/missing-v0'" in lines[0] and "pivotgym envs" in lines[0]
+    assert not out.exists()
