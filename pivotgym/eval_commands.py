@@ -87,7 +87,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run the whole comparison for one domain: base eval, expert data, SFT, pivots, PivotRL, E2E RL,
         evaluation of each, and a Markdown report with plots (resumable: finished stages are skipped)."""
-        from pivotgym.experiment import ExperimentError, load_experiment, run_experiment
+        from pivotgym.experiment import ExperimentError, check_ids, load_experiment, run_experiment
 
         try:
             cfg = load_experiment(config)
@@ -95,6 +95,10 @@ def register(app: typer.Typer) -> None:
                 cfg.seeds = parse_seeds(seeds)
         except (ExperimentError, FileNotFoundError) as exc:
             raise CLIError(str(exc), hint="see examples/configs/quickstart.yaml for the format") from exc
+        try:
+            check_ids(cfg)  # before the run folder exists
+        except ExperimentError as exc:
+            raise CLIError(str(exc)) from None  # the message says how to list the installed ids
         summary = run_experiment(cfg, out_dir=out, stages=stages.split(",") if stages else None)
         if as_json:
             emit_json(summary)

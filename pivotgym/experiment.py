@@ -118,6 +118,32 @@ def load_experiment(path: str | Path) -> ExperimentConfig:
     return ExperimentConfig(**data, path=path)
 
 
+def check_ids(config: ExperimentConfig) -> None:
+    """Raise :class:`ExperimentError` naming the file and field when the config names an env or suite that is
+    not installed; run before anything is written, so a typo leaves no empty run folder behind."""
+    from pivotgym.registry import RegistryError, get_registry
+    from pivotgym.suite import Member
+
+    registry = get_registry()
+    where = f"{config.path}: " if config.path else ""
+    checks: list[tuple[str, Callable[[], Any]]] = [("env", lambda: registry.env_spec(config.env))]
+    if config.suite:
+        checks.append(("suite", lambda: registry.suite(config.suite or "")))
+    checks += [(f"ood[{i}]", lambda m=m: registry.env_spec(Member.parse(m, "ood").env_id))
+               for i, m in enumerate(config.ood)]
+    for field_name, check in checks:
+        try:
+            check()
+        except RegistryError as exc:
+            raise ExperimentError(f"{where}{field_name}: {exc}") from None
+    if config.suite:
+        for key in config.members:
+            try:
+                registry.env_spec(Member.parse(key, "ood").env_id)
+            except RegistryError as exc:
+                raise ExperimentError(f"{where}suite {config.suite!r} member {key!r}: {exc}") from None
+
+
 # ----------------------------------------------------------------------------------------- helpers
 class Run:
     """Paths and shared state of one experiment run."""
@@ -356,9 +382,7 @@ def stage_sft(run: Run, seed: int) -> None:
                      summary=summary, optimizer_steps=optimizer_steps(run.config.sft, summary["steps"]),
                      tasks=len(run.expert_task_ids()))
     if run.config.rl_init == "sft" or run.config.matched_sft:
-        model_dir = run.root / "models" / f"sft-s{seed}"
-        trainer.unwrapped_model.save_pretrained(model_dir)
-        trainer.tokenizer.save_pretrained(model_dir)
+        trainer.save_final_model(run.root / "models" / f"sft-s{seed}")
     run.evaluate(trainer.sampler, result)
     if run.config.rl_init == "sft":
         write_json(curve0, run.curve_point_from_eval(result) or run.curve_point(trainer.sampler))
@@ -541,6 +565,7 @@ def run_experiment(config: ExperimentConfig, out_dir: str | Path | None = None,
     unknown = sorted(set(stages) - set(STAGES))
     if unknown:
         raise ExperimentError(f"unknown stage(s) {unknown}; stages are {list(STAGES)}")
+    check_ids(config)  # before the run folder exists
     root = Path(out_dir) if out_dir else Path("runs") / config.name
     run = Run(config, root)
     write_json(root / "config.json", {k: (str(v) if isinstance(v, Path) else v)
@@ -571,5 +596,5 @@ def run_experiment(config: ExperimentConfig, out_dir: str | Path | None = None,
     return summary
 
 
-__all__ = ["ExperimentConfig", "ExperimentError", "Run", "STAGES", "expert_task_e2e", "load_experiment",
+__all__ = ["ExperimentConfig", "ExperimentError", "Run", "STAGES", "check_ids", "expert_task_e2e", "load_experiment",
            "matched_sft_steps", "optimizer_steps", "rl_total_steps", "run_experiment", "write_accounting"]

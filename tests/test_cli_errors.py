@@ -66,3 +66,31 @@ def test_profile_unknown_env_in_trajectories_fails_before_the_model_loads(no_mod
     assert len(lines) == 1, lines
     assert str(trajs) in lines[0] and "unknown env 'nope/missing-v0'" in lines[0] and "pivotgym envs" in lines[0]
     assert not out.exists()
+
+
+@pytest.mark.parametrize("field, yaml_text", [
+    ("env", "name: typo\nenv: general/no-such-env-v0\n"),
+    ("ood[1]", "name: typo\nenv: general/navigate-v0\nood: [general/navigate-v0, nope/missing-v0@test]\n"),
+    ("suite", "name: typo\nenv: general/navigate-v0\nsuite: no-such-suite\n"),
+])
+def test_experiment_with_an_unknown_id_leaves_no_run_folder(field, yaml_text, no_model, capsys, tmp_path,
+                                                           monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "exp.yaml"
+    config.write_text(yaml_text)
+    assert main(["experiment", str(config)]) == 1  # default run folder: runs/typo under the cwd
+    lines = _error_lines(capsys)
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"error: {config}: {field}: unknown ") and "Run `pivotgym " in lines[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exp.yaml"]
+
+
+def test_run_experiment_checks_ids_before_writing(tmp_path):
+    from pivotgym.experiment import ExperimentError, load_experiment, run_experiment
+
+    config = tmp_path / "exp.yaml"
+    config.write_text("name: typo\nenv: general/no-such-env-v0\n")
+    with pytest.raises(ExperimentError, match="env: unknown env 'general/no-such-env-v0'"):
+        run_experiment(load_experiment(config), out_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
