@@ -90,12 +90,26 @@ def yaml_files(dirs: Sequence[Path] | None = None) -> list[Path]:
     return files
 
 
+def yaml_syntax_error(path: str | os.PathLike[str], exc: yaml.YAMLError) -> str:
+    """One line for a YAML parse error: ``FILE:LINE:COLUMN: not valid YAML: PROBLEM`` (the parser's own
+    message spans several lines and names ``<unicode string>`` instead of the file)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None)
+    if mark is None or not problem:
+        return f"{path}: not valid YAML: {' '.join(str(exc).split())}"
+    context = getattr(exc, "context", None)
+    context_mark = getattr(exc, "context_mark", None)
+    if context and context_mark is not None:
+        problem += f" ({context} at line {context_mark.line + 1}, column {context_mark.column + 1})"
+    return f"{path}:{mark.line + 1}:{mark.column + 1}: not valid YAML: {problem}"
+
+
 def read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
     path = Path(path)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
+        raise ConfigError(yaml_syntax_error(path, exc)) from exc
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level (an env with `id:` or a suite with `suite:`)")
     return data

@@ -87,12 +87,17 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run the whole comparison for one domain: base eval, expert data, SFT, pivots, PivotRL, E2E RL,
         evaluation of each, and a Markdown report with plots (resumable: finished stages are skipped)."""
+        import yaml
+
+        from pivotgym.declarative import yaml_syntax_error
         from pivotgym.experiment import ExperimentError, check_ids, load_experiment, run_experiment
 
         try:
             cfg = load_experiment(config)
             if seeds:
                 cfg.seeds = parse_seeds(seeds)
+        except yaml.YAMLError as exc:
+            raise CLIError(yaml_syntax_error(config, exc)) from None
         except (ExperimentError, FileNotFoundError) as exc:
             raise CLIError(str(exc), hint="see examples/configs/quickstart.yaml for the format") from exc
         try:

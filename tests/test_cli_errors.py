@@ -94,3 +94,36 @@ def test_run_experiment_checks_ids_before_writing(tmp_path):
         run_experiment(load_experiment(config), out_dir=tmp_path / "run")
     assert not (tmp_path / "run").exists()
 
+
+BROKEN_YAML = "name: x\nenv: [a, b\nfoo: 1\n"  # an unclosed flow list: the parser fails at line 3, column 4
+
+
+def test_experiment_yaml_syntax_error_is_one_line_with_file_line_and_column(capsys, tmp_path):
+    config = tmp_path / "exp.yaml"
+    config.write_text(BROKEN_YAML)
+    assert main(["experiment", str(config), "--out", str(tmp_path / "run")]) == 1
+    lines = _error_lines(capsys)
+    assert lines == [f"error: {config}:3:4: not valid YAML: expected ',' or ']', but got ':' "
+                     "(while parsing a flow sequence at line 2, column 6)"]
+    assert not (tmp_path / "run").exists()
+
+
+def test_yaml_env_and_suite_syntax_errors_are_one_line(tmp_path):
+    from pivotgym.declarative import ConfigError, read_yaml
+
+    path = tmp_path / "suite.yaml"
+    path.write_text("suite: s\nmembers: {a: in_domain\n")
+    with pytest.raises(ConfigError) as info:
+        read_yaml(path)
+    assert str(info.value).startswith(f"{path}:3:1: not valid YAML: expected ',' or '}}'")
+    assert "\n" not in str(info.value) and "<unicode string>" not in str(info.value)
+
+
+def test_train_config_yaml_syntax_error_is_one_line(tmp_path):
+    from pivotgym.train.config import ConfigError, load_config
+
+    path = tmp_path / "sft.yaml"
+    path.write_text("steps: 3\n  model: x\n")  # a bad indent
+    with pytest.raises(ConfigError) as info:
+        load_config(path, "sft")
+    assert str(info.value) == f"{path}:2:8: not valid YAML: mapping values are not allowed here"
