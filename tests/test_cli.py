@@ -36,3 +36,21 @@ def test_check_json_and_expert_on_a_third_party_env(plugin_site, tmp_path):
     assert r.returncode == 0, r.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 3 and all(row["reward"] == 1.0 and row["env_id"] == "arith/chain-v0" for row in rows)
+
+
+def test_readme_command_block_lists_every_command():
+    """Every top-level command (``pivotgym suites`` was missing once) appears in the README's command block."""
+    import re
+    from pathlib import Path
+
+    import typer.main
+
+    from pivotgym.cli import _load_command_modules, app
+
+    _load_command_modules()
+    commands = set(typer.main.get_command(app).commands)
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## The command line", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    documented = set(re.findall(r"^pivotgym (?:--\S+ )*([a-z][\w-]*)", block, flags=re.M))
+    assert {"suites", "eval", "envs"} <= commands
+    assert sorted(commands - documented) == []
