@@ -382,9 +382,7 @@ def stage_sft(run: Run, seed: int) -> None:
                      summary=summary, optimizer_steps=optimizer_steps(run.config.sft, summary["steps"]),
                      tasks=len(run.expert_task_ids()))
     if run.config.rl_init == "sft" or run.config.matched_sft:
-        model_dir = run.root / "models" / f"sft-s{seed}"
-        trainer.unwrapped_model.save_pretrained(model_dir)
-        trainer.tokenizer.save_pretrained(model_dir)
+        trainer.save_final_model(run.root / "models" / f"sft-s{seed}")
     run.evaluate(trainer.sampler, result)
     if run.config.rl_init == "sft":
         write_json(curve0, run.curve_point_from_eval(result) or run.curve_point(trainer.sampler))

@@ -60,6 +60,8 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"  tokens: {counters['tokens_generated']} generated, {counters['tokens_trained']} trained")
             typer.echo("  seconds: " + ", ".join(f"{p} {counters['seconds_' + p]:.1f}" for p in
                                                  ("generation", "verification", "fwd_bwd", "eval", "other")))
+            if summary.get("final_model"):
+                typer.echo(f"  model: {summary['final_model']}  (load it with `pivotgym eval --model PATH`)")
             if final:
                 typer.echo(f"  eval score: {final.get('score'):.4f} at step {final.get('step')}")
 

@@ -64,6 +64,9 @@ class TrainConfig:
     #: save a checkpoint every this many steps (0: only at the end); the last ``keep_checkpoints`` are kept
     checkpoint_every: int = 0
     keep_checkpoints: int = 2
+    #: save the trained policy as a Hugging Face model folder in ``output_dir/final`` at the end of ``fit``
+    #: (loadable by ``pivotgym eval --model``, transformers and vLLM; LoRA is saved merged)
+    save_final_model: bool = True
     #: ``auto`` resumes from the newest checkpoint in ``output_dir`` when there is one; ``never``; or a path
     resume: str = "auto"
     #: evaluate every this many steps (0: only before and after training)

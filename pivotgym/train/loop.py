@@ -113,6 +113,7 @@ class Trainer:
         self.data_state: dict[str, Any] = {}
         self.history: list[dict[str, Any]] = []
         self.last_eval: dict[str, Any] | None = None
+        self.final_model_dir: Path | None = None
         self._sampler = sampler
         self.pad_id = _pad_id(tokenizer, self.unwrapped_model)
 
@@ -235,6 +236,19 @@ class Trainer:
             return save_checkpoint(self.accelerator, self.output_dir, self.step, self.trainer_state(),
                                    keep=self.config.keep_checkpoints)
 
+    def save_final_model(self, out_dir: str | Path | None = None) -> Path:
+        """Save the current policy as a loadable Hugging Face model folder (default ``output_dir/final``;
+        LoRA merged) on the main process; every process must call it. Returns the folder."""
+        from pivotgym.train.export import FINAL_MODEL_DIR, save_model
+
+        out = Path(out_dir) if out_dir is not None else self.output_dir / FINAL_MODEL_DIR
+        with self._timed_other():
+            if self.accelerator.is_main_process:
+                save_model(self.unwrapped_model, self.tokenizer, out,
+                           info={"trainer": self.name, "step": self.step, "base_model": self.config.model})
+            self.accelerator.wait_for_everyone()
+        return out
+
     def _timed_other(self) -> contextlib.AbstractContextManager[Any]:
         return contextlib.nullcontext()
 
@@ -296,6 +310,8 @@ class Trainer:
                 self._run_eval(logger)
             if cfg.checkpoint_every or cfg.steps:
                 self.save()
+            if cfg.save_final_model:
+                self.final_model_dir = self.save_final_model()
             summary = self.summary()
             if self.accelerator.is_main_process:
                 import json
@@ -319,6 +335,7 @@ class Trainer:
     def summary(self) -> dict[str, Any]:
         evals = [r for r in self.history if r.get("kind") == "eval"]
         return {"trainer": self.name, "steps": self.step, "output_dir": str(self.output_dir),
+                "final_model": str(self.final_model_dir) if self.final_model_dir else None,
                 "counters": self.counters.snapshot(), "final_eval": self.last_eval,
                 "eval_curve": [{"step": r["step"], "score": r.get("eval_score"), "total_turns": r["total_turns"],
                                 "wall_seconds": r["wall_seconds"]} for r in evals]}
