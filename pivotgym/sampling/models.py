@@ -224,14 +224,81 @@ def resolve_model(name_or_path: str | os.PathLike[str] | None = None, progress: 
         return str(pull_model(name, progress=progress))
     path = Path(name).expanduser()
     if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise ModelError(f"{path} is a folder but has no config.json; point --model at a Hugging Face "
-                             f"model folder (saved with save_pretrained) or use {DEFAULT_MODEL!r}")
-        return str(path)
+        if (path / "config.json").is_file():
+            return str(path)
+        if (path / _RUN_FINAL / "config.json").is_file():  # a training run's output_dir
+            return str(path / _RUN_FINAL)
+        if (path / _TRAINER_STATE).is_file():  # a training checkpoint (checkpoints/step-N)
+            return str(model_from_checkpoint(path, progress=progress))
+        raise ModelError(f"{path} is a folder but has no config.json; point --model at a Hugging Face "
+                         f"model folder (saved with save_pretrained, e.g. a training run's final/), a "
+                         f"training checkpoint folder (checkpoints/step-N), or use {DEFAULT_MODEL!r}")
     if path.suffix or name.startswith((".", "/", "~")):
         raise ModelError(f"model path {name!r} does not exist; use {DEFAULT_MODEL!r}, a local model folder, "
                          f"or a hub id like 'HuggingFaceTB/SmolLM2-135M-Instruct'")
     return name
+
+
+#: what a training run leaves behind (pivotgym.train writes them; named here so this module imports no trainer)
+_RUN_FINAL = "final"  # the run's Hugging Face model folder (pivotgym.train.export.FINAL_MODEL_DIR)
+_MODEL_INFO = "pivotgym-model.json"  # in that folder: the step it holds
+_TRAINER_STATE = "trainer_state.json"  # in a checkpoint folder
+_CHECKPOINT_WEIGHTS = ("pytorch_model.bin", "model.safetensors")  # accelerate's name for model 0
+_CHECKPOINT_MODEL = "model"  # the model folder built from a checkpoint, kept inside it
+
+
+def model_from_checkpoint(checkpoint: str | os.PathLike[str], progress: bool = True) -> Path:
+    """A loadable model folder for a training checkpoint (``<output_dir>/checkpoints/step-N``).
+
+    The run's ``final/`` folder when it holds the same step; else one built once (and kept as
+    ``step-N/model/``) from the checkpoint's weights and the config and tokenizer of the run's base model
+    (the ``model`` field in ``trainer_state.json``). A LoRA checkpoint cannot be rebuilt this way: the error
+    says to use the run's ``final/`` folder or to finish the run.
+    """
+    import json
+
+    ckpt = Path(checkpoint)
+    state = json.loads((ckpt / _TRAINER_STATE).read_text())
+    step = state.get("step")
+    final = ckpt.parent.parent / _RUN_FINAL
+    if (final / _MODEL_INFO).is_file() and json.loads((final / _MODEL_INFO).read_text()).get("step") == step:
+        return final
+    built = ckpt / _CHECKPOINT_MODEL
+    if (built / _COMPLETE).is_file():
+        return built
+    weights = next((ckpt / w for w in _CHECKPOINT_WEIGHTS if (ckpt / w).is_file()), None)
+    if weights is None:
+        raise ModelError(f"{ckpt} is a training checkpoint without model weights "
+                         f"({' or '.join(_CHECKPOINT_WEIGHTS)}); it cannot be loaded as a model")
+    config = state.get("config") or {}
+    if config.get("lora"):
+        raise ModelError(f"{ckpt} is a LoRA training checkpoint and cannot be loaded as a model; use the run's "
+                         f"merged model folder {final} (written when training finishes), or finish the run with "
+                         f"`pivotgym train ... --resume {ckpt}`")
+    base = resolve_model(config.get("model") or DEFAULT_MODEL, progress=progress)
+
+    def build(tmp: Path) -> None:
+        import torch
+        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(base), dtype=torch.float32)
+        if weights.suffix == ".bin":
+            tensors = torch.load(str(weights), map_location="cpu", weights_only=True)
+        else:
+            from safetensors.torch import load_file
+
+            tensors = load_file(str(weights))
+        missing, unexpected = model.load_state_dict(tensors, strict=False)
+        tied = {"lm_head.weight"} if getattr(model.config, "tie_word_embeddings", False) else set()
+        if set(missing) - tied or unexpected:
+            raise ModelError(f"{ckpt}: its weights do not fit the base model {base} named in its "
+                             f"{_TRAINER_STATE} (missing {sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]}); "
+                             f"load the run's {final} folder instead")
+        model.tie_weights()
+        model.save_pretrained(str(tmp), safe_serialization=True)
+        AutoTokenizer.from_pretrained(base).save_pretrained(str(tmp))
+
+    return _materialize(built, build)
 
 
 def default_device() -> str:

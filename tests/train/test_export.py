@@ -65,3 +65,58 @@ def test_save_final_model_can_be_turned_off(expert, tmp_path):
     assert summary["final_model"] is None
     assert not (tmp_path / "run" / "final").exists()
 
+
+def _saved_base(tmp_path):
+    from pivotgym.sampling.testing import tiny_llama
+
+    model, tokenizer = tiny_llama(seed=4)
+    base = tmp_path / "base"
+    model.save_pretrained(str(base))
+    tokenizer.save_pretrained(str(base))
+    return base, tokenizer
+
+
+def test_eval_model_accepts_a_run_folder_and_its_checkpoints(expert, tmp_path):
+    from pivotgym.sampling.models import load_model_and_tokenizer, resolve_model
+
+    base, tokenizer = _saved_base(tmp_path)
+    ids = torch.tensor([tokenizer.encode("Start with 3. Add 4.")])
+    at_step = {}
+
+    def record(trainer, row):
+        at_step[row["step"]] = _logits(trainer.unwrapped_model, ids)
+
+    config = SFTConfig(model=str(base), output_dir=str(tmp_path / "run"), trajectories=str(expert), steps=2,
+                       trajectories_per_step=2, learning_rate=5e-2, micro_batch_size=1, report_to=["none"],
+                       progress=False, checkpoint_every=1, keep_checkpoints=5)
+    SFTTrainer(config).fit(callbacks=[record])
+    run = tmp_path / "run"
+    step1, step2 = run / "checkpoints" / "step-000001", run / "checkpoints" / "step-000002"
+    assert resolve_model(str(run)) == str(run / "final")  # the run folder itself
+    assert resolve_model(str(step2)) == str(run / "final")  # the newest checkpoint is the final model
+    built = resolve_model(str(step1))  # an older one is rebuilt from its weights + the base config
+    assert built == str(step1 / "model") and (step1 / "model" / "config.json").is_file()
+    loaded, _ = load_model_and_tokenizer(built, device="cpu")
+    assert torch.allclose(_logits(loaded, ids), at_step[1], atol=1e-4)
+    assert not torch.allclose(at_step[1], at_step[2], atol=1e-4)  # the steps differ, so the check can fail
+    assert resolve_model(str(step1)) == built  # built once, reused
+
+
+def test_a_checkpoint_that_cannot_be_loaded_is_a_clear_error(expert, tmp_path):
+    from pivotgym.sampling.models import ModelError, resolve_model
+
+    base, _ = _saved_base(tmp_path)
+    config = SFTConfig(model=str(base), output_dir=str(tmp_path / "run"), trajectories=str(expert), steps=2,
+                       trajectories_per_step=2, micro_batch_size=1, report_to=["none"], progress=False,
+                       checkpoint_every=1, keep_checkpoints=5, lora=True, lora_r=4)
+    SFTTrainer(config).fit()
+    step1 = tmp_path / "run" / "checkpoints" / "step-000001"
+    with pytest.raises(ModelError, match="LoRA training checkpoint.*final"):
+        resolve_model(str(step1))
+    empty = tmp_path / "broken" / "checkpoints" / "step-000001"
+    empty.mkdir(parents=True)
+    (empty / "trainer_state.json").write_text(json.dumps({"step": 1, "config": {"model": str(base)}}))
+    with pytest.raises(ModelError, match="without model weights"):
+        resolve_model(str(empty))
+    with pytest.raises(ModelError, match="no config.json.*checkpoint"):
+        resolve_model(str(tmp_path / "broken"))
