@@ -81,6 +81,9 @@ class Trainer:
             raise ConfigError(f"{type(self).__name__} needs a {self.config_class.__name__}, "
                               f"got {type(config).__name__}")
         config.validate()
+        if config.steps == 0:  # refused before loading anything: 0 steps would only evaluate and checkpoint
+            raise ConfigError("steps is 0: a training run needs steps >= 1 (steps: 0 / --steps 0 would train "
+                              "nothing); to score a model without training use `pivotgym eval --model PATH`")
         self.config = config
         self.output_dir = Path(config.output_dir)
         self.accelerator = accelerator or build_accelerator(config)

@@ -120,3 +120,21 @@ def test_a_checkpoint_that_cannot_be_loaded_is_a_clear_error(expert, tmp_path):
         resolve_model(str(empty))
     with pytest.raises(ModelError, match="no config.json.*checkpoint"):
         resolve_model(str(tmp_path / "broken"))
+
+
+def test_zero_steps_is_refused_before_anything_is_loaded_or_written(expert, tmp_path):
+    import subprocess
+    import sys
+
+    from pivotgym.train import ConfigError
+
+    run = tmp_path / "run"
+    with pytest.raises(ConfigError, match="steps is 0.*pivotgym eval"):
+        SFTTrainer(SFTConfig(output_dir=str(run), trajectories=str(expert), steps=0, report_to=["none"],
+                             progress=False), model=object(), tokenizer=None)
+    config = tmp_path / "sft.yaml"
+    config.write_text(f"trajectories: {expert}\noutput_dir: {run}\nsteps: 3\n")
+    r = subprocess.run([sys.executable, "-m", "pivotgym.cli", "train", "sft", "-c", str(config), "--steps", "0"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "steps is 0" in r.stderr and "Traceback" not in r.stderr
+    assert not run.exists()  # no eval, no checkpoint a later run would resume from
