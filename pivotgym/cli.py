@@ -155,12 +155,15 @@ def _load_command_modules() -> None:
 
 
 def _hint_for(exc: BaseException) -> str | None:
+    from pivotgym.jsonl import JsonlError
     from pivotgym.registry import RegistryError
 
     if isinstance(exc, CLIError):
         return exc.hint
     if isinstance(exc, RegistryError):
         return None  # the message already says how to list what exists
+    if isinstance(exc, JsonlError):
+        return None  # the message names the file, the line and the field to fix
     if isinstance(exc, FileNotFoundError):
         return "check the path"
     return "run again with --debug for the traceback"

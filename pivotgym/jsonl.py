@@ -11,9 +11,12 @@ import json
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pivotgym.types import PivotSet, Trajectory, TurnProfile
+
+
+R = TypeVar("R")
 
 
 class JsonlError(ValueError):
@@ -22,6 +25,23 @@ class JsonlError(ValueError):
 
 def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
     """Yield one dict per line. Blank lines are skipped; a torn (unterminated) last line is ignored."""
+    for _, row in _numbered_rows(path):
+        yield row
+
+
+def _records(path: str | os.PathLike[str], cls: type[R]) -> list[R]:
+    """Every row of ``path`` as a ``cls`` record; a row lacking a field or holding a mistyped one is a
+    :class:`JsonlError` naming the file, the line and the field."""
+    records = []
+    for lineno, row in _numbered_rows(path):
+        try:
+            records.append(cls.from_dict(row))  # type: ignore[attr-defined]
+        except (TypeError, ValueError) as exc:
+            raise JsonlError(f"{path}:{lineno}: {cls.__name__} row: {exc}") from exc
+    return records
+
+
+def _numbered_rows(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, Any]]]:
     path = Path(path)
     with path.open("rb") as fh:
         data = fh.read()
@@ -37,7 +57,7 @@ def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
             raise JsonlError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from exc
         if not isinstance(row, dict):
             raise JsonlError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
-        yield row
+        yield lineno, row
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -110,7 +130,7 @@ def _dumps(row: Any) -> str:
 
 
 def read_trajectories(path: str | os.PathLike[str]) -> list[Trajectory]:
-    return [Trajectory.from_dict(r) for r in iter_jsonl(path)]
+    return _records(path, Trajectory)
 
 
 def write_trajectories(path: str | os.PathLike[str], trajectories: Iterable[Trajectory]) -> int:
@@ -118,7 +138,7 @@ def write_trajectories(path: str | os.PathLike[str], trajectories: Iterable[Traj
 
 
 def read_profiles(path: str | os.PathLike[str]) -> list[TurnProfile]:
-    return [TurnProfile.from_dict(r) for r in iter_jsonl(path)]
+    return _records(path, TurnProfile)
 
 
 def write_profiles(path: str | os.PathLike[str], profiles: Iterable[TurnProfile]) -> int:
@@ -134,4 +154,4 @@ def write_pivot_set(path: str | os.PathLike[str], pivot_set: PivotSet) -> int:
 def read_pivot_set(path: str | os.PathLike[str]) -> PivotSet:
     rows = read_jsonl(path)
     rule = rows[0].get("selection", {}) if rows else {}
-    return PivotSet(rule=rule, pivots=[TurnProfile.from_dict(r) for r in rows])
+    return PivotSet(rule=rule, pivots=_records(path, TurnProfile))

@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import types
+import typing
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
@@ -101,6 +103,107 @@ def _encodable(text: str) -> str:
     return text.encode("utf-8", "surrogatepass").decode("utf-8", "backslashreplace")
 
 
+class RecordError(ValueError):
+    """A row or config mapping lacks a required field or holds a value of the wrong type; the message names
+    the field (readers prefix the file and line)."""
+
+
+_KINDS = {int: "an integer", float: "a number", str: "a string", bool: "true or false", list: "a list",
+          tuple: "a list", dict: "a mapping"}
+
+
+def _describe(tp: Any) -> str:
+    if tp is type(None):
+        return "null"
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return " or ".join(_describe(a) for a in typing.get_args(tp))
+    if typing.get_origin(tp) is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    base = typing.get_origin(tp) or tp
+    if typing.is_typeddict(base):
+        return "a mapping"
+    return _KINDS.get(base, getattr(base, "__name__", str(base)))
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _type_error(name: str, value: Any, tp: Any, deep: bool) -> str | None:
+    """``None`` when ``value`` fits annotation ``tp``, else ``"NAME: expected KIND, got VALUE"``."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+    wrong = f"{name}: expected {_describe(tp)}, got {shown}"
+    if tp is Any:
+        return None
+    if origin in (typing.Union, types.UnionType):
+        errors = [_type_error(name, value, a, deep) for a in args]
+        if any(e is None for e in errors):
+            return None
+        inner = [e for e, a in zip(errors, args) if a is not type(None) and not e.startswith(f"{name}: ")]
+        return inner[0] if len(inner) == 1 else wrong
+    if origin is Literal:
+        return None if value in args else wrong
+    base = origin or tp
+    if tp is type(None):
+        ok = value is None
+    elif base is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    elif base is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif base is tuple:
+        ok = isinstance(value, (list, tuple))
+    elif typing.is_typeddict(base):
+        ok = isinstance(value, dict)
+    elif isinstance(base, type):
+        ok = isinstance(value, base)
+    else:
+        return None  # an annotation this check does not model is not checked
+    if not ok:
+        if base is float and isinstance(value, str) and _is_number(value):
+            return f"{wrong} (YAML reads a number like 1e-5 as text: write 1.0e-5)"
+        return wrong
+    if deep and base in (list, tuple) and args:
+        fixed = base is tuple and not (len(args) == 2 and args[1] is Ellipsis)
+        if fixed and len(value) != len(args):
+            return f"{name}: expected a list of {len(args)} values, got {shown}"
+        for i, item in enumerate(value):
+            error = _type_error(f"{name}[{i}]", item, args[i] if fixed else args[0], deep)
+            if error:
+                return error
+    if deep and base is dict and len(args) == 2:
+        for key, item in value.items():
+            error = _type_error(f"{name}.{key}", item, args[1], deep)
+            if error:
+                return error
+    return None
+
+
+def check_fields(cls: type, data: dict[str, Any], *, required: bool = True, deep: bool = True) -> None:
+    """Check a mapping meant for dataclass ``cls`` against its field annotations, before the constructor
+    turns a typo into ``__init__() missing ...`` or a string ``steps`` into ``'<' not supported ...``.
+
+    Raises :class:`RecordError` naming the first missing field (when ``required``) or the first mistyped one
+    (``deep`` also checks the items of lists, tuples and dicts). Keys that are not fields are not checked.
+    """
+    fields = [f for f in dataclasses.fields(cls) if f.init]
+    if required:
+        missing = [f.name for f in fields if f.name not in data and f.default is dataclasses.MISSING
+                   and f.default_factory is dataclasses.MISSING]
+        if missing:
+            raise RecordError(f"missing required field(s) {', '.join(missing)}")
+    hints = typing.get_type_hints(cls)
+    for f in fields:
+        if f.name in data:
+            error = _type_error(f.name, data[f.name], hints.get(f.name, Any), deep)
+            if error:
+                raise RecordError(error)
+
+
 class _Record:
     """``to_dict``/``from_dict`` for dataclass records, ignoring unknown keys on read."""
 
@@ -109,8 +212,12 @@ class _Record:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]):  # noqa: ANN206 - returns cls
+        """The record of ``data``; a missing required field or a value of the wrong kind (e.g. ``messages: 5``)
+        raises :class:`RecordError` naming the field (the items of lists are not checked, for speed)."""
         names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-        return cls(**{k: v for k, v in data.items() if k in names})
+        values = {k: v for k, v in data.items() if k in names}
+        check_fields(cls, values, deep=False)
+        return cls(**values)
 
 
 @dataclass

@@ -127,3 +127,74 @@ def test_train_config_yaml_syntax_error_is_one_line(tmp_path):
     with pytest.raises(ConfigError) as info:
         load_config(path, "sft")
     assert str(info.value) == f"{path}:2:8: not valid YAML: mapping values are not allowed here"
+
+
+# ------------------------------------------------------------- mistyped or missing fields name the file and field
+@pytest.mark.parametrize("section, expected", [
+    ("sft: {steps: many}", "sft.steps: expected an integer, got 'many'"),
+    ("pivot: {adam_betas: 1}", "pivot.adam_betas: expected a list, got 1"),
+    ("e2e: {learning_rate: 1e-5}", "e2e.learning_rate: expected a number, got '1e-5' (YAML reads a number like "
+                                   "1e-5 as text: write 1.0e-5)"),
+    ("train_tasks: lots", "train_tasks: expected an integer or null, got 'lots'"),
+    ("ood: general/navigate-v0", "ood: expected a list, got 'general/navigate-v0'"),
+])
+def test_experiment_mistyped_value_names_file_and_field(section, expected, capsys, tmp_path):
+    config = tmp_path / "exp.yaml"
+    config.write_text(f"name: typo\nenv: general/navigate-v0\n{section}\n")
+    assert main(["experiment", str(config), "--out", str(tmp_path / "run")]) == 1
+    assert _error_lines(capsys) == [f"error: {config}: {expected}"]
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("steps: many\n", "steps: expected an integer, got 'many'"),
+    ("adam_betas: 1\n", "adam_betas: expected a list, got 1"),
+    ("adam_betas: [0.9]\n", "adam_betas: expected a list of 2 values, got [0.9]"),
+    ("report_to: [jsonl, 3]\n", "report_to[1]: expected a string, got 3"),
+    ("lora_target_modules: q_proj\n", "lora_target_modules: expected a list or null, got 'q_proj'"),
+    ("lora: 'yes'\n", "lora: expected true or false, got 'yes'"),
+])
+def test_train_config_mistyped_value_names_file_and_field(text, expected, tmp_path):
+    from pivotgym.train.config import ConfigError, load_config
+
+    path = tmp_path / "sft.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path, "sft")
+    assert str(info.value) == f"{path}: {expected}"
+
+
+def test_train_config_accepts_ints_for_floats_and_null_for_optionals(tmp_path):
+    from pivotgym.train.config import load_config
+
+    path = tmp_path / "sft.yaml"
+    path.write_text("learning_rate: 1\nmax_grad_norm: null\nadam_betas: [0.9, 1]\nlora_target_modules: [q_proj]\n")
+    config = load_config(path, "sft")
+    assert config.learning_rate == 1 and config.max_grad_norm is None and config.adam_betas == (0.9, 1)
+
+
+@pytest.mark.parametrize("row, expected", [
+    ({"id": "t0", "env_id": "general/navigate-v0", "messages": []}, "missing required field(s) task_id"),
+    ({"id": "t0", "env_id": "general/navigate-v0", "task_id": "x", "messages": 5}, "messages: expected a list, got 5"),
+    ({"id": "t0", "env_id": "general/navigate-v0", "task_id": "x", "messages": [], "reward": "high"},
+     "reward: expected a number, got 'high'"),
+])
+def test_trajectory_row_lacking_or_mistyping_a_field_names_file_line_and_field(row, expected, no_model, capsys,
+                                                                               tmp_path):
+    good = {"id": "t1", "env_id": "general/navigate-v0", "task_id": "y",
+            "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "(A)"}]}
+    trajs = tmp_path / "t.jsonl"
+    trajs.write_text(json.dumps(good) + "\n" + json.dumps(row) + "\n")
+    assert main(["profile", "-t", str(trajs), "-o", str(tmp_path / "p.jsonl")]) == 1
+    assert _error_lines(capsys) == [f"error: {trajs}:2: Trajectory row: {expected}"]
+
+
+def test_profile_row_with_a_mistyped_field_names_file_line_and_field(tmp_path):
+    from pivotgym.jsonl import JsonlError, read_profiles
+
+    path = tmp_path / "profiles.jsonl"
+    path.write_text(json.dumps({"trajectory_id": "t", "turn": "first", "env_id": "e", "task_id": "x", "k": 2,
+                                "rewards": [1.0, 0.0], "mean": 0.5, "var": 0.25, "reasons": [], "reference": {},
+                                "verifier": {}, "key": "k"}) + "\n")
+    with pytest.raises(JsonlError, match=r"profiles\.jsonl:1: TurnProfile row: turn: expected an integer, got 'first'$"):
+        read_profiles(path)

@@ -23,6 +23,8 @@ from typing import Any
 
 import yaml
 
+from pivotgym.types import RecordError, check_fields
+
 
 class ConfigError(ValueError):
     """A config value is missing, unknown or out of range; the message says which and how to fix it."""
@@ -64,6 +66,8 @@ class TrainConfig:
     #: save a checkpoint every this many steps (0: only at the end); the last ``keep_checkpoints`` are kept
     checkpoint_every: int = 0
     keep_checkpoints: int = 2
+    #: how many of the newest kept checkpoints keep their optimizer state (resumable); older ones keep weights only
+    keep_optimizer_state: int = 1
     #: save the trained policy as a Hugging Face model folder in ``output_dir/final`` at the end of ``fit``
     #: (loadable by ``pivotgym eval --model``, transformers and vLLM; LoRA is saved merged)
     save_final_model: bool = True
@@ -85,6 +89,10 @@ class TrainConfig:
         unknown = sorted(set(data) - set(known))
         if unknown:
             raise ConfigError(f"{cls.__name__}: unknown key(s) {unknown}; known keys are {sorted(known)}")
+        try:  # a wrong kind of value is named here, not as a TypeError deep inside the trainer
+            check_fields(cls, data, required=False)
+        except RecordError as exc:
+            raise ConfigError(str(exc)) from None
         values = dict(data)
         if "adam_betas" in values:
             values["adam_betas"] = tuple(values["adam_betas"])
@@ -248,4 +256,7 @@ def load_config(path: str | Path, kind: str, **overrides: Any) -> TrainConfig:
         raise ConfigError(f"{path}: a config must be a YAML mapping of field: value")
     data.pop("trainer", None)  # allowed as documentation of which trainer a file is for
     data.update({k: v for k, v in overrides.items() if v is not None})
-    return CONFIGS[kind].from_dict(data)
+    try:
+        return CONFIGS[kind].from_dict(data)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
