@@ -16,6 +16,7 @@ from typing import Any
 
 TRAINER_STATE = "trainer_state.json"
 _STEP_DIR = re.compile(r"^step-(\d+)$")
+_OPTIMIZER_FILE = re.compile(r"^optimizer(_\d+)?\.(bin|safetensors)$")
 
 
 def checkpoint_root(output_dir: str | Path) -> Path:
@@ -37,9 +38,18 @@ def latest_checkpoint(output_dir: str | Path) -> Path | None:
     return ckpts[-1] if ckpts else None
 
 
+def _optimizer_files(path: Path) -> list[Path]:
+    """accelerate's optimizer state files in a checkpoint (``optimizer.bin``, ``optimizer_1.bin``, ...)."""
+    return [p for p in path.iterdir() if p.is_file() and _OPTIMIZER_FILE.match(p.name)]
+
+
 def save_checkpoint(accelerator: Any, output_dir: str | Path, step: int, trainer_state: dict[str, Any],
-                    keep: int = 2) -> Path:
-    """Save everything needed to resume after ``step`` optimisation steps; every process must call it."""
+                    keep: int = 2, keep_optimizer: int = 1) -> Path:
+    """Save everything needed to resume after ``step`` optimisation steps; every process must call it.
+
+    The newest ``keep`` checkpoints are kept; only the newest ``keep_optimizer`` of them keep their optimizer
+    state (for Adam twice the model's size), so older ones hold weights (loadable with ``--model``) but
+    cannot be resumed from."""
     root = checkpoint_root(output_dir)
     final = root / f"step-{step:06d}"
     tmp = root / f"step-{step:06d}.tmp"
@@ -54,6 +64,9 @@ def save_checkpoint(accelerator: Any, output_dir: str | Path, step: int, trainer
         tmp.rename(final)
         for old in list_checkpoints(output_dir)[:-max(1, keep)]:
             shutil.rmtree(old, ignore_errors=True)
+        for old in list_checkpoints(output_dir)[:-max(1, keep_optimizer)]:
+            for file in _optimizer_files(old):
+                file.unlink()
     accelerator.wait_for_everyone()
     return final
 
@@ -64,6 +77,10 @@ def load_checkpoint(accelerator: Any, path: str | Path) -> dict[str, Any]:
     state_file = path / TRAINER_STATE
     if not state_file.is_file():
         raise FileNotFoundError(f"{path} is not a complete pivotgym checkpoint (no {TRAINER_STATE})")
+    if not _optimizer_files(path):
+        raise FileNotFoundError(f"{path} holds no optimizer state (only the newest `keep_optimizer_state` "
+                                f"checkpoints keep it), so it cannot be resumed from; resume from the newest "
+                                f"checkpoint (resume: auto), or load its weights with `--model {path}`")
     accelerator.load_state(str(path))
     return json.loads(state_file.read_text())
 

@@ -69,7 +69,7 @@ class TrainConfig:
     #: how many of the newest kept checkpoints keep their optimizer state (resumable); older ones keep weights only
     keep_optimizer_state: int = 1
     #: save the trained policy as a Hugging Face model folder in ``output_dir/final`` at the end of ``fit``
-    #: (loadable by ``pivotgym eval --model``, transformers and vLLM; LoRA is saved merged)
+    #: (loadable by ``pivotgym eval --model`` and transformers; LoRA is saved merged)
     save_final_model: bool = True
     #: ``auto`` resumes from the newest checkpoint in ``output_dir`` when there is one; ``never``; or a path
     resume: str = "auto"

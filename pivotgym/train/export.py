@@ -3,7 +3,8 @@
 Training checkpoints (``checkpoints/step-N``) hold what *resuming* needs (optimizer state, RNG, a raw
 state dict) and cannot be loaded by ``from_pretrained``. :func:`save_model` writes what *using* the model
 needs: ``config.json``, safetensors weights, the generation config and the tokenizer, so
-``pivotgym eval --model PATH``, ``pivotgym profile --model PATH``, transformers and vLLM load it directly.
+``pivotgym eval --model PATH``, ``pivotgym profile --model PATH`` and transformers load it directly (it is
+the standard folder vLLM takes too).
 
 A LoRA policy is saved **merged**: the adapter is folded into a copy of the base weights, so the folder is a
 full model that needs neither peft nor the base model to load (the training model itself is left unmerged).

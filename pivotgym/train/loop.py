@@ -237,7 +237,8 @@ class Trainer:
         """Checkpoint now (every process must call it)."""
         with self._timed_other():
             return save_checkpoint(self.accelerator, self.output_dir, self.step, self.trainer_state(),
-                                   keep=self.config.keep_checkpoints)
+                                   keep=self.config.keep_checkpoints,
+                                   keep_optimizer=self.config.keep_optimizer_state)
 
     def save_final_model(self, out_dir: str | Path | None = None) -> Path:
         """Save the current policy as a loadable Hugging Face model folder (default ``output_dir/final``;

@@ -138,3 +138,22 @@ def test_zero_steps_is_refused_before_anything_is_loaded_or_written(expert, tmp_
                        capture_output=True, text=True, timeout=120)
     assert r.returncode != 0 and "steps is 0" in r.stderr and "Traceback" not in r.stderr
     assert not run.exists()  # no eval, no checkpoint a later run would resume from
+
+
+def test_only_the_newest_checkpoint_keeps_optimizer_state(expert, tmp_path):
+    from pivotgym.sampling.models import resolve_model
+
+    base, _ = _saved_base(tmp_path)
+    common = {"model": str(base), "trajectories": str(expert), "trajectories_per_step": 2,
+              "micro_batch_size": 1, "report_to": ["none"], "progress": False, "checkpoint_every": 1,
+              "keep_checkpoints": 3}
+    SFTTrainer(SFTConfig(output_dir=str(tmp_path / "run"), steps=3, **common)).fit()
+    ckpts = sorted((tmp_path / "run" / "checkpoints").iterdir())
+    assert [c.name for c in ckpts] == ["step-000001", "step-000002", "step-000003"]
+    assert [(c / "optimizer.bin").is_file() for c in ckpts] == [False, False, True]
+    assert all((c / "pytorch_model.bin").is_file() for c in ckpts)  # weights stay: loadable with --model
+    assert resolve_model(str(ckpts[0])) == str(ckpts[0] / "model")
+    with pytest.raises(FileNotFoundError, match="no optimizer state.*resume"):
+        SFTTrainer(SFTConfig(output_dir=str(tmp_path / "run"), steps=4, resume=str(ckpts[0]), **common)).fit()
+    SFTTrainer(SFTConfig(output_dir=str(tmp_path / "two"), steps=2, keep_optimizer_state=2, **common)).fit()
+    assert all((c / "optimizer.bin").is_file() for c in (tmp_path / "two" / "checkpoints").iterdir())
