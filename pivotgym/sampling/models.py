@@ -152,27 +152,40 @@ def _convert(gguf: Path, out: Path, progress: bool) -> None:
         steps.update()
 
 
+def build_folder(dest: Path, build: Callable[[Path], None]) -> Path:
+    """Run ``build`` into a temporary sibling of ``dest`` and rename the result into place (replacing an old
+    ``dest``), so a reader never sees a half-written folder and a failed build leaves nothing behind."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        os.chmod(tmp, 0o755)  # mkdtemp makes it private; the folder may be shared
+        build(tmp)
+        if dest.exists():
+            shutil.rmtree(dest)
+        os.replace(tmp, dest)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
 def _materialize(dest: Path, build: Callable[[Path], None]) -> Path:
-    """Build ``dest`` once, safely across processes: under a file lock, into a temporary sibling folder that
-    is renamed into place only when ``build`` finished and wrote the completion marker."""
+    """Build ``dest`` once, safely across processes: under a file lock, with :func:`build_folder`, and
+    complete only once ``build`` finished and the completion marker is written (a stale, incomplete folder
+    from a killed older run is replaced)."""
     if (dest / _COMPLETE).is_file():
         return dest
     with _file_lock(dest.parent / f".{dest.name}.lock"):
         if (dest / _COMPLETE).is_file():  # another process finished while we waited
             return dest
-        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
-        try:
-            os.chmod(tmp, 0o755)  # mkdtemp makes it private; the cache may be shared
+
+        def build_complete(tmp: Path) -> None:
             build(tmp)
             for file in tmp.iterdir():
                 os.chmod(file, 0o644)
             (tmp / _COMPLETE).write_text("complete\n")
-            if dest.exists():  # a stale, incomplete folder (e.g. from a killed older version)
-                shutil.rmtree(dest)
-            os.replace(tmp, dest)
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
+
+        build_folder(dest, build_complete)
     return dest
 
 

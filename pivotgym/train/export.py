@@ -13,9 +13,6 @@ full model that needs neither peft nor the base model to load (the training mode
 from __future__ import annotations
 
 import copy
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -40,24 +37,20 @@ def save_model(model: Any, tokenizer: Any, out_dir: str | Path, *, info: dict[st
     """
     import json
 
+    from pivotgym.sampling.models import build_folder
+
     out = Path(out_dir)
-    out.parent.mkdir(parents=True, exist_ok=True)
     plain = copy.deepcopy(model).merge_and_unload() if is_peft_model(model) else model
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        os.chmod(tmp, 0o755)
+
+    def write(tmp: Path) -> None:
         plain.save_pretrained(str(tmp), safe_serialization=True)
         if getattr(plain, "generation_config", None) is not None:
             plain.generation_config.save_pretrained(str(tmp))
         if tokenizer is not None:
             tokenizer.save_pretrained(str(tmp))
         (tmp / MODEL_INFO).write_text(json.dumps(info or {}, indent=2, default=str))
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+
+    build_folder(out, write)
     return out
 
 
