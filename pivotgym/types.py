@@ -9,6 +9,7 @@ records are dataclasses with ``to_dict``/``from_dict`` that follow the JSONL con
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import types
@@ -183,6 +184,13 @@ def _type_error(name: str, value: Any, tp: Any, deep: bool) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=None)
+def _init_fields(cls: type) -> tuple[list[dataclasses.Field[Any]], dict[str, Any]]:
+    """The init fields of dataclass ``cls`` and its resolved annotations, computed once per class (records are
+    checked on every JSONL row read)."""
+    return [f for f in dataclasses.fields(cls) if f.init], typing.get_type_hints(cls)
+
+
 def check_fields(cls: type, data: dict[str, Any], *, required: bool = True, deep: bool = True) -> None:
     """Check a mapping meant for dataclass ``cls`` against its field annotations, before the constructor
     turns a typo into ``__init__() missing ...`` or a string ``steps`` into ``'<' not supported ...``.
@@ -190,13 +198,12 @@ def check_fields(cls: type, data: dict[str, Any], *, required: bool = True, deep
     Raises :class:`RecordError` naming the first missing field (when ``required``) or the first mistyped one
     (``deep`` also checks the items of lists, tuples and dicts). Keys that are not fields are not checked.
     """
-    fields = [f for f in dataclasses.fields(cls) if f.init]
+    fields, hints = _init_fields(cls)
     if required:
         missing = [f.name for f in fields if f.name not in data and f.default is dataclasses.MISSING
                    and f.default_factory is dataclasses.MISSING]
         if missing:
             raise RecordError(f"missing required field(s) {', '.join(missing)}")
-    hints = typing.get_type_hints(cls)
     for f in fields:
         if f.name in data:
             error = _type_error(f.name, data[f.name], hints.get(f.name, Any), deep)
