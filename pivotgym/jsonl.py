@@ -29,11 +29,12 @@ def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
         yield row
 
 
-def _records(path: str | os.PathLike[str], cls: type[R]) -> list[R]:
-    """Every row of ``path`` as a ``cls`` record; a row lacking a field or holding a mistyped one is a
-    :class:`JsonlError` naming the file, the line and the field."""
+def _records(path: str | os.PathLike[str], cls: type[R],
+             rows: Iterable[tuple[int, dict[str, Any]]] | None = None) -> list[R]:
+    """Every row of ``path`` (or the already read, numbered ``rows`` of it) as a ``cls`` record; a row lacking a
+    field or holding a mistyped one is a :class:`JsonlError` naming the file, the line and the field."""
     records = []
-    for lineno, row in _numbered_rows(path):
+    for lineno, row in _numbered_rows(path) if rows is None else rows:
         try:
             records.append(cls.from_dict(row))  # type: ignore[attr-defined]
         except (TypeError, ValueError) as exc:
@@ -152,6 +153,6 @@ def write_pivot_set(path: str | os.PathLike[str], pivot_set: PivotSet) -> int:
 
 
 def read_pivot_set(path: str | os.PathLike[str]) -> PivotSet:
-    rows = read_jsonl(path)
-    rule = rows[0].get("selection", {}) if rows else {}
-    return PivotSet(rule=rule, pivots=_records(path, TurnProfile))
+    rows = list(_numbered_rows(path))
+    rule = rows[0][1].get("selection", {}) if rows else {}
+    return PivotSet(rule=rule, pivots=_records(path, TurnProfile, rows))
