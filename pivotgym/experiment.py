@@ -42,6 +42,10 @@ import yaml
 from pivotgym.jsonl import read_jsonl, read_profiles, read_trajectories, write_jsonl, write_pivot_set
 from pivotgym.suite import write_json
 
+#: the in-domain learning curves' y axis (``curve.metric``): ``episodes`` = success of one greedy episode per
+#: test task; ``turns`` = turn accuracy, the share of held-out expert states (every turn of the expert
+#: trajectories of the test tasks) where the greedy action passes the functional verifier, per task
+CURVE_METRICS = ("episodes", "turns")
 STAGES = ("base", "expert", "sft", "profile", "pivot", "e2e", "sft_more", "ablation", "report")
 
 
@@ -108,14 +112,37 @@ def load_experiment(path: str | Path) -> ExperimentConfig:
     for key in ("name", "env"):
         if not data.get(key):
             raise ExperimentError(f"{path}: `{key}` is required")
-    seeds = data.get("seeds", [0])
-    data["seeds"] = [int(s) for s in (seeds if isinstance(seeds, list) else [seeds])]
+    if "seeds" in data and not isinstance(data["seeds"], list):
+        data["seeds"] = [data["seeds"]]  # `seeds: 3` means [3]
+    check_experiment_types(data, path)
+    metric = (data.get("curve") or {}).get("metric", "episodes")
+    if metric not in CURVE_METRICS:
+        raise ExperimentError(f"{path}: curve.metric must be one of {', '.join(CURVE_METRICS)}, got {metric!r}")
     if data.get("rl_init", "base") not in ("base", "sft"):
         raise ExperimentError(f"{path}: rl_init must be base or sft, got {data['rl_init']!r}")
     bad = sorted(set(data.get("ablations") or []) - {"random_turns", "exact_reward"})
     if bad:
         raise ExperimentError(f"{path}: unknown ablation(s) {bad}; choose from random_turns, exact_reward")
     return ExperimentConfig(**data, path=path)
+
+
+def check_experiment_types(data: dict[str, Any], path: str | Path | None = None) -> None:
+    """Check an experiment mapping's values, and those of its ``sft``, ``pivot`` and ``e2e`` trainer sections,
+    against the annotated field types before anything is built from them; raises ``ExperimentError``
+    ``FILE: SECTION.FIELD: expected ..`` (so ``seeds: [many]`` never reaches ``int()``)."""
+    from pivotgym.train.config import E2EConfig, PivotConfig, SFTConfig
+    from pivotgym.types import RecordError, check_fields
+
+    where = f"{path}: " if path else ""
+    try:
+        check_fields(ExperimentConfig, {k: v for k, v in data.items() if k != "path"}, required=False)
+    except RecordError as exc:
+        raise ExperimentError(f"{where}{exc}") from None
+    for section, config_class in (("sft", SFTConfig), ("pivot", PivotConfig), ("e2e", E2EConfig)):
+        try:
+            check_fields(config_class, data.get(section) or {}, required=False)
+        except RecordError as exc:
+            raise ExperimentError(f"{where}{section}.{exc}") from None
 
 
 def check_ids(config: ExperimentConfig) -> None:
@@ -155,6 +182,27 @@ class Run:
             (root / sub).mkdir(parents=True, exist_ok=True)
         self._base_sampler: Any = None
         self._curve_tasks: list[Any] | None = None
+        self._held_out: list[Any] | None = None
+        self._executor: Any = None
+
+    @property
+    def curve_metric(self) -> str:
+        """``episodes`` or ``turns`` (see :data:`CURVE_METRICS`)."""
+        return str(self.config.curve.get("metric", "episodes"))
+
+    def executor(self) -> Any:
+        """One verification executor for every turn-accuracy evaluation of the run (workers stay warm and
+        keep their per-process verifier caches)."""
+        from pivotgym.execution import make_executor
+
+        if self._executor is None:
+            self._executor = make_executor(self.config.executor, timeout=60.0)
+        return self._executor
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.close()
+            self._executor = None
 
     def base_sampler(self) -> Any:
         from pivotgym.sampling.hf import HFSampler
@@ -182,6 +230,48 @@ class Run:
             self._curve_tasks = tasks if cap in (None, "all") else tasks[: int(cap)]
         return self._curve_tasks
 
+    def held_out_trajectories(self) -> list[Any]:
+        """Expert trajectories of the curve tasks (test split), written once to ``data/test-expert.jsonl``:
+        the states of the turn-accuracy metric. Never trained on: SFT, PivotRL and E2E RL see the train split."""
+        from pivotgym.registry import make
+
+        if self._held_out is None:
+            path = self.root / "data" / "test-expert.jsonl"
+            if not path.exists():
+                wanted = {t.id for t in self.curve_tasks()}
+                trajs = [t for t in make(self.config.env).expert_trajectories("test")
+                         if t.task_id in wanted and t.reward > 0]
+                if not trajs:
+                    raise ExperimentError(f"{self.config.env}: no successful expert trajectory on the test split, "
+                                          "so turn accuracy has no states; use curve.metric: episodes")
+                write_jsonl(path, trajs)
+            self._held_out = read_trajectories(path)
+        return self._held_out
+
+    def turn_accuracy_per_task(self, sampler: Any) -> tuple[list[float], dict[str, int]]:
+        """Per test task (in :meth:`held_out_trajectories` order): the share of its expert states where the
+        greedy action passes the functional verifier. A failed verification (timeout, crash) is left out of
+        its task's share and counted, as in profiling; a task whose every verification failed scores 0.
+
+        This is PivotRL's own unit (one action from an expert state) measured on states no method trained on,
+        so it moves before whole-episode success does; episode success stays in the evaluation table."""
+        from pivotgym.pivot.profile import profile_trajectories
+        from pivotgym.sampling.base import SamplingParams
+
+        trajs = self.held_out_trajectories()
+        params = SamplingParams(temperature=0.0, max_new_tokens=int(self.config.eval.get("max_new_tokens", 128)))
+        result = profile_trajectories(trajs, sampler, k=1, params=params, executor=self.executor(),
+                                      chunk=max(16, int(self.config.eval.get("batch_size", 8))), progress=False)
+        by_task: dict[str, list[float]] = {t.task_id: [] for t in trajs}
+        failed = 0
+        for profile in result.profiles:
+            if profile.rewards:
+                by_task[profile.task_id].append(min(1.0, float(profile.mean)))
+            else:
+                failed += 1
+        per_task = [sum(v) / len(v) if v else 0.0 for v in by_task.values()]
+        return per_task, {"states": len(result.profiles), "failed": failed}
+
     def in_domain_per_task(self, sampler: Any) -> list[float]:
         """Outcome reward (capped at 1) of one greedy episode per curve task, in task order."""
         from pivotgym.registry import make
@@ -195,9 +285,15 @@ class Run:
         return [min(1.0, float(r["reward"])) for r in rows]
 
     def curve_point(self, sampler: Any) -> dict[str, Any]:
-        """``{"score", "per_task", "tasks"}`` of ``sampler`` on the curve tasks (the learning curves' y axis)."""
-        per_task = self.in_domain_per_task(sampler)
-        return {"score": sum(per_task) / max(1, len(per_task)), "per_task": per_task, "tasks": len(per_task)}
+        """``{"score", "per_task", "tasks"}`` of ``sampler`` on the curve tasks (the learning curves' y axis),
+        by :attr:`curve_metric` (turn accuracy points also carry ``states`` and ``failed``)."""
+        extra: dict[str, int] = {}
+        if self.curve_metric == "turns":
+            per_task, extra = self.turn_accuracy_per_task(sampler)
+        else:
+            per_task = self.in_domain_per_task(sampler)
+        return {"score": sum(per_task) / max(1, len(per_task)), "per_task": per_task, "tasks": len(per_task),
+                "metric": self.curve_metric, **extra}
 
     def curve_point_from_eval(self, result: Path) -> dict[str, Any] | None:
         """The curve point read from a suite evaluation's items (``<result>.items.jsonl``) when that
@@ -207,13 +303,26 @@ class Run:
         if self.config.suite or not items.exists():
             return None
         member = f"{self.config.env}@test"
-        rewards = {r["task_id"]: float(r["reward"]) for r in read_jsonl(items) if r.get("member") == member}
-        ids = [t.id for t in self.curve_tasks()]
+        rows = [r for r in read_jsonl(items) if r.get("member") == member]
+        if any(r.get("metric", "success") != self._in_domain_metric for r in rows):
+            return None  # written under the other curve metric
+        rewards = {r["task_id"]: float(r["reward"]) for r in rows}
+        ids = self._curve_task_ids()
         if not all(i in rewards for i in ids):
             return None
         per_task = [min(1.0, rewards[i]) for i in ids]
         return {"score": sum(per_task) / max(1, len(per_task)), "per_task": per_task, "tasks": len(per_task),
-                "from": str(items.name)}
+                "metric": self.curve_metric, "from": str(items.name)}
+
+    @property
+    def _in_domain_metric(self) -> str:
+        return "turn_accuracy" if self.curve_metric == "turns" else "success"
+
+    def _curve_task_ids(self) -> list[str]:
+        """Task ids of a curve point's ``per_task`` scores, in order."""
+        if self.curve_metric == "turns":
+            return list(dict.fromkeys(t.task_id for t in self.held_out_trajectories()))
+        return [t.id for t in self.curve_tasks()]
 
     def in_domain_score(self, sampler: Any) -> float:
         """Mean outcome reward of greedy episodes on the curve tasks."""
@@ -233,10 +342,13 @@ class Run:
                  in_domain: list[float] | None = None) -> dict[str, Any]:
         """The suite evaluation written to ``out`` (and its items to ``<out>.items.jsonl``).
 
-        With ``curve.max_turns`` the in-domain member is scored by the same capped greedy episodes as the
-        curve (the suite runner knows no per-env turn cap), so the table and the curves measure one thing;
-        ``in_domain`` passes those per-task scores when they were just measured (a learning curve's last
-        point, same model), instead of running the same greedy episodes again."""
+        Unless the config names a registered suite, the in-domain member ``<env>@test`` is scored by the same
+        measurement as the learning curves whenever the curves are not the suite's plain episodes
+        (``curve.metric: turns``, or a ``curve.max_turns`` cap the suite runner does not know), so the table and
+        the curves measure one thing; ``in_domain`` passes those per-task scores when they were just measured
+        (a learning curve's last point, same model) instead of measuring again. With ``curve.metric: turns``
+        the capped greedy episodes are also run (``eval.episodes``, default true) and reported as the member
+        ``<env>@test:episodes`` with role ``episodes``, beside turn accuracy rather than averaged into it."""
         from pivotgym.suite import evaluate_suite, role_averages, summarize
 
         ev = self.config.eval
@@ -245,20 +357,39 @@ class Run:
                   "name": self.config.suite or self.config.name}
         per_task, in_domain = in_domain, f"{self.config.env}@test"
         chosen = list(self.config.members) if members is None else list(members)
-        if self.config.suite or not self.config.curve.get("max_turns") or in_domain not in chosen:
+        custom = self.curve_metric == "turns" or bool(self.config.curve.get("max_turns"))
+        if self.config.suite or not custom or in_domain not in chosen:
             return evaluate_suite(self.config.members, sampler, out, members=members, **kwargs)
         others = [m for m in chosen if m != in_domain]
         part = out.with_name(out.stem + ".ood.json")
         result = (evaluate_suite(self.config.members, sampler, part, members=others, **kwargs) if others else
                   {"suite": kwargs["name"], "model": out.stem, "scores": {}, "role": {}})
+        scores: dict[str, Any] = {}
+        roles: dict[str, str] = {}
+        rows: list[dict[str, Any]] = []
+        metric = self._in_domain_metric
         started = time.perf_counter()
-        per_task = self.in_domain_per_task(sampler) if per_task is None else list(per_task)
-        result["scores"] = {in_domain: {**summarize(per_task, "success"),
-                                        "seconds": round(time.perf_counter() - started, 2),
-                                        "max_turns": int(self.config.curve["max_turns"])}, **result["scores"]}
-        result["role"] = {in_domain: "in_domain", **result["role"]}
+        point = self.curve_point(sampler) if per_task is None else {"per_task": list(per_task)}
+        scores[in_domain] = {**summarize(point["per_task"], metric), "seconds": round(time.perf_counter() - started, 2),
+                             **{k: point[k] for k in ("states", "failed") if k in point}}
+        roles[in_domain] = "in_domain"
+        rows += [{"member": in_domain, "task_id": t, "reward": r, "metric": metric}
+                 for t, r in zip(self._curve_task_ids(), point["per_task"])]
+        if self.curve_metric == "turns" and ev.get("episodes", True):
+            started = time.perf_counter()
+            episodes = self.in_domain_per_task(sampler)
+            key = f"{in_domain}:episodes"
+            scores[key] = {**summarize(episodes, "success"), "seconds": round(time.perf_counter() - started, 2)}
+            roles[key] = "episodes"
+            rows += [{"member": key, "task_id": t.id, "reward": r, "metric": "success"}
+                     for t, r in zip(self.curve_tasks(), episodes)]
+        if self.config.curve.get("max_turns"):
+            for key in scores:
+                if key.endswith(":episodes") or metric == "success":
+                    scores[key]["max_turns"] = int(self.config.curve["max_turns"])
+        result["scores"] = {**scores, **result["scores"]}
+        result["role"] = {**roles, **result["role"]}
         result["averages"] = role_averages(result["scores"], result["role"])
-        rows = [{"member": in_domain, "task_id": t.id, "reward": r} for t, r in zip(self.curve_tasks(), per_task)]
         ood_items = Path(str(part) + ".items.jsonl")
         write_jsonl(Path(str(out) + ".items.jsonl"), rows + (read_jsonl(ood_items) if ood_items.exists() else []))
         write_json(out, result)
@@ -584,19 +715,22 @@ def run_experiment(config: ExperimentConfig, out_dir: str | Path | None = None,
         plan.append(("sft_more", lambda s=seed: stage_sft_more(run, s)))
     for seed in config.seeds:
         plan.append(("ablation", lambda s=seed: stage_ablation(run, s)))
-    for name, fn in plan:
-        if name not in stages:
-            continue
-        started = time.perf_counter()
-        print(f"[experiment] stage {name}", flush=True)
-        fn()
-        timings[name] = timings.get(name, 0.0) + time.perf_counter() - started
-        write_json(root / "timings.json", timings)
+    try:
+        for name, fn in plan:
+            if name not in stages:
+                continue
+            started = time.perf_counter()
+            print(f"[experiment] stage {name}", flush=True)
+            fn()
+            timings[name] = timings.get(name, 0.0) + time.perf_counter() - started
+            write_json(root / "timings.json", timings)
+    finally:
+        run.close()
     summary: dict[str, Any] = {"name": config.name, "root": str(root)}
     if "report" in stages:
         summary = write_experiment_report(run.root, config)
     return summary
 
 
-__all__ = ["ExperimentConfig", "ExperimentError", "Run", "STAGES", "check_ids", "expert_task_e2e", "load_experiment",
+__all__ = ["CURVE_METRICS", "ExperimentConfig", "ExperimentError", "Run", "STAGES", "check_experiment_types", "check_ids", "expert_task_e2e", "load_experiment",
            "matched_sft_steps", "optimizer_steps", "rl_total_steps", "run_experiment", "write_accounting"]

@@ -382,6 +382,8 @@ def write_experiment_report(root: str | Path, config: Any) -> dict[str, Any]:
                      "that profiling finds pivots and RL has a signal); their deltas therefore include SFT's."), ""]
 
     # ---- main table
+    turns = dict(getattr(config, "curve", {}) or {}).get("metric") == "turns"
+    episodes = any(_avg(r, "episodes") is not None for res in results.values() for r in res.values())
     rows = []
     for tag, label in METHODS:
         res = results[tag]
@@ -392,12 +394,26 @@ def write_experiment_report(root: str | Path, config: Any) -> dict[str, Any]:
         d_ood = None if (ood is None or base is None or _avg(base, "ood") is None) else ood - _avg(base, "ood")
         d_ind = None if (ind is None or base is None or _avg(base, "in_domain") is None) else ind - _avg(base, "in_domain")
         used = "-" if tag == "base" else ", ".join(str(s) for s in res)
-        rows.append([label, _cell(ind, ind_v), "-" if d_ind is None else f"{100 * d_ind:+.1f}", _cell(ood, ood_v),
-                     "-" if d_ood is None else f"{100 * d_ood:+.1f}", used])
+        row = [label, _cell(ind, ind_v), "-" if d_ind is None else f"{100 * d_ind:+.1f}"]
+        if episodes:
+            epi, epi_v = _mean_over(res, lambda r: _avg(r, "episodes"))
+            row.append(_cell(epi, epi_v))
+            summary.setdefault("episodes", {})[tag] = epi
+        rows.append(row + [_cell(ood, ood_v), "-" if d_ood is None else f"{100 * d_ood:+.1f}", used])
         summary["methods"][tag] = {"in_domain": ind, "ood": ood, "delta_in_domain": d_ind, "delta_ood": d_ood,
                                    "seeds": list(res), "per_seed_in_domain": ind_v, "per_seed_ood": ood_v}
-    lines += ["## Base / SFT / PivotRL / E2E RL", "",
-              markdown_table(["model", "in-domain", "Δ in-domain vs base", "OOD avg", "Δ OOD vs base", "seeds"], rows), ""]
+    in_domain_label = "in-domain turn accuracy" if turns else "in-domain"
+    header = (["model", in_domain_label, "Δ vs base"] + (["episode success"] if episodes else [])
+              + ["OOD avg", "Δ OOD vs base", "seeds"])
+    lines += ["## Base / SFT / PivotRL / E2E RL", ""]
+    if turns:
+        lines += ["In-domain **turn accuracy**: on every expert state of the held-out test tasks (the turns of their "
+                  "expert trajectories, never trained on), the share where the model's greedy action passes the "
+                  "functional verifier, averaged per task and then over tasks. It is PivotRL's unit of training "
+                  "measured on unseen states, so it can move before whole episodes do"
+                  + ("; *episode success* is one greedy episode per test task, judged by the env." if episodes
+                     else "."), ""]
+    lines += [markdown_table(header, rows), ""]
     acc_rows, summary["accounting"] = _accounting(root, seeds)
     if acc_rows:
         lines += ["### What each method spent", "",
@@ -442,8 +458,10 @@ def write_experiment_report(root: str | Path, config: Any) -> dict[str, Any]:
         plot_curves(named_turns, plots / "curve_seconds.png", x="seconds", xlabel="wall-clock seconds (excl. eval)",
                     title=f"{config.env}: in-domain score vs wall-clock", target=target)
         lines += ["## Cost: PivotRL vs end-to-end RL", "",
-                  f"In-domain score (one greedy episode on each of {_curve_task_count(curves)} test tasks) after "
-                  "every training step. PivotRL's curve starts at the cost of profiling: every profiling sample "
+                  (f"In-domain turn accuracy (greedy action from the held-out expert states of "
+                     f"{_curve_task_count(curves)} test tasks)" if turns else
+                     f"In-domain score (one greedy episode on each of {_curve_task_count(curves)} test tasks)")
+                  + " after every training step. PivotRL's curve starts at the cost of profiling: every profiling sample "
                   "counts as a rollout turn and the profiling time is added to its wall-clock.", "",
                   "![score vs turns](plots/curve_turns.png) ![score vs wall-clock](plots/curve_seconds.png)", ""]
         paired = [s for s, (pc, ec) in curves.items() if pc and ec]

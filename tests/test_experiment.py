@@ -165,3 +165,83 @@ def test_e2e_samples_only_the_expert_tasks(tiny_model_dir, arith_registry, tmp_p
     bad = expert_task_e2e(cfg, ["not-a-task"])
     with pytest.raises(ExperimentError, match="not-a-task"):
         bad.setup_data()
+
+
+class ScriptedSampler:
+    """Answers each prompt with ``answer(prompt)``: a policy whose turn accuracy is known in advance."""
+
+    def __init__(self, answer) -> None:  # noqa: ANN001
+        self.answer = answer
+
+    def sample(self, prompts, n=1, params=None):  # noqa: ANN001, ANN201
+        from pivotgym.types import Completion
+
+        return [[Completion(text=self.answer(p)) for _ in range(n)] for p in prompts]
+
+    def describe(self):  # noqa: ANN201
+        return {"model": "scripted", "revision": None, "backend": "test"}
+
+
+def test_turn_accuracy_scores_held_out_expert_states(arith_registry, tmp_path):
+    """Turn accuracy is 1 for a policy that plays the expert's action (or any action the functional verifier
+    credits), 0 for one that never does, counts a failed verification apart, and uses only test tasks."""
+    from pivotgym.experiment import ExperimentConfig, Run
+    from pivotgym.registry import make
+
+    config = ExperimentConfig(name="t", env="arith/chain-v0", executor="serial",
+                              curve={"metric": "turns", "tasks": 3}, eval={"max_new_tokens": 8})
+    run = Run(config, tmp_path)
+    held_out = run.held_out_trajectories()
+    assert [t.task_id for t in held_out] == ["test-100", "test-101", "test-102"]  # the test split, never train
+    assert (tmp_path / "data" / "test-expert.jsonl").exists()
+    env = make("arith/chain-v0")
+    experts = {}
+    for traj in held_out:
+        for turn in traj.turns():
+            experts[str(env.prompt_messages(turn.prefix))] = turn.expert["content"]
+
+    def expert(prompt):  # noqa: ANN001, ANN202
+        return experts[str(prompt)]
+
+    def equivalent(prompt):  # noqa: ANN001, ANN202 - same value, different string: the functional verifier credits it
+        return f"({experts[str(prompt)]}) + 0"
+
+    try:
+        point = run.curve_point(ScriptedSampler(expert))
+        assert point["metric"] == "turns" and point["per_task"] == [1.0, 1.0, 1.0] and point["failed"] == 0
+        assert point["states"] == sum(len(t.turns()) for t in held_out)
+        assert run.curve_point(ScriptedSampler(lambda p: "7 apples"))["per_task"] == [0.0, 0.0, 0.0]
+        first_task = {str(env.prompt_messages(turn.prefix)) for turn in held_out[0].turns()}
+        mixed = run.curve_point(ScriptedSampler(lambda p: expert(p) if str(p) in first_task else "nope"))
+        assert mixed["per_task"] == [1.0, 0.0, 0.0] and mixed["score"] == pytest.approx(1 / 3)
+        assert run.curve_point(ScriptedSampler(equivalent))["score"] == 1.0
+    finally:
+        run.close()
+
+
+def test_turn_metric_in_evaluation_keeps_episode_success_beside_it(arith_registry, tmp_path):
+    from pivotgym.experiment import ExperimentConfig, Run
+
+    config = ExperimentConfig(name="t", env="arith/chain-v0", executor="serial",
+                              curve={"metric": "turns", "tasks": 2, "max_turns": 3}, eval={"max_new_tokens": 8})
+    run = Run(config, tmp_path)
+    try:
+        result = run.evaluate(ScriptedSampler(lambda p: "1"), tmp_path / "eval" / "scripted.json")
+    finally:
+        run.close()
+    key = "arith/chain-v0@test"
+    assert result["role"] == {key: "in_domain", f"{key}:episodes": "episodes"}
+    assert result["scores"][key]["metric"] == "turn_accuracy" and result["scores"][key]["n"] == 2
+    assert result["scores"][f"{key}:episodes"]["metric"] == "success"
+    assert result["averages"]["in_domain"] == result["scores"][key]["value"]  # episodes are not averaged in
+    assert run.curve_point_from_eval(tmp_path / "eval" / "scripted.json")["metric"] == "turns"
+
+
+def test_unknown_curve_metric_and_mistyped_seeds_name_the_field(tmp_path):
+    path = tmp_path / "exp.yaml"
+    path.write_text("name: x\nenv: arith/chain-v0\ncurve: {metric: loss}\n")
+    with pytest.raises(ExperimentError, match="curve.metric must be one of episodes, turns, got 'loss'"):
+        load_experiment(path)
+    path.write_text("name: x\nenv: arith/chain-v0\nseeds: many\n")
+    with pytest.raises(ExperimentError, match=r"seeds\[0\]: expected an integer, got 'many'"):
+        load_experiment(path)
