@@ -19,6 +19,13 @@ observation (``info["error"] == "step_timeout"``), reward 0, and the episode end
 kill a thread, so the deadline keeps the *caller* responsive but does not stop the work: a domain must still
 bound its own actions (sandbox deadlines, regex timeouts, no blocking opens), and an env whose step timed out
 should be reset before reuse, since the abandoned step may still be touching its state.
+
+The generation length: ``max_new_tokens`` is how many tokens one assistant turn of this env needs at most (a
+PDDL action: a few dozen; a tool call: a few hundred). Evaluation (:func:`pivotgym.suite.evaluate_suite`)
+generates at most that many tokens per turn; a suite-wide cap can only shorten it. ``None`` (the default)
+states no limit of its own: the caller's cap applies (the suite's, else :data:`DEFAULT_MAX_NEW_TOKENS`).
+Set it as a class attribute, or per instance with ``make(env_id, max_new_tokens=N)`` (or the registration's
+keyword arguments).
 """
 
 from __future__ import annotations
@@ -39,6 +46,9 @@ from pivotgym.types import Message, Task, Trajectory, message
 
 #: the default wall-clock deadline of one step, in seconds (see the module docstring)
 DEFAULT_STEP_TIMEOUT: float = 300.0
+
+#: new tokens per assistant turn where neither the env (``max_new_tokens = None``) nor the caller sets a limit
+DEFAULT_MAX_NEW_TOKENS: int = 256
 
 
 class InvalidAction(Exception):
@@ -79,6 +89,9 @@ class AgentEnv(gym.Env[list, str]):
     max_turns: int = 20
     #: role of error observations (``"tool"`` suits tool-calling envs)
     error_role: str = "user"
+    #: most new tokens one assistant turn needs (evaluation's generation length); None: no limit of its own,
+    #: the caller's applies (see the module docstring)
+    max_new_tokens: int | None = None
 
     def __init__(
         self,
@@ -87,9 +100,13 @@ class AgentEnv(gym.Env[list, str]):
         step_timeout: float | None = DEFAULT_STEP_TIMEOUT,
         render_mode: str | None = None,
         max_action_chars: int = 100_000,
+        max_new_tokens: int | None = None,
     ) -> None:
         if max_turns is not None:
             self.max_turns = int(max_turns)
+        if max_new_tokens is not None:
+            self.max_new_tokens = max_new_tokens
+        check_max_new_tokens(self.max_new_tokens, type(self).__name__)
         self.step_timeout = step_timeout
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
@@ -321,6 +338,15 @@ class AgentEnv(gym.Env[list, str]):
         return state
 
 
+def check_max_new_tokens(value: Any, owner: str) -> int | None:
+    """``value`` as an env's generation limit: a positive int or None; anything else is a one-line error."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{owner}: max_new_tokens must be a positive integer or None, got {value!r}")
+    return value
+
+
 class _StepTimeout(Exception):
     pass
 
@@ -370,4 +396,5 @@ def _copy_messages(messages: Sequence[Message]) -> list[Message]:
     return [dict(m) if all(type(v) is str for v in m.values()) else copy.deepcopy(m) for m in messages]  # type: ignore[misc]
 
 
-__all__ = ["DEFAULT_STEP_TIMEOUT", "AgentEnv", "InvalidAction", "StepOutcome", "TaskNotFound"]
+__all__ = ["DEFAULT_MAX_NEW_TOKENS", "DEFAULT_STEP_TIMEOUT", "AgentEnv", "InvalidAction", "StepOutcome", "TaskNotFound",
+           "check_max_new_tokens"]

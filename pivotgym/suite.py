@@ -13,10 +13,19 @@ How a member is scored depends on the env:
   log-probability of its tokens after a raw-text context, as lm-eval does (``acc`` and ``acc_norm``); no
   shipped env uses it any more, since it never exercises the chat format and barely moves at this scale;
 * any other env (the multi-turn domains, e.g. ``planning/blocks-v0@test``): greedy episodes run in lockstep
-  across tasks; the score is the episode's final reward (the outcome reward).
+  across tasks; the score is the episode's final reward (the outcome reward). Each turn generates at most the
+  env's ``max_new_tokens`` (:attr:`pivotgym.env.AgentEnv.max_new_tokens`, e.g. 64 for a PDDL action); a
+  suite-wide ``max_new_tokens`` can only shorten it. An env that declares none gets the suite-wide cap, else
+  :data:`pivotgym.env.DEFAULT_MAX_NEW_TOKENS` (256).
 
 Every scored item is appended to ``<out>.items.jsonl`` as it finishes; a rerun with the same model, suite and
-settings skips the items already there, so an interrupted evaluation resumes where it stopped.
+settings skips the items already there, so an interrupted evaluation resumes where it stopped. An item is
+``{"member", "task_id", "fingerprint", "metric", "reward", "max_new_tokens", ...}`` plus, for generated
+members (unless ``transcripts=False``), ``"transcript": {"messages": [...], "steps": [...]}``: the episode's
+chat history as the env recorded it and, per assistant turn, its ``reward``, ``terminated``, ``truncated``,
+``finish_reason``, ``tokens`` and the env's ``info`` (e.g. ``error``), so a failed episode can be read back.
+Readers must treat ``transcript`` (and ``max_new_tokens``) as optional: older files and loglik members have
+none.
 """
 
 from __future__ import annotations
@@ -138,35 +147,54 @@ def loglik_scores(sampler: Any, requests: Sequence[tuple[str, list[str], int]],
     return out
 
 
-def generate_single(sampler: Any, env: Any, tasks: Sequence[Any], params: SamplingParams) -> list[dict[str, Any]]:
-    """One greedy reply per task of a single-turn YAML env, judged by the env's scorer (no answer: 0)."""
+def _step_record(completion: Any, reward: float, terminated: bool, truncated: bool,
+                 info: Mapping[str, Any]) -> dict[str, Any]:
+    """One turn of a transcript: what the env said about the action, and how the generation ended."""
+    return {"reward": float(reward), "terminated": bool(terminated), "truncated": bool(truncated),
+            "finish_reason": getattr(completion, "finish_reason", None),
+            "tokens": len(getattr(completion, "token_ids", None) or []), "info": dict(info)}
+
+
+def generate_single(sampler: Any, env: Any, tasks: Sequence[Any], params: SamplingParams, *,
+                    transcripts: bool = False) -> list[dict[str, Any]]:
+    """One greedy reply per task of a single-turn YAML env, judged by the env's scorer (no answer: 0).
+
+    With ``transcripts``, each result carries ``"transcript"``: the prompt and the reply as messages, and the
+    one step's reward and judgement."""
     from pivotgym.env import InvalidAction
 
     prompts = [env.initial_messages(t) for t in tasks]
     completions = sampler.sample(prompts, n=1, params=params)
     results = []
-    for task, comps in zip(tasks, completions):
+    for task, prompt, comps in zip(tasks, prompts, completions):
         text = comps[0].text
         try:
             env.check_reply(task, text)
             reward, details = env.judge(task, text)
         except InvalidAction as exc:
             reward, details = 0.0, {"error": str(exc)}
-        results.append({"reward": reward, "reply": text[:500], "details": details})
+        row = {"reward": reward, "reply": text[:500], "details": details}
+        if transcripts:
+            row["transcript"] = {"messages": [*prompt, {"role": "assistant", "content": text}],
+                                 "steps": [_step_record(comps[0], reward, True, False, details)]}
+        results.append(row)
     return results
 
 
 def run_episodes(sampler: Any, make_env: Callable[[], Any], tasks: Sequence[Any], params: SamplingParams,
-                 batch_size: int = 8) -> list[dict[str, Any]]:
+                 batch_size: int = 8, *, transcripts: bool = False) -> list[dict[str, Any]]:
     """Greedy episodes on ``tasks``, ``batch_size`` at a time in lockstep (one sampler call per turn).
 
-    Returns per task its final reward, the number of assistant turns and whether it terminated.
+    Returns per task its final reward, the number of assistant turns and whether it terminated; with
+    ``transcripts`` also ``"transcript"``: the env's chat history (``env.messages``) and one record per turn
+    (reward, terminated, truncated, finish_reason, tokens, the env's info).
     """
     results: list[dict[str, Any]] = []
     for start in range(0, len(tasks), batch_size):
         group = tasks[start:start + batch_size]
         envs = [make_env() for _ in group]
         state = []
+        steps: list[list[dict[str, Any]]] = [[] for _ in group]
         for env, task in zip(envs, group):
             env.reset(options={"task_id": task.id})
             state.append({"reward": 0.0, "turns": 0, "terminated": False, "done": False})
@@ -177,14 +205,34 @@ def run_episodes(sampler: Any, make_env: Callable[[], Any], tasks: Sequence[Any]
             prompts = [envs[i].prompt_messages(envs[i].messages) for i in live]
             completions = sampler.sample(prompts, n=1, params=params)
             for i, comps in zip(live, completions):
-                _obs, reward, terminated, truncated, _info = envs[i].step(comps[0].text)
+                _obs, reward, terminated, truncated, info = envs[i].step(comps[0].text)
                 s = state[i]
                 s["turns"] += 1
                 s["reward"] = float(reward)
                 s["terminated"] = bool(terminated)
                 s["done"] = bool(terminated or truncated)
+                if transcripts:
+                    steps[i].append(_step_record(comps[0], reward, terminated, truncated, info))
+        if transcripts:
+            for env, s, turns in zip(envs, state, steps):
+                s["transcript"] = {"messages": list(env.messages), "steps": turns}
         results.extend(state)
     return results
+
+
+def generation_cap(env: Any, suite_cap: int | None = None) -> int:
+    """New tokens per turn for ``env`` in a suite: the env's own limit (a YAML env's ``max_new_tokens``, an
+    :class:`~pivotgym.env.AgentEnv`'s ``max_new_tokens`` attribute), which ``suite_cap`` can only shorten; an
+    env without one gets ``suite_cap``, else :data:`~pivotgym.env.DEFAULT_MAX_NEW_TOKENS`."""
+    from pivotgym.declarative import DeclarativeEnv
+    from pivotgym.env import DEFAULT_MAX_NEW_TOKENS, check_max_new_tokens
+
+    own = check_max_new_tokens(getattr(env, "max_new_tokens", None), getattr(env, "env_id", type(env).__name__))
+    if own is None and isinstance(env, DeclarativeEnv):
+        own = int(env.config.max_new_tokens)  # the answer format's length (4 tokens for a letter)
+    if own is None:
+        return int(suite_cap) if suite_cap else DEFAULT_MAX_NEW_TOKENS
+    return min(int(suite_cap), own) if suite_cap else own
 
 
 # ----------------------------------------------------------------------------------------- evaluate
@@ -202,12 +250,16 @@ def evaluate_suite(
     model: str | None = None,
     progress: bool = True,
     name: str | None = None,
+    transcripts: bool = True,
 ) -> dict[str, Any]:
     """Evaluate ``sampler`` on every member of ``suite`` and return the contract's suite result.
 
     ``limit`` caps the tasks per member (``limits`` per member key overrides it); ``members`` restricts the
-    evaluation to those keys. With ``out``, the result is written there and items are appended to
-    ``<out>.items.jsonl`` as they finish (resumable). ``name`` names an inline suite in the result.
+    evaluation to those keys. ``max_new_tokens`` is a suite-wide cap on each turn's generation: it can only
+    shorten an env's own limit (:func:`generation_cap`). With ``out``, the result is written there and items
+    are appended to ``<out>.items.jsonl`` as they finish (resumable); ``transcripts`` (default on) puts each
+    generated episode's messages and per-turn records in its item (see the module docstring); turn it off to
+    keep the items file small. ``name`` names an inline suite in the result.
     """
     from tqdm.auto import tqdm
 
@@ -241,12 +293,17 @@ def evaluate_suite(
             env = make(member.env_id)
             cap = (limits or {}).get(member.key, limit)
             tasks = _tasks(env, member, cap)
-            todo = [t for t in tasks if (member.key, t.id) not in done]
-            metric, rows = _score_member(env, member, todo, sampler, max_new_tokens, seed, batch_size,
-                                         isinstance(env, DeclarativeEnv))
+            declarative = isinstance(env, DeclarativeEnv)
+            loglik = declarative and env.config.scoring == "loglik"
+            tokens = None if loglik else generation_cap(env, max_new_tokens)
+            # an item is reused only when it was generated with the same per-turn cap (an env's own limit may
+            # have changed since; items written before caps were recorded are scored again, once)
+            todo = [t for t in tasks if done.get((member.key, t.id), {}).get("max_new_tokens", "?") != tokens]
+            metric, rows = _score_member(env, member, todo, sampler, tokens, seed, batch_size, declarative,
+                                         transcripts)
             for task, row in zip(todo, rows):
                 record = {"member": member.key, "task_id": task.id, "fingerprint": fingerprint, "metric": metric,
-                          **row}
+                          "max_new_tokens": tokens, **row}
                 done[(member.key, task.id)] = record
                 if appender:
                     appender.write(record)
@@ -266,8 +323,11 @@ def evaluate_suite(
     return result
 
 
-def _score_member(env: Any, member: Member, tasks: Sequence[Any], sampler: Any, max_new_tokens: int | None,
-                  seed: int, batch_size: int, declarative: bool) -> tuple[str, list[dict[str, Any]]]:
+def _score_member(env: Any, member: Member, tasks: Sequence[Any], sampler: Any, tokens: int | None,
+                  seed: int, batch_size: int, declarative: bool,
+                  transcripts: bool = False) -> tuple[str, list[dict[str, Any]]]:
+    """(metric, one row per task) of one member; ``tokens`` is the per-turn cap from :func:`generation_cap`
+    (the env's own length, which a suite-wide cap only shortens: a short-answer env never generates 64)."""
     if declarative:
         config = env.config
         if config.scoring == "loglik":
@@ -275,18 +335,16 @@ def _score_member(env: Any, member: Member, tasks: Sequence[Any], sampler: Any, 
                 return "acc", []
             rows = loglik_scores(sampler, [env.loglik_request(t) for t in tasks], batch_size=max(batch_size, 16))
             return "acc", [{"reward": r["acc"], "acc_norm": r["acc_norm"]} for r in rows]
-        # the env's own generation length is a property of its answer format (4 tokens for a letter): a
-        # suite-wide max_new_tokens can only shorten it, never make a short-answer env generate 64 tokens
-        cap = min(max_new_tokens, config.max_new_tokens) if max_new_tokens else config.max_new_tokens
-        params = SamplingParams(temperature=0.0, max_new_tokens=cap, seed=seed)
+        params = SamplingParams(temperature=0.0, max_new_tokens=tokens, seed=seed)
         rows = []
         for start in range(0, len(tasks), batch_size):
-            rows += generate_single(sampler, env, tasks[start:start + batch_size], params)
+            rows += generate_single(sampler, env, tasks[start:start + batch_size], params, transcripts=transcripts)
         return config.metric, rows
     from pivotgym.registry import make
 
-    params = SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens or 256, seed=seed)
-    rows = run_episodes(sampler, lambda: make(member.env_id), tasks, params, batch_size=batch_size)
+    params = SamplingParams(temperature=0.0, max_new_tokens=tokens, seed=seed)
+    rows = run_episodes(sampler, lambda: make(member.env_id), tasks, params, batch_size=batch_size,
+                        transcripts=transcripts)
     return "success", rows
 
 
@@ -364,5 +422,5 @@ def format_comparison(comp: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["Member", "ci95", "compare", "evaluate_suite", "format_comparison", "load_result", "loglik_scores",
-           "role_averages", "run_episodes", "suite_members", "summarize"]
+__all__ = ["Member", "ci95", "compare", "evaluate_suite", "format_comparison", "generation_cap", "load_result",
+           "loglik_scores", "role_averages", "run_episodes", "suite_members", "summarize"]

@@ -79,6 +79,9 @@ class PlanningEnv(AgentEnv):
 
     splits = ("train", "test", "ood")
     error_role = "user"
+    #: one grounded action per turn: the expert's are 7-22 tokens in every family, so 64 leaves room for a
+    #: slightly wordier reply without letting a rambling one run on for hundreds of tokens
+    max_new_tokens = 64
 
     def __init__(
         self,

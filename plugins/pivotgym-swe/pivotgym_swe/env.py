@@ -59,6 +59,8 @@ class SWEEnv(AgentEnv):
     splits = ("train", "test")
     max_turns = 30
     error_role = "tool"
+    #: one command or edit per turn: the expert's run up to ~150 tokens; a model's edit may carry more code
+    max_new_tokens = 512
 
     def __init__(self, task_set: str = "toolz", *, tasks_path: str | None = None, sandbox: str | Sandbox | None = None,
                  run_limits: Limits = RUN_LIMITS, **kwargs: Any) -> None:

@@ -55,6 +55,8 @@ class ToolUseEnv(AgentEnv):
     """Shared pieces: parsing actions against the current task's tools, rendering, tool schemas."""
 
     error_role = "tool"
+    #: one reply of tool calls: the expert's run up to ~190 tokens (parallel calls), most under 100
+    max_new_tokens = 256
 
     def _docs(self, task: Task) -> list[dict[str, Any]]:
         raise NotImplementedError
