@@ -6,8 +6,7 @@ Importing the package registers every installed plugin's envs with gymnasium, so
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
+from pivotgym._version import __version__
 from pivotgym.env import AgentEnv, InvalidAction, StepOutcome
 from pivotgym.hookspecs import hookimpl
 from pivotgym.registry import get_registry, list_envs, list_plugins, make, make_verifier, verifier_for

@@ -85,7 +85,7 @@ def check_env(
 ) -> CheckReport:
     """Check ``env`` (an instance or a registered id). ``verifier`` defaults to the env's registered
     functional verifier. Returns a report; call ``report.raise_for_failures()`` in tests."""
-    from pivotgym import registry
+    import pivotgym.registry as registry
 
     env_kwargs = dict(env_kwargs or {})
     if isinstance(env, str):

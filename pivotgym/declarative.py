@@ -234,7 +234,7 @@ class EnvConfig:
 def bigbench_task_file(task: str) -> Path:
     """The ``task.json`` of a BIG-bench task: the full file from ``pivotgym data pull bigbench`` when it is in
     the cache, else the subset shipped as package data."""
-    from pivotgym.data_commands import bigbench_cache_dir, shipped_bigbench_dir
+    from pivotgym.bigbench import bigbench_cache_dir, shipped_bigbench_dir
 
     name = task.replace("/", "__")
     for folder in (bigbench_cache_dir(), shipped_bigbench_dir()):

@@ -18,7 +18,7 @@ from typing import Any
 
 import pluggy
 
-from pivotgym import hookspecs
+import pivotgym.hookspecs as hookspecs
 
 ENTRY_POINT_GROUP = "pivotgym"
 ENV_LOAD_ONLY = "PIVOTGYM_LOAD_PLUGINS"
@@ -92,7 +92,8 @@ class PluginManager:
             info.record(f"could not register: {exc}", traceback.format_exc())
 
     def load_builtins(self) -> None:
-        from pivotgym import __version__, builtins
+        import pivotgym.builtins as builtins
+        from pivotgym._version import __version__
 
         self.add(builtins, BUILTIN_NAME, version=__version__, distribution="pivotgym")
 

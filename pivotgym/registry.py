@@ -18,6 +18,8 @@ from typing import Any
 import gymnasium
 
 from pivotgym.plugins import PluginInfo, PluginManager
+from pivotgym.sandbox import set_sandbox_maker
+from pivotgym.verify import set_env_maker
 
 Factory = Callable[..., Any] | str
 
@@ -340,3 +342,14 @@ def verifier_for(env_id: str, kind: str = "functional", **kwargs: Any) -> Any:
 
 def list_plugins() -> list[PluginInfo]:
     return list(get_registry().plugins.infos.values())
+
+
+def _make_sandbox(name: str, **kwargs: Any) -> Any:
+    return get_registry().make_sandbox(name, **kwargs)
+
+
+# The low layers build envs and sandboxes by name through the registry without importing it (see
+# ``pivotgym.verify.set_env_maker`` and ``pivotgym.sandbox.set_sandbox_maker``). The lambda looks ``make`` up
+# on each call, so a patched ``pivotgym.registry.make`` is honoured as before.
+set_env_maker(lambda env_id, **kwargs: make(env_id, **kwargs))
+set_sandbox_maker(_make_sandbox)

@@ -30,6 +30,16 @@ from pivotgym.types import Task, ToolCall, Trajectory, Turn, Verdict
 if TYPE_CHECKING:
     from pivotgym.env import AgentEnv
 
+#: builds an env from its id for a :class:`VerifyContext` without ``env_factory``. This module sits below the
+#: registry and never imports it: :mod:`pivotgym.registry` installs its ``make`` here when it is imported (which
+#: ``import pivotgym`` always does).
+_env_maker: list[Callable[..., AgentEnv]] = []
+
+
+def set_env_maker(maker: Callable[..., AgentEnv]) -> None:
+    """Install how contexts build an env by id: ``maker(env_id, **env_kwargs)``."""
+    _env_maker[:] = [maker]
+
 
 @runtime_checkable
 class Verifier(Protocol):
@@ -140,9 +150,10 @@ class VerifyContext:
     def _make(self) -> AgentEnv:
         if self.env_factory is not None:
             return self.env_factory()
-        from pivotgym.registry import make
-
-        return make(self.turn.env_id, **self.env_kwargs)
+        if not _env_maker:
+            raise RuntimeError(f"{self.turn.env_id}: no env registry is installed; `import pivotgym` first or "
+                               "pass env_factory")
+        return _env_maker[0](self.turn.env_id, **self.env_kwargs)
 
     def fresh_env(self) -> AgentEnv:
         """An env of the right id and settings, not reset (for stateless helpers like rendering)."""

@@ -6,12 +6,15 @@ Backends, registered through the ``register_sandboxes`` hook by the core's built
 * ``docker``: a fresh container per run (needs the docker SDK and a reachable engine);
 * ``local``: no isolation, rlimits and a deadline only (explicit opt-in; warns).
 
-``get_sandbox()`` returns the default backend (``PIVOTGYM_SANDBOX`` overrides it).
+``get_sandbox()`` returns the default backend (``PIVOTGYM_SANDBOX`` overrides it). This package sits below the
+registry and never imports it: the registry installs its ``make_sandbox`` here (:func:`set_sandbox_maker`) when
+it is imported, which ``import pivotgym`` always does, so plugin backends are found by name too.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from pivotgym.sandbox.base import Limits, Mount, RunResult, Sandbox, SandboxError, SandboxUnavailable
@@ -21,13 +24,22 @@ DEFAULT_BACKEND = "bwrap"
 ENV_BACKEND = "PIVOTGYM_SANDBOX"
 
 
+#: builds a backend by name; installed by :mod:`pivotgym.registry` (the low layer must not import it)
+_maker: list[Callable[..., Sandbox]] = []
+
+
+def set_sandbox_maker(maker: Callable[..., Sandbox]) -> None:
+    """Install the function ``get_sandbox`` builds backends with: ``maker(name, **kwargs)``."""
+    _maker[:] = [maker]
+
+
 def get_sandbox(name: str | None = None, **kwargs: Any) -> Sandbox:
     """Build the sandbox backend ``name`` (default: ``$PIVOTGYM_SANDBOX`` or ``bwrap``) through the registry."""
-    from pivotgym.registry import get_registry
-
+    if not _maker:
+        raise SandboxError("no sandbox registry is installed: `import pivotgym` first (it loads the backends)")
     name = name or os.environ.get(ENV_BACKEND) or DEFAULT_BACKEND
-    return get_registry().make_sandbox(name, **kwargs)
+    return _maker[0](name, **kwargs)
 
 
 __all__ = ["DEFAULT_BACKEND", "Limits", "Mount", "RunResult", "Sandbox", "SandboxError", "SandboxUnavailable",
-           "fork_dir", "get_sandbox", "remove_dir"]
+           "fork_dir", "get_sandbox", "remove_dir", "set_sandbox_maker"]
