@@ -119,7 +119,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     from pivotgym.execution import make_executor
     from pivotgym.pivot import AdaptiveK, ProfileConfig, Profiler
-    from pivotgym.pivot.commands import make_reference_sampler
+    from pivotgym.pivot.reference import make_reference_sampler
     from pivotgym.sampling.base import SamplingParams
 
     trajectories = _trajectories(envs, args.states)

@@ -45,9 +45,8 @@ def test_readme_command_block_lists_every_command():
 
     import typer.main
 
-    from pivotgym.cli import _load_command_modules, app
+    from pivotgym.cli import app
 
-    _load_command_modules()
     commands = set(typer.main.get_command(app).commands)
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     block = readme.split("## The command line", 1)[1].split("```bash", 1)[1].split("```", 1)[0]

@@ -164,6 +164,29 @@ def test_train_config_mistyped_value_names_file_and_field(text, expected, tmp_pa
     assert str(info.value) == f"{path}: {expected}"
 
 
+@pytest.mark.parametrize("text, expected", [
+    ("steps: many\n", "steps: expected an integer, got 'many'"),
+    ("steps: 3\n  model: x\n", None),  # a YAML syntax error: FILE:LINE:COLUMN
+])
+@pytest.mark.parametrize("kind", ["sft", "pivot", "e2e"])
+def test_train_command_error_is_one_line_naming_file_and_field(kind, text, expected, no_model, capsys, tmp_path):
+    path = tmp_path / f"{kind}.yaml"
+    path.write_text(text)
+    assert main(["train", kind, "-c", str(path), "--output-dir", str(tmp_path / "run")]) == 1
+    lines = _error_lines(capsys)
+    if expected is None:
+        assert lines == [f"error: {path}:2:8: not valid YAML: mapping values are not allowed here"]
+    else:
+        assert lines == [f"error: {path}: {expected}"]
+    assert not (tmp_path / "run").exists()
+
+
+def test_train_command_with_a_missing_config_is_one_line(no_model, capsys, tmp_path):
+    path = tmp_path / "none.yaml"
+    assert main(["train", "sft", "-c", str(path)]) == 1
+    assert _error_lines(capsys) == [f"error: config file {path} does not exist"]
+
+
 def test_train_config_accepts_ints_for_floats_and_null_for_optionals(tmp_path):
     from pivotgym.train.config import load_config
 

@@ -184,7 +184,7 @@ def _fake_bigbench_sdist(path: Path) -> None:
 
 def test_data_pull_extracts_tasks_into_the_cache_which_takes_precedence(tmp_path, monkeypatch):
     from pivotgym.cli import main
-    from pivotgym.data_commands import bigbench_cache_dir
+    from pivotgym.bigbench import bigbench_cache_dir
 
     monkeypatch.setenv("PIVOTGYM_CACHE", str(tmp_path / "cache"))
     sdist = tmp_path / "bigbench-1.0.0.tar.gz"

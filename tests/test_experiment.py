@@ -125,7 +125,7 @@ def test_miniature_experiment_end_to_end(tiny_model_dir, arith_registry, tmp_pat
 
 @pytest.mark.parametrize("text, expected", [("0,1,2", [0, 1, 2]), (" 3, 1,3 ", [3, 1]), ("7", [7])])
 def test_seeds_option_parses_a_comma_separated_list(text, expected):
-    from pivotgym.eval_commands import parse_seeds
+    from pivotgym.cli.experiment import parse_seeds
 
     assert parse_seeds(text) == expected
 

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from core_helpers import cli_env
-from pivotgym.verify_commands import load_turn
+from pivotgym.cli.verify import load_turn
 
 
 def _run(*args, env=None):

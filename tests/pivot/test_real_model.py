@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def smollm2() -> object:
-    from pivotgym.pivot.commands import make_reference_sampler
+    from pivotgym.pivot.reference import make_reference_sampler
 
     return make_reference_sampler("hf", "smollm2-135m")
 

@@ -7,6 +7,8 @@ from typing import Any
 
 import typer
 
+from pivotgym.cli.output import CLIError, emit_json, table
+
 model_app = typer.Typer(help="Bundled models: convert once into the cache, list what is there.",
                         no_args_is_help=True)
 
@@ -25,7 +27,6 @@ def pull_cmd(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Convert a bundled model's GGUF into a cached safetensors folder (instant when already done)."""
-    from pivotgym.cli import CLIError, emit_json
     from pivotgym.sampling.models import BUNDLED_MODELS, DEFAULT_MODEL, ModelError, is_converted, pull_model
 
     alias = name or DEFAULT_MODEL
@@ -49,17 +50,17 @@ def pull_cmd(
 @model_app.command("list")
 def list_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """List the bundled models, whether each is converted, and where."""
-    from pivotgym.cli import _table, emit_json
     from pivotgym.sampling.models import BUNDLED_MODELS
 
     rows = [_status(alias) for alias in sorted(BUNDLED_MODELS)]
     if as_json:
         emit_json(rows)
         return
-    typer.echo(_table([[r["alias"] + (" (default)" if r["default"] else ""), r["requirement"],
+    typer.echo(table([[r["alias"] + (" (default)" if r["default"] else ""), r["requirement"],
                         "yes" if r["converted"] else "no", r["path"]] for r in rows],
                       ["model", "package", "converted", "path"]))
 
 
 def register(app: typer.Typer) -> None:
+    """Add the ``model`` group."""
     app.add_typer(model_app, name="model")

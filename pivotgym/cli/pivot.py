@@ -1,4 +1,4 @@
-"""CLI commands of the pivot subsystem: ``profile``, ``select`` and ``pivots import|export``."""
+"""``pivotgym profile``, ``pivotgym select`` and ``pivotgym pivots import|export``: the pivot subsystem."""
 
 from __future__ import annotations
 
@@ -7,24 +7,12 @@ from typing import Any, Optional
 
 import typer
 
-from pivotgym.cli import CLIError, _table, emit_json
+from pivotgym.cli.checks import check_envs
+from pivotgym.cli.output import CLIError, emit_json, table
+from pivotgym.pivot.reference import make_reference_sampler
 
 pivots_app = typer.Typer(help="Move pivot sets in and out of other formats (NeMo-Gym rows, HF datasets).",
                          no_args_is_help=True)
-
-
-def make_reference_sampler(sampler: str, model: str, **kwargs: Any) -> Any:
-    """The frozen reference policy: a sampler backend from the registry (``hf`` by default)."""
-    from pivotgym.registry import RegistryError, get_registry
-
-    try:
-        return get_registry().make_sampler(sampler, model=model, **kwargs)
-    except RegistryError:
-        if sampler != "hf":
-            raise
-        from pivotgym.sampling.hf import HFSampler  # the core backend, even before it is registered
-
-        return HFSampler(model=model, **kwargs)
 
 
 def _read_trajectories(path: Path) -> list[Any]:
@@ -67,8 +55,6 @@ def profile_cmd(
     from pivotgym.execution import make_executor
     from pivotgym.pivot.profile import AdaptiveK, ProfileConfig, Profiler
     from pivotgym.sampling.base import SamplingParams
-
-    from pivotgym.eval_commands import check_envs
 
     trajs = _read_trajectories(trajectories)
     check_envs((t.env_id for t in trajs), str(trajectories))  # before the reference model loads
@@ -140,7 +126,7 @@ def select_cmd(
         return
     rows = [[env, s["turns"], s["all_fail"], s["all_pass"], f"{s['share_uninformative']:.1%}", s["pivots"]]
             for env, s in per_env_stats.items()]
-    typer.echo(_table(rows, ["env", "turns", "all fail", "all pass", "uninformative", "pivots"]))
+    typer.echo(table(rows, ["env", "turns", "all fail", "all pass", "uninformative", "pivots"]))
     if out is not None:
         typer.echo(f"wrote {len(pivot_set.pivots)} pivots to {out}")
 

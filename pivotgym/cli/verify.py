@@ -18,6 +18,7 @@ from typing import Any, Optional
 
 import typer
 
+from pivotgym.cli.output import CLIError, emit_json, table
 from pivotgym.verify import VerifyContext, verify_safely
 
 TURN_HELP = ('JSON file: {"messages": [...], "expert": message | text | [{"name", "arguments"}], '
@@ -65,49 +66,50 @@ def verify_turn(env_id: str, turn: Mapping[str, Any], candidates: list[str], ver
     return out
 
 
-def register(app: typer.Typer) -> None:
-    from pivotgym.cli import CLIError, _table, emit_json
+def verify_cmd(
+    turn: Path = typer.Option(..., "--turn", help=TURN_HELP),
+    env: Optional[str] = typer.Option(None, "--env", help="Env id whose verifier judges (default: the "
+                                      "turn file's env_id), e.g. tooluse/bfcl-simple-v0."),
+    candidate: list[str] = typer.Option([], "--candidate", help="A candidate action's text (repeatable); "
+                                        "'-' reads one from stdin."),
+    candidates_file: Optional[Path] = typer.Option(None, "--candidates", help="A file of candidates: JSON "
+                                                   "lines of strings or {\"text\": ...}."),
+    verifier: str = typer.Option("functional", help="functional, exact, or a verifier name."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Judge candidate actions for any turn (functions, messages, expert action) with an env's verifier."""
+    try:
+        data = load_turn(turn)
+    except ValueError as exc:
+        raise CLIError(str(exc), hint="see `pivotgym verify --help` for the turn file format") from None
+    env_id = env or data["env_id"]
+    if not env_id:
+        raise CLIError("which env's verifier should judge? pass --env", hint="`pivotgym envs` lists env ids")
+    texts = [sys.stdin.read() if c == "-" else c for c in candidate]
+    if candidates_file is not None:
+        for n, line in enumerate(Path(candidates_file).read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+            except ValueError:
+                raise CLIError(f"{candidates_file}:{n}: not a JSON line",
+                               hint='write one JSON string or {"text": ...} per line') from None
+            texts.append(item.get("text", "") if isinstance(item, Mapping) else str(item))
+    if not texts:
+        raise CLIError("no candidate to judge", hint="pass --candidate TEXT (repeatable) or --candidates FILE")
+    try:
+        results = verify_turn(env_id, data, texts, verifier)
+    except ValueError as exc:
+        raise CLIError(str(exc), hint="see `pivotgym verify --help` for the turn file format") from None
+    if as_json:
+        emit_json(results)
+        return
+    rows = [[f"{r['reward']:g}", r["code"], r["reason"][:90], r["candidate"].replace("\n", " ")[:60]]
+            for r in results]
+    typer.echo(table(rows, ["reward", "code", "reason", "candidate"]))
 
-    @app.command("verify")
-    def verify_cmd(
-        turn: Path = typer.Option(..., "--turn", help=TURN_HELP),
-        env: Optional[str] = typer.Option(None, "--env", help="Env id whose verifier judges (default: the "
-                                          "turn file's env_id), e.g. tooluse/bfcl-simple-v0."),
-        candidate: list[str] = typer.Option([], "--candidate", help="A candidate action's text (repeatable); "
-                                            "'-' reads one from stdin."),
-        candidates_file: Optional[Path] = typer.Option(None, "--candidates", help="A file of candidates: JSON "
-                                                       "lines of strings or {\"text\": ...}."),
-        verifier: str = typer.Option("functional", help="functional, exact, or a verifier name."),
-        as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
-    ) -> None:
-        """Judge candidate actions for any turn (functions, messages, expert action) with an env's verifier."""
-        try:
-            data = load_turn(turn)
-        except ValueError as exc:
-            raise CLIError(str(exc), hint="see `pivotgym verify --help` for the turn file format") from None
-        env_id = env or data["env_id"]
-        if not env_id:
-            raise CLIError("which env's verifier should judge? pass --env", hint="`pivotgym envs` lists env ids")
-        texts = [sys.stdin.read() if c == "-" else c for c in candidate]
-        if candidates_file is not None:
-            for n, line in enumerate(Path(candidates_file).read_text(encoding="utf-8").splitlines(), 1):
-                if not line.strip():
-                    continue
-                try:
-                    item = json.loads(line)
-                except ValueError:
-                    raise CLIError(f"{candidates_file}:{n}: not a JSON line",
-                                   hint='write one JSON string or {"text": ...} per line') from None
-                texts.append(item.get("text", "") if isinstance(item, Mapping) else str(item))
-        if not texts:
-            raise CLIError("no candidate to judge", hint="pass --candidate TEXT (repeatable) or --candidates FILE")
-        try:
-            results = verify_turn(env_id, data, texts, verifier)
-        except ValueError as exc:
-            raise CLIError(str(exc), hint="see `pivotgym verify --help` for the turn file format") from None
-        if as_json:
-            emit_json(results)
-            return
-        rows = [[f"{r['reward']:g}", r["code"], r["reason"][:90], r["candidate"].replace("\n", " ")[:60]]
-                for r in results]
-        typer.echo(_table(rows, ["reward", "code", "reason", "candidate"]))
+
+def register(app: typer.Typer) -> None:
+    """Add ``verify``."""
+    app.command("verify")(verify_cmd)

@@ -12,6 +12,8 @@ from typing import Any, Optional
 
 import typer
 
+from pivotgym.cli.output import CLIError, emit_json
+
 TRAINERS = {
     "pivot": "PivotRL: GRPO on the pivot states of a pivot set.",
     "sft": "Supervised fine-tuning on expert trajectories (assistant tokens only).",
@@ -29,6 +31,7 @@ def run_training(kind: str, config_path: Path, **overrides: Any) -> dict[str, An
 
 
 def register(app: typer.Typer) -> None:
+    """Add the ``train`` group: one command per trainer."""
     train_app = typer.Typer(help="Train a policy: pivot (PivotRL), sft, or e2e (end-to-end RL).",
                             no_args_is_help=True)
 
@@ -42,13 +45,12 @@ def register(app: typer.Typer) -> None:
             resume: Optional[str] = typer.Option(None, help="auto | never | a checkpoint folder."),
             as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
         ) -> None:
-            from pivotgym.cli import CLIError, emit_json
             from pivotgym.train.config import ConfigError
 
             try:
                 summary = run_training(kind, config, steps=steps, output_dir=output_dir, model=model, resume=resume)
             except ConfigError as exc:
-                raise CLIError(str(exc), hint=f"see `pivotgym train {kind} --help` and docs/training.md") from exc
+                raise CLIError(str(exc)) from None  # one line: the message names the file and the field
             if as_json:
                 emit_json(summary)
                 return

@@ -1,0 +1,62 @@
+"""The ``pivotgym`` Typer app and ``main``, the console script's entry point.
+
+Each verb group lives in its own module of :mod:`pivotgym.cli` and adds its commands through ``register(app)``;
+:data:`COMMAND_GROUPS` fixes their order (the order ``pivotgym --help`` lists them in). Errors print one line
+(``--debug`` shows the traceback instead) and exit non-zero.
+"""
+
+from __future__ import annotations
+
+import sys
+from types import ModuleType
+from typing import Any
+
+import typer
+
+from pivotgym.cli import data, env, experiment, model, pivot, plugins, train, verify
+from pivotgym.cli import eval as evaluation
+from pivotgym.cli.output import error_line
+
+app = typer.Typer(
+    name="pivotgym",
+    help="Multi-turn text environments, functional verifiers and the PivotRL method.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+#: the verb groups, in the order their commands are added to ``app``
+COMMAND_GROUPS: tuple[ModuleType, ...] = (plugins, env, evaluation, experiment, data, train, model, pivot, verify)
+
+_state: dict[str, Any] = {"debug": False}
+
+
+@app.callback()
+def _root(debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors.")) -> None:
+    _state["debug"] = debug
+
+
+for _group in COMMAND_GROUPS:
+    _group.register(app)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the console script: runs the app and turns exceptions into one-line errors."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    _state["debug"] = "--debug" in argv
+    try:
+        app(args=argv, prog_name="pivotgym", standalone_mode=False)
+    except typer.Exit as exc:
+        return exc.exit_code
+    except (typer.Abort, KeyboardInterrupt):
+        typer.echo("aborted", err=True)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the user gets one clear line, not a traceback
+        if callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None), int):
+            exc.show()  # a usage error from click/typer: it prints its own usage line
+            return exc.exit_code
+        if _state["debug"]:
+            raise
+        typer.echo(error_line(exc), err=True)
+        return 1
+    return 0

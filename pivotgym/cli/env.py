@@ -1,0 +1,61 @@
+"""``pivotgym check`` and ``pivotgym expert``: commands on one registered environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from pivotgym.cli.output import emit_json
+
+
+def check_cmd(
+    env_id: str = typer.Argument(..., help="Environment id, e.g. planning/blocks-v0 (`all` checks every env)."),
+    verifier: Optional[str] = typer.Option(None, help="Verifier name (default: the env's functional verifier)."),
+    n_experts: int = typer.Option(1, help="Expert trajectories to replay and verify."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Check an environment and its verifier against the pivotgym contracts."""
+    from pivotgym.checker import check_env
+    from pivotgym.registry import list_envs
+
+    ids = [s.id for s in list_envs()] if env_id == "all" else [env_id]
+    reports = [check_env(i, verifier=verifier, n_experts=n_experts) for i in ids]
+    if as_json:
+        emit_json([r.to_dict() for r in reports])
+    else:
+        for report in reports:
+            typer.echo(f"{report.env_id}: {'OK' if report.ok else 'FAILED'}")
+            for r in report.results:
+                first_line = r.detail.splitlines()[0] if r.detail else ""
+                typer.echo(f"  {r.status.upper():4}  {r.name:21} {first_line}")
+    if not all(r.ok for r in reports):
+        raise typer.Exit(1)
+
+
+def expert_cmd(
+    env_id: str = typer.Argument(..., help="Environment id."),
+    split: str = typer.Option("train", help="Task split."),
+    out: Path = typer.Option(..., help="Output JSONL file of trajectories."),
+    limit: Optional[int] = typer.Option(None, help="At most this many trajectories."),
+) -> None:
+    """Write expert trajectories for a split (from a solver or shipped data)."""
+    from tqdm import tqdm
+
+    from pivotgym.jsonl import write_trajectories
+    from pivotgym.registry import make
+
+    env = make(env_id)
+    total = len(env.tasks(split)) if limit is None else min(limit, len(env.tasks(split)))
+    trajs = list(tqdm(env.expert_trajectories(split, limit=limit), total=total, desc=f"expert {env_id}",
+                      unit="traj", disable=None))
+    write_trajectories(out, trajs)
+    solved = sum(t.reward > 0 for t in trajs)
+    typer.echo(f"wrote {len(trajs)} trajectories ({solved} successful) to {out}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``check`` and ``expert``."""
+    app.command("check")(check_cmd)
+    app.command("expert")(expert_cmd)

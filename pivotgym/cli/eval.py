@@ -1,0 +1,95 @@
+"""``pivotgym suites``, ``pivotgym eval`` and ``pivotgym compare``: score models on evaluation suites."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from pivotgym.cli.checks import check_suite
+from pivotgym.cli.output import CLIError, emit_json, table
+
+
+def suites_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """List registered evaluation suites and their members."""
+    from pivotgym.registry import get_registry
+
+    suites = sorted(get_registry().suites.values(), key=lambda s: s.name)
+    if as_json:
+        emit_json([s.to_dict() for s in suites])
+        return
+    rows = [[s.name, s.plugin, str(sum(r == "in_domain" for r in s.members.values())),
+             str(sum(r == "ood" for r in s.members.values())), s.description[:70]] for s in suites]
+    typer.echo(table(rows, ["suite", "plugin", "in-domain", "ood", "description"]))
+
+
+def eval_cmd(
+    suite: str = typer.Option(..., "--suite", help="Suite name (`pivotgym suites` lists them)."),
+    model: str = typer.Option("smollm2-135m", help="Bundled alias, local model folder, or hub id."),
+    out: Path = typer.Option(..., help="Output JSON (items are appended to OUT.items.jsonl; reruns resume)."),
+    limit: Optional[int] = typer.Option(None, help="At most N tasks per member."),
+    member: list[str] = typer.Option([], "--member", help="Evaluate only this member (repeatable)."),
+    max_new_tokens: Optional[int] = typer.Option(None, help="Generation cap (default: per env)."),
+    batch_size: int = typer.Option(8, help="Prompts generated together."),
+    seed: int = typer.Option(0, help="Sampling seed (generation is greedy; recorded in the result)."),
+    device: Optional[str] = typer.Option(None, help="cpu or cuda (default: cuda when present)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result JSON."),
+) -> None:
+    """Score a model on every member of a suite: value, n and 95% CI per env, in-domain/OOD averages."""
+    from pivotgym.sampling.hf import HFSampler
+    from pivotgym.sampling.models import ModelError
+    from pivotgym.suite import evaluate_suite
+
+    check_suite(suite, member or None)  # before the model loads: a typo costs no minutes
+    try:
+        sampler = HFSampler(model, device=device, max_batch_size=max(batch_size, 16))
+    except ModelError as exc:
+        raise CLIError(str(exc), hint="`pivotgym model pull` prepares the bundled model") from exc
+    result = evaluate_suite(suite, sampler, out, limit=limit, members=member or None,
+                            max_new_tokens=max_new_tokens, seed=seed, batch_size=batch_size, model=model)
+    if as_json:
+        emit_json(result)
+        return
+    typer.echo(format_result(result))
+    typer.echo(f"wrote {out}")
+
+
+def compare_cmd(
+    base: Path = typer.Argument(..., help="Suite result of the base model (from `pivotgym eval`)."),
+    trained: Path = typer.Argument(..., help="Suite result of the trained model."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Per-env deltas (trained - base) and the average in-domain and OOD change."""
+    from pivotgym.suite import compare, format_comparison, load_result
+
+    try:
+        comp = compare(load_result(base), load_result(trained))
+    except ValueError as exc:
+        raise CLIError(str(exc)) from exc
+    if as_json:
+        emit_json(comp)
+        return
+    typer.echo(format_comparison(comp))
+    if comp["only_base"] or comp["only_trained"]:
+        typer.echo(f"not compared (scored in one file only): {comp['only_base'] + comp['only_trained']}")
+
+
+def format_result(result: dict[str, Any]) -> str:
+    """A suite result as a table: value and 95% CI per member, then the role averages."""
+    rows = []
+    for key, s in result["scores"].items():
+        lo, hi = s["ci95"]
+        rows.append([key, result["role"].get(key, ""), s["metric"], f"{100 * s['value']:.1f}",
+                     f"[{100 * lo:.1f}, {100 * hi:.1f}]", str(s["n"])])
+    for role, value in result.get("averages", {}).items():
+        if value is not None:
+            rows.append([f"average {role}", role, "", f"{100 * value:.1f}", "", ""])
+    return table(rows, ["env", "role", "metric", "score %", "95% CI", "n"])
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``suites``, ``eval`` and ``compare``."""
+    app.command("suites")(suites_cmd)
+    app.command("eval")(eval_cmd)
+    app.command("compare")(compare_cmd)

@@ -1,0 +1,51 @@
+"""``pivotgym plugins`` and ``pivotgym envs``: what the installed plugins loaded and registered."""
+
+from __future__ import annotations
+
+import typer
+
+from pivotgym.cli.output import emit_json, table
+
+
+def plugins_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """List loaded plugins with their version and any load error."""
+    from pivotgym.registry import get_registry
+
+    registry = get_registry()
+    infos = list(registry.plugins.infos.values())
+    lost: dict[str, list[dict[str, str]]] = {}
+    for conflict in registry.conflicts:  # duplicate ids: which plugin lost which id to whom
+        lost.setdefault(conflict["loser"], []).append(
+            {"kind": conflict["kind"], "id": conflict["id"], "winner": conflict["winner"]})
+    if as_json:
+        emit_json([{**i.to_dict(), "lost_ids": lost.get(i.name, [])} for i in infos])
+        return
+    rows = [[i.name, i.version or "-", i.distribution or "-", "ok" if not i.errors else "ERROR",
+             ", ".join(f"{c['id']} (to {c['winner']})" for c in lost.get(i.name, [])) or "-"] for i in infos]
+    typer.echo(table(rows, ["plugin", "version", "distribution", "status", "lost ids"]))
+    for info in infos:
+        for err in info.errors:
+            typer.echo(f"\n{info.name}: {err}", err=True)
+        for tb in info.tracebacks:
+            typer.echo(tb.rstrip(), err=True)
+    if any(i.errors for i in infos):
+        typer.echo("\nhint: fix, upgrade or uninstall the failing plugin; the others loaded normally. "
+                   f"PIVOTGYM_LOAD_PLUGINS=a,b loads only the named ones.", err=True)
+
+
+def envs_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """List registered environments."""
+    from pivotgym.registry import list_envs
+
+    specs = list_envs()
+    if as_json:
+        emit_json([s.to_dict() for s in specs])
+        return
+    rows = [[s.id, s.plugin, s.verifier or "-", ",".join(s.resolved_splits())] for s in specs]
+    typer.echo(table(rows, ["id", "plugin", "verifier", "splits"]))
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``plugins`` and ``envs``."""
+    app.command("plugins")(plugins_cmd)
+    app.command("envs")(envs_cmd)
