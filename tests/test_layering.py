@@ -88,19 +88,25 @@ def import_graph(package_dir: Path = PACKAGE_DIR) -> dict[str, set[str]]:
 
 
 # ------------------------------------------------------------------------------------------ the rules
-def find_cycles(edges: Mapping[str, Iterable[str]]) -> list[list[str]]:
-    """One cycle (``[a, b, ..., a]``) per strongly connected group of modules that import each other."""
+def _adjacency(edges: Mapping[str, Iterable[str]]) -> dict[str, list[str]]:
     graph = {node: sorted(set(targets)) for node, targets in edges.items()}
     for targets in list(graph.values()):
         for target in targets:
             graph.setdefault(target, [])
+    return graph
+
+
+def cyclic_groups(edges: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """The groups of modules that reach each other through imports (Tarjan's strongly connected components
+    with more than one module, or one importing itself), each sorted."""
+    graph = _adjacency(edges)
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
     on_stack: set[str] = set()
     groups: list[list[str]] = []
 
-    def connect(node: str) -> None:  # Tarjan's algorithm; the graph has ~100 nodes, recursion is fine
+    def connect(node: str) -> None:  # the graph has ~100 nodes, recursion is fine
         index[node] = low[node] = len(index)
         stack.append(node)
         on_stack.add(node)
@@ -124,7 +130,13 @@ def find_cycles(edges: Mapping[str, Iterable[str]]) -> list[list[str]]:
     for node in sorted(graph):
         if node not in index:
             connect(node)
-    return [_cycle_through(group[0], set(group), graph) for group in sorted(groups)]
+    return sorted(groups)
+
+
+def find_cycles(edges: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """One shortest cycle (``[a, b, ..., a]``) through the first module of each of :func:`cyclic_groups`."""
+    graph = _adjacency(edges)
+    return [_cycle_through(group[0], set(group), graph) for group in cyclic_groups(edges)]
 
 
 def _cycle_through(start: str, group: set[str], graph: Mapping[str, list[str]]) -> list[str]:
@@ -199,8 +211,9 @@ def test_graph_sees_the_package(graph):
 
 
 def test_no_import_cycles(graph):
-    cycles = find_cycles(graph)
-    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+    report = [f"{' -> '.join(cycle)}  (modules that reach each other: {', '.join(group)})"
+              for cycle, group in zip(find_cycles(graph), cyclic_groups(graph))]
+    assert not report, "import cycles:\n" + "\n".join(report)
 
 
 def test_every_module_has_a_layer(graph):
@@ -224,6 +237,7 @@ TWO_LAYERS = [("low", ["p.low"]), ("high", ["p.high"])]
 def test_a_cycle_is_reported_with_its_path():
     edges = {"p.a": {"p.b"}, "p.b": {"p.c"}, "p.c": {"p.a", "p.d"}, "p.d": set(), "p.e": {"p.e"}}
     assert find_cycles(edges) == [["p.a", "p.b", "p.c", "p.a"], ["p.e", "p.e"]]
+    assert cyclic_groups(edges) == [["p.a", "p.b", "p.c"], ["p.e"]]
     assert find_cycles({"p.a": {"p.b"}, "p.b": {"p.c"}}) == []
 
 
