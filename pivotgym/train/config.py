@@ -36,20 +36,27 @@ class TrainConfig:
 
     #: model alias (e.g. ``smollm2-135m``) or a local HF folder; ignored when a model object is passed in
     model: str = "smollm2-135m"
+    #: run folder: ``metrics.jsonl``, ``summary.json``, ``checkpoints/`` and the final model ``final/``
     output_dir: str = "runs/train"
+    #: seeds the data order, the sampling seeds and torch; the same seed repeats a run
     seed: int = 0
+    #: training steps (> 0; each makes ``optimizer_steps_per_step`` optimiser steps)
     steps: int = 10
+    #: peak learning rate (reached after the warm-up)
     learning_rate: float = 1e-5
     #: ``adamw`` or ``sgd`` (plain SGD makes an update proportional to the gradient: useful in tests)
     optimizer: str = "adamw"
+    #: decoupled weight decay of AdamW (0: none)
     weight_decay: float = 0.0
+    #: AdamW's (beta1, beta2)
     adam_betas: tuple[float, float] = (0.9, 0.999)
-    #: warm-up length in training steps (the schedule itself runs in optimiser steps, see below)
+    #: warm-up length in training steps (the schedule itself runs in optimiser steps, see ``lr_schedule``)
     warmup_steps: int = 0
     #: ``constant``, ``linear`` or ``cosine`` (both decay to 0 right after the last optimiser step); all after
     #: the warm-up. The schedule is sized in optimiser steps (``steps * optimizer_steps_per_step``), so it ends
     #: where training ends whatever ``updates_per_batch`` is
     lr_schedule: str = "constant"
+    #: clip the global gradient norm to this value before each optimiser step (null or 0: no clipping)
     max_grad_norm: float | None = 1.0
     #: completions (sequences) per forward/backward pass; the step's loss is still normalised over the
     #: whole global batch, so this changes memory, never the update (gradient accumulation)
@@ -58,13 +65,19 @@ class TrainConfig:
     mixed_precision: str = "auto"
     #: LoRA through peft instead of full fine-tuning
     lora: bool = False
+    #: LoRA rank
     lora_r: int = 16
+    #: LoRA scaling numerator (the update is scaled by ``lora_alpha / lora_r``)
     lora_alpha: int = 32
+    #: dropout on the LoRA branch
     lora_dropout: float = 0.0
+    #: module names that get adapters (null: the attention and MLP projections, ``q_proj`` ... ``down_proj``)
     lora_target_modules: list[str] | None = None
+    #: recompute activations in the backward pass to save memory (requires ``shared_prefix: false``)
     gradient_checkpointing: bool = False
     #: save a checkpoint every this many steps (0: only at the end); the last ``keep_checkpoints`` are kept
     checkpoint_every: int = 0
+    #: how many of the newest checkpoints are kept (older ones are deleted)
     keep_checkpoints: int = 2
     #: how many of the newest kept checkpoints keep their optimizer state (resumable); older ones keep weights only
     keep_optimizer_state: int = 1
@@ -77,6 +90,7 @@ class TrainConfig:
     eval_every: int = 0
     #: ``jsonl`` is always written; ``auto`` adds TensorBoard and W&B when they are installed
     report_to: list[str] = field(default_factory=lambda: ["auto"])
+    #: show a progress bar (main process only)
     progress: bool = True
 
     # ------------------------------------------------------------------ io
@@ -133,14 +147,19 @@ class TrainConfig:
 class RLConfig(TrainConfig):
     """Fields of the policy-gradient trainers (pivot and e2e): sampling, advantages and the surrogate."""
 
+    #: completions (pivot) or episodes (e2e) sampled per state or task: the group of the relative advantages
     group_size: int = 8
+    #: sampling temperature of the training rollouts
     temperature: float = 1.0
+    #: nucleus (top-p) sampling of the training rollouts (1: off)
     top_p: float = 1.0
+    #: new tokens per sampled completion (per turn in e2e)
     max_new_tokens: int = 128
     #: ``std`` (GRPO), ``no_std`` (Dr. GRPO: mean-centred only) or ``loo`` (leave-one-out baseline)
     advantage: str = "std"
-    #: asymmetric clip: the ratio is clipped to [1 - clip_low, 1 + clip_high]
+    #: lower clip: the ratio is clipped to [1 - clip_low, 1 + clip_high]
     clip_low: float = 0.2
+    #: upper clip (may differ from ``clip_low``: an asymmetric clip, e.g. 0.28)
     clip_high: float = 0.2
     #: weight of the k3 KL estimate to the frozen reference policy (0 disables it and the reference)
     kl_coef: float = 0.0
@@ -150,8 +169,9 @@ class RLConfig(TrainConfig):
     shared_prefix: bool = True
     #: functional verifier (``functional``), exact match (``exact``) or a verifier name
     verifier: str = "functional"
-    #: evaluation: samples per eval state and their temperature (0 = greedy)
+    #: evaluation: samples per eval state (pivot) or episodes per eval task (e2e)
     eval_samples: int = 4
+    #: evaluation sampling temperature (0 = greedy)
     eval_temperature: float = 1.0
 
     def validate(self) -> None:
@@ -180,8 +200,9 @@ class RLConfig(TrainConfig):
 class PivotConfig(RLConfig):
     """PivotRL: GRPO on the pivot states of a pivot set."""
 
-    #: pivot set JSONL (from ``pivotgym select``) and the trajectories its rows point into
+    #: pivot set JSONL (from ``pivotgym select``); required
     pivots: str = ""
+    #: trajectory JSONL the pivot rows point into (e.g. from ``pivotgym expert``); required
     trajectories: str = ""
     #: optional turn-profile JSONL of the whole profiling run, to count profiling rollout turns exactly
     profiles: str | None = None
@@ -200,17 +221,23 @@ class PivotConfig(RLConfig):
 class SFTConfig(TrainConfig):
     """Supervised fine-tuning on expert trajectories (loss on assistant tokens only)."""
 
+    #: expert trajectory JSONL (e.g. from ``pivotgym expert``); required
     trajectories: str = ""
     #: trajectories per optimisation step (global)
     trajectories_per_step: int = 4
     #: longer tokenised conversations are truncated (from the end) to this many tokens
     max_length: int = 2048
-    #: optional evaluation on pivot states (same meaning as in :class:`PivotConfig`)
+    #: optional pivot set JSONL to evaluate on (null: no evaluation); same meaning as in :class:`PivotConfig`
     pivots: str | None = None
+    #: pivot states scored at each evaluation (the first N of the set; 0 = all)
     eval_pivots: int = 16
+    #: completions sampled per eval state
     eval_samples: int = 4
+    #: evaluation sampling temperature (0 = greedy)
     eval_temperature: float = 1.0
+    #: new tokens per evaluation completion
     max_new_tokens: int = 128
+    #: verifier that scores evaluation completions: ``functional``, ``exact`` or a verifier name
     verifier: str = "functional"
 
 
@@ -218,7 +245,9 @@ class SFTConfig(TrainConfig):
 class E2EConfig(RLConfig):
     """End-to-end multi-turn RL: whole episodes with the current policy, outcome reward."""
 
+    #: the env to train in (e.g. ``planning/blocks-v0``); required
     env_id: str = ""
+    #: the env split whose tasks are trained on
     split: str = "train"
     #: tasks per optimisation step (global); each runs ``group_size`` episodes
     tasks_per_step: int = 2
@@ -226,6 +255,7 @@ class E2EConfig(RLConfig):
     max_turns: int | None = None
     #: evaluation episodes: this split, at most ``eval_tasks`` tasks, ``eval_samples`` episodes each
     eval_split: str = "test"
+    #: evaluation tasks (the first N of ``eval_split``; 0 = all)
     eval_tasks: int = 8
 
     def validate(self) -> None:
