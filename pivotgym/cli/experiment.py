@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
@@ -36,8 +36,7 @@ def experiment_cmd(
         raise CLIError(str(exc)) from None  # the message names the file and the field to fix
     except FileNotFoundError as exc:
         raise CLIError(str(exc), hint="see examples/configs/quickstart.yaml for the format") from exc
-    try:
-        check_experiment_types(cfg)  # a mistyped value fails now, naming the field, not stages later
+    try:  # load_experiment already checked every value's type, naming the field
         check_ids(cfg)  # before the run folder exists
     except ExperimentError as exc:
         raise CLIError(str(exc)) from None  # the message says how to list the installed ids
@@ -46,28 +45,6 @@ def experiment_cmd(
         emit_json(summary)
         return
     typer.echo(f"report: {summary['report']}")
-
-
-def check_experiment_types(cfg: Any) -> None:
-    """Check an experiment config's values, and those of its ``sft``, ``pivot`` and ``e2e`` trainer sections,
-    against the annotated field types; raises ``ExperimentError`` ``FILE: SECTION.FIELD: expected ..``."""
-    import dataclasses
-
-    from pivotgym.experiment import ExperimentError
-    from pivotgym.train.config import E2EConfig, PivotConfig, SFTConfig
-    from pivotgym.types import RecordError, check_fields
-
-    where = f"{cfg.path}: " if cfg.path else ""
-    try:
-        check_fields(type(cfg), {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name != "path"},
-                     required=False)
-    except RecordError as exc:
-        raise ExperimentError(f"{where}{exc}") from None
-    for section, config_class in (("sft", SFTConfig), ("pivot", PivotConfig), ("e2e", E2EConfig)):
-        try:
-            check_fields(config_class, getattr(cfg, section), required=False)
-        except RecordError as exc:
-            raise ExperimentError(f"{where}{section}.{exc}") from None
 
 
 def parse_seeds(text: str) -> list[int]:
