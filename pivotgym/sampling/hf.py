@@ -135,26 +135,101 @@ class HFSampler:
             seed = params.seed if params.seed is not None else random.SystemRandom().randrange(2**63)
             noise = GumbelNoise(int(seed), self.device)
         per_group = max(1, self.max_batch_size // n)
-        results: list[list[Completion]] = []
+        static = self.cache_implementation == "static" and self._static_ok()
+        hosts = [] if static or params.max_new_tokens <= 0 else prefix_hosts(encoded)
+        results: list[list[Completion]] = [[] for _ in encoded]
         was_training = self.model.training
         self.model.eval()
         try:
             with torch.no_grad(), tqdm(total=len(encoded), desc="sampling", unit="prompt",
                                        disable=not self.progress) as bar:
-                for start in range(0, len(encoded), per_group):
-                    group = encoded[start:start + per_group]
-                    results.extend(self._generate(group, n, params, noise.rows(start * n, len(group) * n)))
-                    bar.update(len(group))
+                for picked, group in self._groups(encoded, hosts, n, per_group, params, noise):
+                    for i, completions in zip(picked, group):
+                        results[i] = completions
+                    bar.update(len(picked))
         finally:
             self.model.train(was_training)
         return results
 
+    def _groups(self, encoded: list[list[int]], hosts: list[int], n: int, per_group: int,
+                params: SamplingParams, noise: GumbelNoise) -> Any:
+        """Yield ``(prompt indices, their completions)`` group by group.
+
+        Prompts of similar length share a batch: a left-padded prefill costs the longest prompt's length for
+        every row. When some prompts are token prefixes of others (the states of one trajectory: each turn's
+        prompt begins with the previous one), only the longest of each family (its *host*) is prefilled, and
+        every member's cache is cut from its host's. Noise is keyed by each prompt's global row, so the
+        grouping does not change what is drawn."""
+        def rows(picked: list[int]) -> GumbelNoise:
+            return noise.select([i * n + j for i in picked for j in range(n)])
+
+        if not any(h != i for i, h in enumerate(hosts)):  # nothing shared: plain length-sorted batches
+            order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+            for start in range(0, len(order), per_group):
+                picked = order[start:start + per_group]
+                yield picked, self._generate([encoded[i] for i in picked], n, params, rows(picked))
+            return
+        members: dict[int, list[int]] = {}
+        for i, h in enumerate(hosts):
+            members.setdefault(h, []).append(i)
+        order = sorted(members, key=lambda h: len(encoded[h]))
+        for start in range(0, len(order), per_group):
+            batch = order[start:start + per_group]
+            _, host_cache, host_mask = self._prefill([encoded[h] for h in batch], 1)
+            offsets = {h: int((host_mask[r] == 0).sum()) for r, h in enumerate(batch)}
+            row_of = {h: r for r, h in enumerate(batch)}
+            family = sorted((i for h in batch for i in members[h]), key=lambda i: len(encoded[i]))
+            for first in range(0, len(family), per_group):
+                picked = family[first:first + per_group]
+                prefill = self._prefill_from_hosts([encoded[i] for i in picked], host_cache,
+                                                   [row_of[hosts[i]] for i in picked],
+                                                   [offsets[hosts[i]] for i in picked], n)
+                yield picked, self._generate([encoded[i] for i in picked], n, params, rows(picked), prefill)
+            del host_cache
+
+    def _prefill_from_hosts(self, prompts: list[list[int]], host_cache: Any, host_rows: list[int],
+                            offsets: list[int], n: int) -> tuple[torch.Tensor, Any, torch.Tensor]:
+        """:meth:`_prefill` for prompts that are prefixes of host prompts already prefilled: each prompt's
+        first ``len - 1`` tokens are copied from its host's cache row (left-padded to the group's width), and
+        one forward of every prompt's last token gives its logits. Same outputs as :meth:`_prefill`, without
+        recomputing the shared history."""
+        from transformers import DynamicCache
+
+        batch, width = len(prompts), max(len(p) for p in prompts)
+        past = width - 1
+        layers = []
+        for layer in host_cache.layers:
+            keys, values = layer.keys, layer.values
+            k = keys.new_zeros((batch, keys.shape[1], past, keys.shape[3]))
+            v = values.new_zeros((batch, values.shape[1], past, values.shape[3]))
+            for row, (ids, host, offset) in enumerate(zip(prompts, host_rows, offsets)):
+                copied = len(ids) - 1
+                if copied:
+                    k[row, :, past - copied:] = keys[host, :, offset:offset + copied]
+                    v[row, :, past - copied:] = values[host, :, offset:offset + copied]
+            layers.append((k, v))
+        cache = DynamicCache(ddp_cache_data=layers, config=getattr(self.model, "config", None))
+        attention = torch.zeros((batch, width), dtype=torch.long, device=self.device)
+        for row, ids in enumerate(prompts):
+            attention[row, width - len(ids):] = 1
+        last = torch.as_tensor([[ids[-1]] for ids in prompts], dtype=torch.long, device=self.device)
+        position = torch.as_tensor([[len(ids) - 1] for ids in prompts], dtype=torch.long, device=self.device)
+        out = self.model(input_ids=last, attention_mask=attention, position_ids=position, past_key_values=cache,
+                         use_cache=True)
+        logits, cache = out.logits[:, -1, :].float(), out.past_key_values
+        if n > 1:
+            cache.batch_repeat_interleave(n)
+            logits = logits.repeat_interleave(n, dim=0)
+            attention = attention.repeat_interleave(n, dim=0)
+        return logits, cache, attention
+
     def _generate(
-        self, prompts: list[list[int]], n: int, params: SamplingParams, noise: GumbelNoise
+        self, prompts: list[list[int]], n: int, params: SamplingParams, noise: GumbelNoise,
+        prefill: tuple[torch.Tensor, Any, torch.Tensor] | None = None,
     ) -> list[list[Completion]]:
         if params.max_new_tokens <= 0:
             return [[Completion("", [], [], "length", list(p)) for _ in range(n)] for p in prompts]
-        logits, cache, attention = self._prefill(prompts, n)
+        logits, cache, attention = prefill if prefill is not None else self._prefill(prompts, n)
         stop = [s for s in params.stop if s]
         if self.cache_implementation == "static" and self._static_ok():
             tokens, logprobs, finish = self._decode_static(logits, cache, attention, params, noise, stop)
@@ -437,10 +512,15 @@ class GumbelNoise:
 
     def rows(self, first: int, count: int) -> GumbelNoise:
         """The same stream, restricted to global rows ``first .. first+count-1`` (one prompt group)."""
+        return self.select(range(first, first + count))
+
+    def select(self, rows: Sequence[int]) -> GumbelNoise:
+        """The same stream, restricted to the given global rows in that order (a group of prompts that need
+        not be adjacent in the call, e.g. prompts grouped by length)."""
         if self._row_keys is not None:
-            hashed = self._row_keys[first:first + count]
+            hashed = [self._row_keys[r] for r in rows]
         else:
-            hashed = [_fmix32(first + i + 0x9E3779B9) for i in range(count)]
+            hashed = [_fmix32(r + 0x9E3779B9) for r in rows]
         child = GumbelNoise(self.seed, self.device, torch.as_tensor(hashed, dtype=torch.long, device=self.device))
         child._seed_mix = self._seed_mix
         child._columns = self._columns
@@ -480,6 +560,23 @@ def _static_capable(model: Any) -> bool:
 
 def _hits_stop(text: str, stop: list[str]) -> bool:
     return any(s in text for s in stop)
+
+
+def prefix_hosts(prompts: Sequence[Sequence[int]]) -> list[int]:
+    """For each prompt, the index of a prompt of the call that starts with all of its tokens and is the
+    longest such (itself when no other does): the one whose prefill can serve it.
+
+    In lexicographic order a prompt that is a prefix of another sorts just before its extensions, and every
+    prompt between them shares that prefix; so walking the sorted order backwards, a prompt's host is its
+    successor's host exactly when the successor starts with it. O(P log P) comparisons."""
+    order = sorted(range(len(prompts)), key=lambda i: list(prompts[i]))
+    hosts = list(range(len(prompts)))
+    for k in range(len(order) - 2, -1, -1):
+        i, after = order[k], order[k + 1]
+        size = len(prompts[i])
+        if len(prompts[after]) >= size and list(prompts[after][:size]) == list(prompts[i]):
+            hosts[i] = hosts[after]
+    return hosts
 
 
 def _pad_id(tokenizer: Any) -> int:

@@ -258,3 +258,41 @@ def test_revision_follows_the_weights_not_the_file_times(tmp_path):
         next(model.parameters()).add_(1.0)
     model.save_pretrained(again)
     assert _revision(str(again)) != _revision(str(first))
+
+
+def test_prefix_hosts_finds_the_longest_prompt_that_starts_with_each():
+    from pivotgym.sampling.hf import prefix_hosts
+
+    prompts = [[1, 2, 3], [1, 2], [1, 2, 3, 4, 5], [9], [1, 3], [1, 2], [1, 2, 3, 4, 6], [9, 9]]
+    hosts = prefix_hosts(prompts)
+    assert hosts[3] == 7 and hosts[7] == 7 and hosts[4] == 4  # [9] -> [9, 9]; [1, 3] stands alone
+    assert hosts[2] == 2 and hosts[6] == 6  # two different extensions of [1, 2, 3, 4] each host themselves
+    for i in (0, 1, 5):  # the shared prefixes go to one of the longest prompts that extend them
+        assert hosts[i] in (2, 6) and prompts[hosts[i]][:len(prompts[i])] == prompts[i]
+    assert prefix_hosts([]) == [] and prefix_hosts([[5], [6]]) == [0, 1]
+
+
+@pytest.mark.parametrize("params", [SamplingParams(temperature=0.0, max_new_tokens=6),
+                                    SamplingParams(temperature=1.0, max_new_tokens=6)])
+def test_prompts_that_extend_each_other_share_one_prefill_and_sample_the_same(tiny_sampler, params):
+    """The states of a trajectory (each prompt begins with the previous one) are served from one prefill of
+    the longest; completions and logprobs equal those of each prompt sampled alone."""
+    import random
+
+    rng = random.Random(3)
+    history = [rng.randrange(5, 500) for _ in range(60)]
+    other = [rng.randrange(5, 500) for _ in range(25)]
+    prompts = [history[:1], history[:20], history[:41], history, other, history[:20], other[:7]]
+    seeds = list(range(100, 100 + len(prompts)))
+    shapes, handle = _forward_shapes(tiny_sampler.model)
+    try:
+        together = tiny_sampler.sample(prompts, n=2, params=params, seeds=seeds)
+    finally:
+        handle.remove()
+    assert [s for s in shapes if s[1] > 1] == [(2, len(history))]  # one prefill, of the two hosts only
+    alone = [tiny_sampler.sample([p], n=2, params=params, seeds=[s])[0] for p, s in zip(prompts, seeds)]
+    for got, want in zip(together, alone):
+        assert [c.token_ids for c in got] == [c.token_ids for c in want]
+        assert [c.prompt_token_ids for c in got] == [c.prompt_token_ids for c in want]
+        for a, b in zip(got, want):
+            assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
