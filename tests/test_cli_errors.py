@@ -221,3 +221,12 @@ def test_profile_row_with_a_mistyped_field_names_file_line_and_field(tmp_path):
                                 "verifier": {}, "key": "k"}) + "\n")
     with pytest.raises(JsonlError, match=r"profiles\.jsonl:1: TurnProfile row: turn: expected an integer, got 'first'$"):
         read_profiles(path)
+
+
+def test_eval_unknown_model_is_one_line_before_anything_loads(no_model, capsys, tmp_path, monkeypatch):
+    monkeypatch.delenv("PIVOTGYM_ALLOW_DOWNLOADS", raising=False)
+    out = tmp_path / "r.json"
+    assert main(["eval", "--suite", "ood-quick", "--model", "nobody/no-such-model", "--out", str(out)]) == 1
+    lines = _error_lines(capsys)
+    assert len(lines) == 1 and "'nobody/no-such-model' is not found locally" in lines[0], lines
+    assert "pivotgym model pull nobody/no-such-model" in lines[0] and not out.exists()

@@ -34,19 +34,24 @@ def eval_cmd(
     batch_size: int = typer.Option(8, help="Prompts generated together."),
     seed: int = typer.Option(0, help="Sampling seed (generation is greedy; recorded in the result)."),
     device: Optional[str] = typer.Option(None, help="cpu or cuda (default: cuda when present)."),
+    transcripts: bool = typer.Option(True, "--transcripts/--no-transcripts",
+                                     help="Record each episode's messages and per-turn rewards in OUT.items.jsonl."),
     as_json: bool = typer.Option(False, "--json", help="Print the result JSON."),
 ) -> None:
     """Score a model on every member of a suite: value, n and 95% CI per env, in-domain/OOD averages."""
-    from pivotgym.sampling.hf import HFSampler
-    from pivotgym.sampling.models import ModelError
-    from pivotgym.suite import evaluate_suite
+    from pivotgym.sampling.models import ModelError, resolve_model
 
     check_suite(suite, member or None)  # before the model loads: a typo costs no minutes
     try:
+        resolve_model(model)  # an unknown name fails here, before torch is even imported
+        from pivotgym.sampling.hf import HFSampler
+
         sampler = HFSampler(model, device=device, max_batch_size=max(batch_size, 16))
     except ModelError as exc:
-        raise CLIError(str(exc), hint="`pivotgym model pull` prepares the bundled model") from exc
-    result = evaluate_suite(suite, sampler, out, limit=limit, members=member or None,
+        raise CLIError(str(exc)) from exc  # the message says how to get the model
+    from pivotgym.suite import evaluate_suite
+
+    result = evaluate_suite(suite, sampler, out, limit=limit, members=member or None, transcripts=transcripts,
                             max_new_tokens=max_new_tokens, seed=seed, batch_size=batch_size, model=model)
     if as_json:
         emit_json(result)

@@ -23,17 +23,18 @@ def _status(alias: str) -> dict[str, Any]:
 
 @model_app.command("pull")
 def pull_cmd(
-    name: str = typer.Argument(None, help="Bundled model alias (default: the default model)."),
+    name: str = typer.Argument(None, help="Bundled model alias or Hugging Face hub id (default: the default "
+                                          "model)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """Convert a bundled model's GGUF into a cached safetensors folder (instant when already done)."""
-    from pivotgym.sampling.models import BUNDLED_MODELS, DEFAULT_MODEL, ModelError, is_converted, pull_model
+    """Convert a bundled model's GGUF into a cached safetensors folder, or download a hub id into the Hugging
+    Face cache (naming it is the opt-in to download; instant when already there)."""
+    from pivotgym.sampling.models import (BUNDLED_MODELS, DEFAULT_MODEL, ModelError, cached_hub_model,
+                                          is_converted, pull_model)
 
     alias = name or DEFAULT_MODEL
-    if alias not in BUNDLED_MODELS:
-        raise CLIError(f"unknown model {alias!r}", hint=f"bundled models: {', '.join(sorted(BUNDLED_MODELS))}; "
-                       "any local HF folder or hub id can be given to --model directly")
-    cached = is_converted(alias)
+    bundled = alias in BUNDLED_MODELS
+    cached = is_converted(alias) if bundled else cached_hub_model(alias) is not None
     start = time.perf_counter()
     try:
         path = pull_model(alias, progress=not as_json)
@@ -42,9 +43,10 @@ def pull_cmd(
         raise CLIError(str(exc), hint=str(cause) if cause else None) from exc
     seconds = time.perf_counter() - start
     if as_json:
-        emit_json({**_status(alias), "path": str(path), "already_cached": cached, "seconds": round(seconds, 3)})
+        status = _status(alias) if bundled else {"alias": alias, "hub": True}
+        emit_json({**status, "path": str(path), "already_cached": cached, "seconds": round(seconds, 3)})
     else:
-        typer.echo(f"{alias}: {'already in the cache' if cached else f'converted in {seconds:.1f}s'} -> {path}")
+        typer.echo(f"{alias}: {'already in the cache' if cached else f'ready in {seconds:.1f}s'} -> {path}")
 
 
 @model_app.command("list")

@@ -157,3 +157,29 @@ def test_only_the_newest_checkpoint_keeps_optimizer_state(expert, tmp_path):
         SFTTrainer(SFTConfig(output_dir=str(tmp_path / "run"), steps=4, resume=str(ckpts[0]), **common)).fit()
     SFTTrainer(SFTConfig(output_dir=str(tmp_path / "two"), steps=2, keep_optimizer_state=2, **common)).fit()
     assert all((c / "optimizer.bin").is_file() for c in (tmp_path / "two" / "checkpoints").iterdir())
+
+
+def test_cli_train_then_eval_the_run_folder(expert, tmp_path, capsys):
+    """The whole hand-off with the command line alone: `pivotgym train sft` writes a run folder, and
+    `pivotgym eval --model RUN` scores the model it saved (with transcripts in the items)."""
+    import yaml
+
+    from pivotgym.cli import main
+
+    base, _ = _saved_base(tmp_path)
+    config = tmp_path / "sft.yaml"
+    config.write_text(yaml.safe_dump({"model": str(base), "output_dir": str(tmp_path / "run"),
+                                      "trajectories": str(expert), "steps": 1, "trajectories_per_step": 2,
+                                      "micro_batch_size": 1, "report_to": ["none"], "progress": False}))
+    assert main(["train", "sft", "--config", str(config)]) == 0
+    assert (tmp_path / "run" / "final" / "config.json").is_file()
+    out = tmp_path / "scores.json"
+    assert main(["eval", "--suite", "ood-quick", "--member", "general/arithmetic-v0", "--limit", "2",
+                 "--max-new-tokens", "2", "--model", str(tmp_path / "run"), "--out", str(out), "--json"]) == 0
+    result = json.loads(out.read_text())
+    assert result["scores"]["general/arithmetic-v0"]["n"] == 2
+    items = [json.loads(line) for line in open(str(out) + ".items.jsonl")]
+    assert len(items) == 2 and all(item["transcript"]["messages"] for item in items)
+    assert main(["eval", "--suite", "ood-quick", "--member", "general/arithmetic-v0", "--limit", "1",
+                 "--model", str(tmp_path / "run"), "--out", str(tmp_path / "bare.json"), "--no-transcripts"]) == 0
+    assert all("transcript" not in json.loads(line) for line in open(str(tmp_path / "bare.json") + ".items.jsonl"))
