@@ -57,26 +57,48 @@ class ExperimentError(ValueError):
 class ExperimentConfig:
     """An experiment YAML (see ``examples/configs/quickstart.yaml`` for every field with comments)."""
 
+    #: the run's name: stages write under `runs/<name>/` (unless another output folder is given)
     name: str
+    #: the target env (e.g. `planning/blocks-v0`); its test split is the in-domain member
     env: str
+    #: the base model: a bundled alias, a local folder or a cached hub id
     model: str = "smollm2-135m"
+    #: training seeds (a single number means one seed); each trains every method once
     seeds: list[int] = field(default_factory=lambda: [0])
+    #: expert trajectories taken from the train split, the data of SFT, PivotRL and E2E RL (null: all)
     train_tasks: int | None = 32
-    #: OOD members of the suite (env ids or ENV@SPLIT); the in-domain member is ``<env>@test``
+    #: OOD members of the suite (env ids or ENV@SPLIT); the in-domain member is `<env>@test`
     ood: list[str] = field(default_factory=list)
-    #: or: a registered suite name whose members are used instead of ``env@test`` + ``ood``
+    #: or: a registered suite name whose members are used instead of `<env>@test` + `ood`
     suite: str | None = None
+    #: suite evaluation options: `limit` (items per member), `max_new_tokens` (a suite-wide cap; an env's own
+    #: limit is never lengthened), `batch_size`, `episodes` (with `curve.metric: turns`, also run the greedy
+    #: episodes and report their success beside turn accuracy; default true)
     eval: dict[str, Any] = field(default_factory=dict)
+    #: in-domain learning curves: `metric` (`episodes`: success of one greedy episode per test task;
+    #: `turns`: turn accuracy on the held-out expert states of the test tasks), `every` (a point every N
+    #: training steps; default 1), `tasks` (the first N test tasks; default all), `max_turns` (turn cap of
+    #: the greedy episodes)
     curve: dict[str, Any] = field(default_factory=dict)
+    #: profiler options (`k`, `temperature`, `max_new_tokens`, ...)
     profile: dict[str, Any] = field(default_factory=dict)
+    #: pivot selection rule (`max_mean`, `min_var`)
     select: dict[str, Any] = field(default_factory=dict)
+    #: `SFTConfig` fields for the SFT stage
     sft: dict[str, Any] = field(default_factory=dict)
+    #: `PivotConfig` fields for the PivotRL stage
     pivot: dict[str, Any] = field(default_factory=dict)
+    #: `E2EConfig` fields for the end-to-end RL stage
     e2e: dict[str, Any] = field(default_factory=dict)
+    #: extra PivotRL runs: `random_turns` (as many random profiled turns instead of the pivots),
+    #: `exact_reward` (profiled and trained with the exact-match verifier)
     ablations: list[str] = field(default_factory=lambda: ["random_turns", "exact_reward"])
-    #: the matched SFT baseline (stage ``sft_more``); false skips it
+    #: the matched SFT baseline (stage `sft_more`: SFT continued for PivotRL's extra optimiser steps); false
+    #: skips it
     matched_sft: bool = True
+    #: where profiling and verification fan out: `process` (local pool) or `ray`
     executor: str = "process"
+    #: keep each training stage's `checkpoints/` when it finishes (false: deleted once the stage is done)
     keep_checkpoints: bool = False
     #: where PivotRL and E2E RL start (and what profiles the turns): ``base`` (the paper's comparison: every
     #: method from the same base model) or ``sft`` (from the SFT model: for a base model whose samples never

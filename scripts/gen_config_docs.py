@@ -35,36 +35,6 @@ SECTIONS = [
     ("pivotgym.experiment", "ExperimentConfig", "`pivotgym experiment CONFIG`"),
 ]
 
-#: meanings of fields whose class has no ``#:`` comment for them (pivotgym/experiment.py documents its fields
-#: in examples/configs/quickstart.yaml); a ``#:`` comment added in the class takes precedence
-FALLBACK_HELP: dict[tuple[str, str], str] = {
-    ("ExperimentConfig", "name"): "the run's name: stages write under `runs/<name>/` (unless another output "
-                                  "folder is given)",
-    ("ExperimentConfig", "env"): "the target env (e.g. `planning/blocks-v0`); its test split is the in-domain "
-                                 "member",
-    ("ExperimentConfig", "model"): "the base model: a bundled alias, a local folder or a cached hub id",
-    ("ExperimentConfig", "seeds"): "training seeds (a single number means one seed); each trains every method "
-                                   "once",
-    ("ExperimentConfig", "train_tasks"): "expert trajectories taken from the train split, the data of SFT, "
-                                         "PivotRL and E2E RL (null: all)",
-    ("ExperimentConfig", "eval"): "suite evaluation options: `limit` (items per member), `max_new_tokens` (a "
-                                  "suite-wide cap; an env's own limit is never lengthened), `batch_size`",
-    ("ExperimentConfig", "curve"): "in-domain learning curves: `every` (a point every N training steps; "
-                                   "default 1), `tasks` (the first N test tasks; default all), `max_turns` "
-                                   "(turn cap of the greedy episodes), `metric` (`episodes` or `turns`)",
-    ("ExperimentConfig", "profile"): "profiler options (`k`, `temperature`, `max_new_tokens`, ...)",
-    ("ExperimentConfig", "select"): "pivot selection rule (`max_mean`, `min_var`)",
-    ("ExperimentConfig", "sft"): "`SFTConfig` fields for the SFT stage",
-    ("ExperimentConfig", "pivot"): "`PivotConfig` fields for the PivotRL stage",
-    ("ExperimentConfig", "e2e"): "`E2EConfig` fields for the end-to-end RL stage",
-    ("ExperimentConfig", "ablations"): "extra PivotRL runs: `random_turns` (as many random profiled turns "
-                                       "instead of the pivots), `exact_reward` (profiled and trained with the "
-                                       "exact-match verifier)",
-    ("ExperimentConfig", "executor"): "where profiling and verification fan out: `process` (local pool) or `ray`",
-    ("ExperimentConfig", "keep_checkpoints"): "keep each training stage's `checkpoints/` when it finishes "
-                                              "(false: deleted once the stage is done)",
-}
-
 #: fields that are not configuration (set by the loader)
 SKIP = {("ExperimentConfig", "path")}
 
@@ -167,7 +137,6 @@ def render() -> str:
             if f.name not in own or (name, f.name) in SKIP:
                 continue  # inherited: documented in its own class's table
             annotation, meaning = own[f.name]
-            meaning = meaning or FALLBACK_HELP.get((name, f.name), "")
             if not meaning:
                 missing.append(f"{_shown(_module_file(module))}: {name}.{f.name}")
             rows.append(f"| `{f.name}` | `{_cell(annotation)}` | {_cell(_default(f))} | {_cell(_markdown(meaning))} |")
