@@ -88,6 +88,8 @@ def ci95(values: Sequence[float]) -> list[float]:
         return [low, high]
     sd = statistics.stdev(values) if n > 1 else 0.0
     half = 1.959963984540054 * sd / math.sqrt(n)
+    if all(0.0 <= v <= 1.0 for v in values):  # a share (e.g. per-task turn accuracy) stays within [0, 1]
+        return [max(0.0, mean - half), min(1.0, mean + half)]
     return [mean - half, mean + half]
 
 

@@ -29,6 +29,9 @@ def test_wilson_interval_matches_known_values():
     lo, hi = ci95([0.5, 0.7, 0.9])  # not 0/1: normal approximation around the mean
     assert math.isclose((lo + hi) / 2, 0.7) and math.isclose(hi - 0.7, 1.96 * 0.2 / math.sqrt(3), rel_tol=1e-3)
     assert summarize([1.0, 0.0, 1.0, 1.0], "acc")["value"] == 0.75
+    assert ci95([0.0, 0.0, 0.0, 0.1667, 0.0833])[0] == 0.0  # a share's interval is clipped to [0, 1]
+    assert ci95([1.0, 1.0, 0.9, 1.0])[1] == 1.0
+    assert ci95([-2.0, 2.0])[0] < -1.0  # a score that is not a share is not clipped
 
 
 def _result(model, scores, roles):
