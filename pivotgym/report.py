@@ -580,16 +580,22 @@ def _claims(summary: Mapping[str, Any]) -> list[str]:
     diffs = summary.get("differences", {})
 
     def interval(key: str) -> str:
+        # the sign of each difference is stated, not a verdict: "SFT - base" supports the claim when it is
+        # *below* 0, "PivotRL - SFT" when it is above
         d = diffs.get(key)
+        side = ("" if not d else "above 0" if d["low"] > 0 else "below 0" if d["high"] < 0 else "includes 0")
         return ("" if not d else f" {100 * d['diff']:+.1f} points, 95% bootstrap [{100 * d['low']:+.1f}, "
-                f"{100 * d['high']:+.1f}] over {d['items']} items x {d['seeds']} seed(s): {d['verdict']}")
+                f"{100 * d['high']:+.1f}] over {d['items']} items x {d['seeds']} seed(s), {side}")
 
     if "pivot" in m and "sft" in m and m["pivot"]["delta_ood"] is not None and m["sft"]["delta_ood"] is not None:
         dp, ds = m["pivot"]["delta_ood"], m["sft"]["delta_ood"]
         regress, retain = diffs.get("sft-vs-base-ood", {}), diffs.get("pivot-vs-sft-ood", {})
-        if regress.get("verdict") == CONTRADICTED and retain.get("verdict") == REPRODUCED:
+        sft_regresses, sft_gains = regress.get("verdict") == CONTRADICTED, regress.get("verdict") == REPRODUCED
+        if sft_regresses and retain.get("verdict") == REPRODUCED:
             verdict = REPRODUCED
-        elif regress.get("verdict") == CONTRADICTED or retain.get("verdict") in (REPRODUCED, CONTRADICTED):
+        elif sft_gains:
+            verdict = f"{CONTRADICTED} (SFT gains OOD here rather than regressing)"
+        elif sft_regresses or retain.get("verdict") in (REPRODUCED, CONTRADICTED):
             verdict = "partly measurable"
         else:
             verdict = NOT_MEASURABLE

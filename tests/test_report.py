@@ -124,3 +124,28 @@ def test_plots_are_real_pngs(tmp_path):
     for path in (curves, bars):
         data = path.read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+
+
+def _ood_summary(sft_minus_base: tuple[float, float, float], pivot_minus_sft: tuple[float, float, float]) -> dict:
+    from pivotgym.report import CONTRADICTED, NOT_MEASURABLE, REPRODUCED
+
+    def diff(d: float, lo: float, hi: float) -> dict:
+        verdict = REPRODUCED if lo > 0 else CONTRADICTED if hi < 0 else NOT_MEASURABLE
+        return {"diff": d, "low": lo, "high": hi, "items": 100, "seeds": 1, "verdict": verdict}
+
+    return {"methods": {"pivot": {"in_domain": None, "delta_ood": 0.0}, "sft": {"in_domain": None, "delta_ood": -0.1}},
+            "differences": {"sft-vs-base-ood": diff(*sft_minus_base), "pivot-vs-sft-ood": diff(*pivot_minus_sft)},
+            "ablation": {}}
+
+
+@pytest.mark.parametrize("sft_minus_base, pivot_minus_sft, verdict, side", [
+    ((-0.10, -0.18, -0.02), (0.09, 0.02, 0.16), "reproduced", "below 0"),  # SFT forgets, PivotRL keeps
+    ((0.10, 0.02, 0.18), (0.02, 0.00, 0.05), "contradicted (SFT gains OOD here", "above 0"),  # SFT gains
+    ((-0.01, -0.08, 0.06), (0.01, -0.05, 0.07), "not measurable", "includes 0"),
+])
+def test_ood_retention_claim_reads_the_sign_of_each_difference(sft_minus_base, pivot_minus_sft, verdict, side):
+    from pivotgym.report import _claims
+
+    line = next(c for c in _claims(_ood_summary(sft_minus_base, pivot_minus_sft)) if "OOD retained" in c)
+    assert f"SFT regresses**: {verdict}" in line
+    assert f"SFT − base on OOD {100 * sft_minus_base[0]:+.1f} points" in line and f"seed(s), {side};" in line
