@@ -453,10 +453,11 @@ def write_experiment_report(root: str | Path, config: Any) -> dict[str, Any]:
     if any(c for pair in curves.values() for c in pair):
         # one seed: E2E's final score as the target line; several: each seed has its own, so none is drawn
         target = curves[seeds[0]][1][-1]["score"] if len(seeds) == 1 and curves[seeds[0]][1] else None
+        score = "turn accuracy" if turns else "in-domain score"
         plot_curves(named_turns, plots / "curve_turns.png", x="turns", xlabel="rollout turns (incl. profiling)",
-                    title=f"{config.env}: in-domain score vs rollout turns", target=target)
+                    ylabel=score, title=f"{config.env}: {score} vs rollout turns", target=target)
         plot_curves(named_turns, plots / "curve_seconds.png", x="seconds", xlabel="wall-clock seconds (excl. eval)",
-                    title=f"{config.env}: in-domain score vs wall-clock", target=target)
+                    ylabel=score, title=f"{config.env}: {score} vs wall-clock", target=target)
         lines += ["## Cost: PivotRL vs end-to-end RL", "",
                   (f"In-domain turn accuracy (greedy action from the held-out expert states of "
                      f"{_curve_task_count(curves)} test tasks)" if turns else
