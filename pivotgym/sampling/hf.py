@@ -216,12 +216,7 @@ class HFSampler:
         position = torch.as_tensor([[len(ids) - 1] for ids in prompts], dtype=torch.long, device=self.device)
         out = self.model(input_ids=last, attention_mask=attention, position_ids=position, past_key_values=cache,
                          use_cache=True)
-        logits, cache = out.logits[:, -1, :].float(), out.past_key_values
-        if n > 1:
-            cache.batch_repeat_interleave(n)
-            logits = logits.repeat_interleave(n, dim=0)
-            attention = attention.repeat_interleave(n, dim=0)
-        return logits, cache, attention
+        return _repeat_rows(out, attention, n)
 
     def _generate(
         self, prompts: list[list[int]], n: int, params: SamplingParams, noise: GumbelNoise,
@@ -264,12 +259,7 @@ class HFSampler:
         cache = DynamicCache(config=getattr(self.model, "config", None))
         out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions_from_mask(attention),
                          past_key_values=cache, use_cache=True, logits_to_keep=1)
-        logits, cache = out.logits[:, -1, :].float(), out.past_key_values
-        if n > 1:
-            cache.batch_repeat_interleave(n)
-            logits = logits.repeat_interleave(n, dim=0)
-            attention = attention.repeat_interleave(n, dim=0)
-        return logits, cache, attention
+        return _repeat_rows(out, attention, n)
 
     def _decode_dynamic(
         self, logits: torch.Tensor, cache: Any, attention: torch.Tensor, params: SamplingParams,
@@ -560,6 +550,17 @@ def _static_capable(model: Any) -> bool:
 
 def _hits_stop(text: str, stop: list[str]) -> bool:
     return any(s in text for s in stop)
+
+
+def _repeat_rows(out: Any, attention: torch.Tensor, n: int) -> tuple[torch.Tensor, Any, torch.Tensor]:
+    """A prefill's last logits, cache and attention mask, each repeated ``n`` times along the batch axis (the
+    ``n`` samples of a prompt share its prefill)."""
+    logits, cache = out.logits[:, -1, :].float(), out.past_key_values
+    if n > 1:
+        cache.batch_repeat_interleave(n)
+        logits = logits.repeat_interleave(n, dim=0)
+        attention = attention.repeat_interleave(n, dim=0)
+    return logits, cache, attention
 
 
 def prefix_hosts(prompts: Sequence[Sequence[int]]) -> list[int]:
