@@ -326,7 +326,8 @@ class Run:
             return None
         member = f"{self.config.env}@test"
         rows = [r for r in read_jsonl(items) if r.get("member") == member]
-        if any(r.get("metric", "success") != self._in_domain_metric for r in rows):
+        turns = self.curve_metric == "turns"
+        if any((r.get("metric") == "turn_accuracy") != turns for r in rows):
             return None  # written under the other curve metric
         rewards = {r["task_id"]: float(r["reward"]) for r in rows}
         ids = self._curve_task_ids()
