@@ -206,6 +206,7 @@ class Run:
         self._curve_tasks: list[Any] | None = None
         self._held_out: list[Any] | None = None
         self._executor: Any = None
+        self._greedy: Any = None
 
     @property
     def curve_metric(self) -> str:
@@ -270,6 +271,18 @@ class Run:
             self._held_out = read_trajectories(path)
         return self._held_out
 
+    def greedy_params(self) -> Any:
+        """Greedy decoding for the in-domain measurements, capped like the suite caps a member: the env's own
+        ``max_new_tokens``, which ``eval.max_new_tokens`` can only shorten (:func:`pivotgym.suite.generation_cap`)."""
+        from pivotgym.registry import make
+        from pivotgym.sampling.base import SamplingParams
+        from pivotgym.suite import generation_cap
+
+        if self._greedy is None:
+            cap = generation_cap(make(self.config.env), self.config.eval.get("max_new_tokens"))
+            self._greedy = SamplingParams(temperature=0.0, max_new_tokens=cap)
+        return self._greedy
+
     def turn_accuracy_per_task(self, sampler: Any) -> tuple[list[float], dict[str, int]]:
         """Per test task (in :meth:`held_out_trajectories` order): the share of its expert states where the
         greedy action passes the functional verifier. A failed verification (timeout, crash) is left out of
@@ -278,10 +291,9 @@ class Run:
         This is PivotRL's own unit (one action from an expert state) measured on states no method trained on,
         so it moves before whole-episode success does; episode success stays in the evaluation table."""
         from pivotgym.pivot.profile import profile_trajectories
-        from pivotgym.sampling.base import SamplingParams
 
         trajs = self.held_out_trajectories()
-        params = SamplingParams(temperature=0.0, max_new_tokens=int(self.config.eval.get("max_new_tokens", 128)))
+        params = self.greedy_params()
         result = profile_trajectories(trajs, sampler, k=1, params=params, executor=self.executor(),
                                       chunk=max(16, int(self.config.eval.get("batch_size", 8))), progress=False)
         by_task: dict[str, list[float]] = {t.task_id: [] for t in trajs}
@@ -297,10 +309,9 @@ class Run:
     def in_domain_per_task(self, sampler: Any) -> list[float]:
         """Outcome reward (capped at 1) of one greedy episode per curve task, in task order."""
         from pivotgym.registry import make
-        from pivotgym.sampling.base import SamplingParams
         from pivotgym.suite import run_episodes
 
-        params = SamplingParams(temperature=0.0, max_new_tokens=int(self.config.eval.get("max_new_tokens", 128)))
+        params = self.greedy_params()
         kwargs = {"max_turns": int(self.config.curve["max_turns"])} if self.config.curve.get("max_turns") else {}
         rows = run_episodes(sampler, lambda: make(self.config.env, **kwargs), self.curve_tasks(), params,
                             batch_size=int(self.config.eval.get("batch_size", 8)))
