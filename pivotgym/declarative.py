@@ -52,6 +52,7 @@ import yaml
 from pivotgym.env import AgentEnv, InvalidAction, StepOutcome
 from pivotgym.types import Message, Task, Verdict, message
 from pivotgym.verify import VerifyContext
+from pivotgym.errors import ConfigError
 
 ENV_PATH_VAR = "PIVOTGYM_ENV_PATH"
 SOURCE_TYPES = ("bigbench", "jsonl", "inline", "humaneval")
@@ -60,8 +61,6 @@ SCORINGS = ("generate", "loglik")
 LETTERS = string.ascii_uppercase
 
 
-class ConfigError(ValueError):
-    """A YAML env or suite file is malformed; the message names the file and the field to fix."""
 
 
 # ----------------------------------------------------------------------------------------- discovery

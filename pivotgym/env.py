@@ -40,6 +40,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from pivotgym.errors import InvalidAction, TaskNotFound
 from pivotgym.spaces import Messages, TextAction
 from pivotgym.types import Message, Task, Trajectory, message
 
@@ -51,15 +52,6 @@ DEFAULT_STEP_TIMEOUT: float = 300.0
 DEFAULT_MAX_NEW_TOKENS: int = 256
 
 
-class InvalidAction(Exception):
-    """An action the env cannot carry out. The env turns it into an error observation with reward 0.
-
-    ``message`` is shown to the agent, so say what was wrong and how to write it correctly.
-    """
-
-    def __init__(self, message: str, *, code: str = "invalid_action") -> None:
-        super().__init__(message)
-        self.code = code
 
 
 @dataclass
@@ -75,8 +67,6 @@ class StepOutcome:
     assistant: Message | None = None
 
 
-class TaskNotFound(KeyError):
-    pass
 
 
 class AgentEnv(gym.Env[list, str]):

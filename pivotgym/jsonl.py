@@ -14,13 +14,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pivotgym.types import PivotSet, Trajectory, TurnProfile
+from pivotgym.errors import JsonlError
 
 
 R = TypeVar("R")
 
 
-class JsonlError(ValueError):
-    """A JSONL file has a malformed line that is not a torn final line."""
 
 
 def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:

@@ -20,12 +20,11 @@ import gymnasium
 from pivotgym.plugins import PluginInfo, PluginManager
 from pivotgym.sandbox import set_sandbox_maker
 from pivotgym.verify import set_env_maker
+from pivotgym.errors import RegistryError
 
 Factory = Callable[..., Any] | str
 
 
-class RegistryError(LookupError):
-    """An unknown id or a failed construction; the message says what exists and how to fix it."""
 
 
 def resolve(factory: Factory) -> Callable[..., Any]:

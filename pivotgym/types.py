@@ -17,6 +17,7 @@ import typing
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
+from pivotgym.errors import RecordError
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -104,9 +105,6 @@ def _encodable(text: str) -> str:
     return text.encode("utf-8", "surrogatepass").decode("utf-8", "backslashreplace")
 
 
-class RecordError(ValueError):
-    """A row or config mapping lacks a required field or holds a value of the wrong type; the message names
-    the field (readers prefix the file and line)."""
 
 
 _KINDS = {int: "an integer", float: "a number", str: "a string", bool: "true or false", list: "a list",

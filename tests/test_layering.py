@@ -21,7 +21,7 @@ ROOT = "pivotgym"
 #: bottom to top; a module may import its own layer and lower ones. An entry names a module and its
 #: submodules, except the root package ``pivotgym`` (the facade), which names only itself.
 LAYERS: list[tuple[str, list[str]]] = [
-    ("records and tools", ["pivotgym._version", "pivotgym.types", "pivotgym.spaces", "pivotgym.hookspecs",
+    ("records and tools", ["pivotgym._version", "pivotgym.errors", "pivotgym.config", "pivotgym.types", "pivotgym.spaces", "pivotgym.hookspecs",
                            "pivotgym.jsonl", "pivotgym.execution", "pivotgym.sandbox"]),
     ("envs, verifiers, samplers", ["pivotgym.env", "pivotgym.verify", "pivotgym.sampling"]),
     ("declarative envs", ["pivotgym.bigbench", "pivotgym.declarative"]),

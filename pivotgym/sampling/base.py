@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol, Union, runtime_checkable
 
 from pivotgym.types import Completion, Message
+from pivotgym.errors import SamplerError
 
 #: a prompt is a chat (list of message dicts; the backend applies the chat template) or token ids
 Prompt = Union[Sequence[Message], Sequence[int]]
@@ -69,8 +70,6 @@ def sample_seeded(sampler: Sampler, prompts: Sequence[Prompt], n: int, params: S
             for prompt, seed in zip(prompts, seeds)]
 
 
-class SamplerError(RuntimeError):
-    """A backend failed (server unreachable, bad response, missing package); the message says how to fix it."""
 
 
 def encode_prompt(tokenizer: Any, prompt: Prompt | str) -> list[int]:

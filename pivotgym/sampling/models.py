@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from pivotgym.errors import ModelError
 
 if TYPE_CHECKING:  # heavy imports stay lazy: `pivotgym --help` must not import torch
     import torch
@@ -72,8 +73,6 @@ BUNDLED_MODELS: dict[str, BundledModel] = {
 }
 
 
-class ModelError(RuntimeError):
-    """A model cannot be found or converted; the message says how to fix it."""
 
 
 def cache_root() -> Path:

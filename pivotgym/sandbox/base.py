@@ -26,15 +26,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
+from pivotgym.errors import SandboxError, SandboxUnavailable
+
 Command = str | Sequence[str]
 
 
-class SandboxError(RuntimeError):
-    """A sandbox could not run a command at all (missing backend, bad work dir)."""
-
-
-class SandboxUnavailable(SandboxError):
-    """The backend is not usable on this machine; the message says how to install or enable it."""
 
 
 @dataclass(frozen=True)

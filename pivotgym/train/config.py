@@ -24,10 +24,9 @@ from typing import Any
 import yaml
 
 from pivotgym.types import RecordError, check_fields
+from pivotgym.errors import ConfigError
 
 
-class ConfigError(ValueError):
-    """A config value is missing, unknown or out of range; the message says which and how to fix it."""
 
 
 @dataclass
