@@ -91,8 +91,10 @@ def test_invalid_env_ids_are_rejected_in_the_owning_plugin():
 
 def test_cli_lists_plugins_and_envs_as_json(plugin_site):
     env = cli_env(plugin_site)
-    plugins = json.loads(subprocess.run([sys.executable, "-m", "pivotgym.cli", "plugins", "--json"], env=env,
-                                        capture_output=True, text=True, check=True).stdout)
+    r = subprocess.run([sys.executable, "-m", "pivotgym.cli", "plugins", "--json"], env=env, capture_output=True,
+                       text=True)
+    assert r.returncode == 1, r.stderr  # the broken test plugins are ERROR rows: the command fails after printing
+    plugins = json.loads(r.stdout)
     by_name = {p["name"]: p for p in plugins}
     assert {"name", "version", "error"} <= set(by_name["arith"]) and by_name["arith"]["error"] is None
     assert by_name["broken-import"]["error"] and "Traceback" in by_name["broken-import"]["traceback"]
@@ -161,7 +163,7 @@ def test_between_third_parties_the_first_keeps_the_id_and_the_later_is_named():
 def test_cli_plugins_shows_which_plugin_lost_an_id(plugin_site):
     env = cli_env(plugin_site)
     out = subprocess.run([sys.executable, "-m", "pivotgym.cli", "plugins", "--json"], env=env,
-                         capture_output=True, text=True, check=True).stdout
+                         capture_output=True, text=True).stdout
     by_name = {p["name"]: p for p in json.loads(out)}
     assert {"kind": "env", "id": "planning/blocks-v0", "winner": "planning"} in by_name["hijack"]["lost_ids"]
     assert by_name["planning"]["lost_ids"] == [] and by_name["planning"]["error"] is None

@@ -2,7 +2,8 @@
 
 Each verb group lives in its own module of :mod:`pivotgym.cli` and adds its commands through ``register(app)``;
 :data:`COMMAND_GROUPS` fixes their order (the order ``pivotgym --help`` lists them in). Errors print one line
-(``--debug`` shows the traceback instead) and exit non-zero.
+(``--debug`` shows the traceback instead) and exit non-zero; so does any command that reports a failure by
+raising ``typer.Exit(code)`` or returning a non-zero integer (:func:`exit_status`).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     _state["debug"] = "--debug" in argv
     try:
-        app(args=argv, prog_name="pivotgym", standalone_mode=False)
+        result = app(args=argv, prog_name="pivotgym", standalone_mode=False)
     except typer.Exit as exc:
         return exc.exit_code
     except (typer.Abort, KeyboardInterrupt):
@@ -59,4 +60,16 @@ def main(argv: list[str] | None = None) -> int:
             raise
         typer.echo(error_line(exc), err=True)
         return 1
+    return exit_status(result)
+
+
+def exit_status(result: object) -> int:
+    """The process exit status for what the app returned when not in standalone mode.
+
+    Click then *returns* what standalone mode would have passed to ``sys.exit``: the code of a ``typer.Exit``
+    raised by a command (``raise typer.Exit(1)`` after printing a FAILED report), or the command's own return
+    value. An integer is the status; anything else (``None`` included) means success.
+    """
+    if isinstance(result, int) and not isinstance(result, bool):
+        return result
     return 0

@@ -8,7 +8,7 @@ from pivotgym.cli.output import emit_json, table
 
 
 def plugins_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
-    """List loaded plugins with their version and any load error."""
+    """List loaded plugins with their version and any load error (exit status 1 when any plugin has one)."""
     from pivotgym.registry import get_registry
 
     registry = get_registry()
@@ -17,8 +17,11 @@ def plugins_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-read
     for conflict in registry.conflicts:  # duplicate ids: which plugin lost which id to whom
         lost.setdefault(conflict["loser"], []).append(
             {"kind": conflict["kind"], "id": conflict["id"], "winner": conflict["winner"]})
+    failed = any(i.errors for i in infos)
     if as_json:
         emit_json([{**i.to_dict(), "lost_ids": lost.get(i.name, [])} for i in infos])
+        if failed:
+            raise typer.Exit(1)
         return
     rows = [[i.name, i.version or "-", i.distribution or "-", "ok" if not i.errors else "ERROR",
              ", ".join(f"{c['id']} (to {c['winner']})" for c in lost.get(i.name, [])) or "-"] for i in infos]
@@ -28,9 +31,10 @@ def plugins_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-read
             typer.echo(f"\n{info.name}: {err}", err=True)
         for tb in info.tracebacks:
             typer.echo(tb.rstrip(), err=True)
-    if any(i.errors for i in infos):
+    if failed:
         typer.echo("\nhint: fix, upgrade or uninstall the failing plugin; the others loaded normally. "
-                   f"PIVOTGYM_LOAD_PLUGINS=a,b loads only the named ones.", err=True)
+                   "PIVOTGYM_LOAD_PLUGINS=a,b loads only the named ones.", err=True)
+        raise typer.Exit(1)
 
 
 def envs_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
