@@ -5,6 +5,10 @@
 * ``PIVOTGYM_LOAD_PLUGINS=a,b`` loads only those entry points; ``PIVOTGYM_DISABLE_PLUGIN_AUTOLOAD=1`` loads
   none (the built-ins still load).
 * A plugin that fails to import is recorded with its traceback and skipped; the others still load.
+* Hooks are called in pluggy's order (:meth:`PluginManager.call_each`): ``tryfirst`` first, then the most
+  recently registered plugin first, ``trylast`` last; wrappers wrap. Entry points are registered in reverse
+  name order after the built-ins, so plugins of equal priority are called in entry-point name order, then the
+  built-ins.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import importlib
 import os
 import traceback
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
@@ -98,10 +103,17 @@ class PluginManager:
         self.add(builtins, BUILTIN_NAME, version=__version__, distribution="pivotgym")
 
     def load_entry_points(self) -> None:
-        """Import every ``pivotgym`` entry point (respecting the env vars), recording failures per plugin."""
+        """Import every ``pivotgym`` entry point (respecting the env vars), recording failures per plugin.
+
+        Entry points are imported in name order and registered in reverse name order: pluggy calls the most
+        recently registered plugin first, so hooks of equal priority run in entry-point name order (``tryfirst``
+        and ``trylast`` still move a plugin), and on a duplicate id between two third-party plugins the one whose
+        name sorts first keeps it.
+        """
         if _truthy(os.environ.get(ENV_NO_AUTOLOAD)):
             return
         allow = _allow_list()
+        loaded: list[tuple[str, Any, PluginInfo]] = []
         for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
             if allow is not None and ep.name not in allow:
                 continue
@@ -117,7 +129,9 @@ class PluginManager:
             except BaseException as exc:  # noqa: BLE001 - SystemExit from a broken import counts too
                 info.record(f"import failed: {exc!r}", traceback.format_exc())
                 continue
-            self.add(plugin, ep.name, version=info.version, distribution=info.distribution)
+            loaded.append((ep.name, plugin, info))
+        for name, plugin, info in reversed(loaded):
+            self.add(plugin, name, version=info.version, distribution=info.distribution)
         if allow:
             for name in sorted(allow - set(self.infos)):
                 self.infos[name] = PluginInfo(name=name, errors=[f"{ENV_LOAD_ONLY} names {name!r}, which is not installed"])
@@ -134,10 +148,42 @@ class PluginManager:
             return
         self.add(module, name)
 
-    def hookimpls(self, hook_name: str) -> list[tuple[str, Any]]:
-        """(plugin name, function) pairs implementing ``hook_name``, in registration order."""
-        caller = getattr(self.pm.hook, hook_name)
-        return [(impl.plugin_name, impl.function) for impl in caller.get_hookimpls()]
+    def call_each(self, hook_name: str, kwargs_for: Callable[[str], Mapping[str, Any]]) -> list[str]:
+        """Call ``hook_name`` once per implementing plugin, in pluggy's call order, isolating their errors.
+
+        The order is exactly the one pluggy's own hook call uses: ``tryfirst`` implementations first, then the
+        untagged ones with the most recently registered plugin first, ``trylast`` ones last. Each plugin is
+        called through pluggy (:meth:`pluggy.PluginManager.subset_hook_caller`), so every wrapper
+        (``wrapper=True`` or ``hookwrapper=True``) runs around it as a wrapper and is never called as a plain
+        function. ``kwargs_for(plugin_name)`` gives that plugin's hook arguments (e.g. a ``register`` callback
+        that knows who is registering). An exception is recorded on the plugin whose code raised it (the
+        implementation, or a wrapper that raised its own) and the remaining plugins are still called.
+        Returns the names of the plugins called, in order.
+        """
+        impls = getattr(self.pm.hook, hook_name).get_hookimpls()
+        plain = [impl for impl in reversed(impls) if not (impl.wrapper or impl.hookwrapper)]
+        order = list(dict.fromkeys(impl.plugin_name for impl in plain))
+        for name in order:
+            others = {impl.plugin for impl in plain if impl.plugin_name != name}
+            caller = self.pm.subset_hook_caller(hook_name, others)
+            try:
+                caller(**kwargs_for(name))
+            except Exception as exc:  # noqa: BLE001 - one broken plugin must not hide the others
+                culprit = _raised_by(exc, impls) or name
+                self.infos.setdefault(culprit, PluginInfo(name=culprit)).record(
+                    f"{hook_name} raised {exc!r}", traceback.format_exc())
+        return order
+
+
+def _raised_by(exc: BaseException, impls: list[Any]) -> str | None:
+    """The plugin whose hook implementation is the innermost one on ``exc``'s traceback, if any."""
+    owners = {getattr(impl.function, "__code__", None): impl.plugin_name for impl in impls}
+    owner = None
+    tb = exc.__traceback__
+    while tb is not None:
+        owner = owners.get(tb.tb_frame.f_code, owner)
+        tb = tb.tb_next
+    return owner
 
 
 def _dist_name(ep: metadata.EntryPoint) -> str | None:

@@ -52,6 +52,8 @@ class EnvSpec:
     splits: tuple[str, ...] | None = None
     description: str = ""
     kwargs: dict[str, Any] = field(default_factory=dict)
+    #: why the env cannot be used (its plugin lost its verifier id to another plugin), else None
+    problem: str | None = None
 
     def resolved_splits(self) -> tuple[str, ...]:
         """The declared splits, else the ``splits`` attribute of the factory (imported on demand)."""
@@ -70,6 +72,7 @@ class EnvSpec:
             "exact_verifier": self.exact_verifier,
             "splits": list(self.resolved_splits()),
             "description": self.description,
+            "error": self.problem,
         }
 
 
@@ -125,19 +128,40 @@ class Registry:
         registry = cls(plugins)
         for kind in KINDS:
             registry._collect(kind)
+        registry._check_verifier_owners()
         return registry
 
     def _collect(self, kind: str) -> None:
-        for plugin_name, function in self.plugins.hookimpls(f"register_{kind}"):
-            register = getattr(self, f"_register_{kind}")
+        """Call every plugin's ``register_<kind>`` hook (pluggy's call order) with a ``register`` that knows
+        which plugin is registering."""
+        register = getattr(self, f"_register_{kind}")
 
-            def bound(*args: Any, _owner: str = plugin_name, _register: Any = register, **kwargs: Any) -> None:
-                _register(_owner, *args, **kwargs)
+        def register_for(owner: str) -> dict[str, Any]:
+            def bound(*args: Any, **kwargs: Any) -> None:
+                register(owner, *args, **kwargs)
 
-            try:
-                function(register=bound)
-            except Exception as exc:  # noqa: BLE001 - one broken plugin must not hide the others
-                self._info(plugin_name).record(f"register_{kind} raised {exc!r}", traceback.format_exc())
+            return {"register": bound}
+
+        self.plugins.call_each(f"register_{kind}", register_for)
+
+    def _check_verifier_owners(self) -> None:
+        """An env must never silently run with another plugin's verifier: when the env's plugin registered the
+        env's verifier id itself but lost that id to another plugin, the env is marked unusable (``make`` and
+        verifier lookups raise) and its plugin gets an error naming both plugins. An env naming a verifier its
+        plugin did not register (``exact``, a shared one) is fine."""
+        lost = {(c["id"], c["loser"]): c["winner"] for c in self.conflicts if c["kind"] == "verifier"}
+        for spec in self.envs.values():
+            for name in (spec.verifier, spec.exact_verifier):
+                winner = lost.get((name, spec.plugin)) if name else None
+                if winner is None:
+                    continue
+                spec.problem = (
+                    f"env {spec.id!r} of plugin {spec.plugin!r} uses verifier {name!r}, but plugin {winner!r} "
+                    f"owns that id (plugin {spec.plugin!r} registered it too and lost it), so the env is disabled "
+                    f"rather than judged by another plugin's verifier. Rename the verifier id in {spec.plugin!r}, "
+                    f"or uninstall {winner!r}.")
+                self._info(spec.plugin).record(spec.problem)
+                break
 
     def _info(self, plugin: str) -> PluginInfo:
         return self.plugins.infos.setdefault(plugin, PluginInfo(name=plugin))
@@ -230,8 +254,15 @@ class Registry:
         except KeyError:
             raise RegistryError(_unknown("env", env_id, self.envs, "pivotgym envs")) from None
 
-    def make(self, env_id: str, **kwargs: Any) -> Any:
+    def usable_env_spec(self, env_id: str) -> EnvSpec:
+        """The spec of an env that may be built and judged (``env_spec`` plus its :attr:`EnvSpec.problem`)."""
         spec = self.env_spec(env_id)
+        if spec.problem:
+            raise RegistryError(spec.problem)
+        return spec
+
+    def make(self, env_id: str, **kwargs: Any) -> Any:
+        spec = self.usable_env_spec(env_id)
         env = resolve(spec.factory)(**{**spec.kwargs, **kwargs})
         env.env_id = env_id
         env.default_verifier = spec.verifier
@@ -260,7 +291,7 @@ class Registry:
 
     def verifier_name_for(self, env_id: str, kind: str = "functional") -> str:
         """The name of an env's functional verifier (``kind="functional"``) or its exact-match one."""
-        spec = self.env_spec(env_id)
+        spec = self.usable_env_spec(env_id)
         if kind == "exact":
             return spec.exact_verifier
         if kind != "functional":

@@ -121,7 +121,8 @@ def test_a_third_party_plugin_cannot_hijack_a_first_party_env_id(all_test_plugin
 
 
 def _registry_of(*plugins):
-    """A registry from (name, distribution, module) triples, loaded in the given order."""
+    """A registry from (name, distribution, module) triples, registered in the given order (so pluggy calls
+    the last one first)."""
     pm = PluginManager()
     for name, dist, module in plugins:
         pm.add(module, name, distribution=dist)
@@ -150,13 +151,14 @@ def test_first_party_ids_win_in_either_load_order(first_party_first):
                                    "loser": "evil"}]
 
 
-def test_between_third_parties_the_first_keeps_the_id_and_the_later_is_named():
-    registry, pm = _registry_of(("a", "dist-a", _env_plugin("x/y-v0", "a")), ("b", "dist-b", _env_plugin("x/y-v0", "b")))
+def test_between_third_parties_the_one_called_first_keeps_the_id_and_the_later_is_named():
+    # pluggy calls the most recently registered plugin first: here "a"
+    registry, pm = _registry_of(("b", "dist-b", _env_plugin("x/y-v0", "b")), ("a", "dist-a", _env_plugin("x/y-v0", "a")))
     assert registry.env_spec("x/y-v0").factory == "a:Env"
     assert pm.infos["a"].error is None and "'a'" in pm.infos["b"].error and "lost" in pm.infos["b"].error
     # a distribution merely *named* like a first-party one only counts when it is exactly that name
-    registry, pm = _registry_of(("a", "dist-a", _env_plugin("x/y-v0", "a")),
-                                ("b", "pivotgym-planning-extras", _env_plugin("x/y-v0", "b")))
+    registry, pm = _registry_of(("b", "pivotgym-planning-extras", _env_plugin("x/y-v0", "b")),
+                                ("a", "dist-a", _env_plugin("x/y-v0", "a")))
     assert registry.env_spec("x/y-v0").factory == "a:Env"
 
 

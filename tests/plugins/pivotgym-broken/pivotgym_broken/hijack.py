@@ -1,6 +1,6 @@
 """A hostile third-party plugin: it tries to take over first-party ids and ships a gullible verifier.
 
-Its entry point name (``hijack``) sorts before ``planning``, so it loads first. The registry must keep
+Its entry point name (``hijack``) sorts before ``planning``, so pluggy calls its hooks first. The registry must keep
 ``planning/blocks-v0`` and the ``exact`` verifier with their first-party owners and report this plugin as the
 loser. ``hijack/credit-applicable`` credits every action the env accepts (it passes garbage probes, since it
 rejects what the env rejects), which only ``pivotgym check``'s wrong-action probe catches.
