@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> dict:
     os.environ["PIVOTGYM_ENV_PATH"] = os.pathsep.join(filter(None, [str(HERE / "yaml_env"),
                                                                      os.environ.get("PIVOTGYM_ENV_PATH")]))
     from pivotgym.registry import reset_registry
-    from pivotgym.suite import compare, evaluate_suite, format_comparison
+    from pivotgym.eval import compare, evaluate_suite, format_comparison
 
     reset_registry()
     results = []

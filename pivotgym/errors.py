@@ -21,6 +21,7 @@ __all__ = [
     "PivotgymError",
     "RecordError",
     "RegistryError",
+    "ResultMismatch",
     "SamplerError",
     "SandboxError",
     "SandboxUnavailable",
@@ -96,3 +97,8 @@ class SamplerError(PivotgymError, RuntimeError):
 
 class ModelError(PivotgymError, RuntimeError):
     """A model name or folder cannot be resolved or loaded; the message says how to get it."""
+
+
+class ResultMismatch(PivotgymError, ValueError):
+    """Two results cannot be compared: they come from different suites, or a member was scored with a
+    different metric or on different items; the message names the first such member and what differs."""

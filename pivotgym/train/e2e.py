@@ -12,10 +12,11 @@ trainer's.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from pivotgym.sampling.base import SamplingParams, sample_seeded
+from pivotgym.eval.rollout import Episode
+from pivotgym.eval.rollout import run_episodes as rollout_episodes
+from pivotgym.sampling.base import SamplingParams
 from pivotgym.train.config import ConfigError, E2EConfig
 from pivotgym.train.loop import DataOrder, Trainer, sample_seed, shard
 from pivotgym.train.rl import PolicySample, RLTrainer, group_samples
@@ -24,66 +25,22 @@ EVAL_SALT = 104_729
 TURN_SALT = 7_907
 
 
-@dataclass
-class Episode:
-    """One episode: the (prompt ids, completion ids) of each assistant turn and the return."""
-
-    task_id: str
-    turns: list[tuple[list[int], list[int]]] = field(default_factory=list)
-    reward: float = 0.0
-    done: bool = False
-
-
 def run_episodes(trainer: Trainer, env_id: str, tasks: Sequence[tuple[str, int]], n: int, params: SamplingParams,
                  max_turns: int | None = None, timed: bool = True) -> list[list[Episode]]:
-    """``n`` episodes of each ``(task_id, seed)`` with the trainer's current policy, all advancing together.
+    """``n`` episodes of each ``(task_id, seed)`` with the trainer's current policy, all advancing together, by
+    the one episode loop (:func:`pivotgym.eval.rollout.run_episodes`).
 
     Each turn is one batched sampler call over every live episode of every task; while a task's episodes
     still share one prompt (the first turn) that prompt is prefilled once and sampled ``n`` times. Seeds
     derive from the task's seed, the turn and the episode index alone, so an episode does not depend on which
-    other tasks ran beside it. The return of an episode is the sum of its step rewards. When ``timed``, time
-    is split into the generation and verification (env) counters (evaluations pass ``timed=False``)."""
-    import contextlib
-
+    other tasks ran beside it. An episode's return (:attr:`Episode.reward`) is the sum of its step rewards,
+    as in evaluation. When ``timed``, time is split into the generation and verification (env) counters
+    (evaluations pass ``timed=False``)."""
     from pivotgym.registry import make
 
-    def phase(name: str) -> Any:
-        return trainer.counters.time(name) if timed else contextlib.nullcontext()
-
-    envs = [[make(env_id) for _ in range(n)] for _ in tasks]
-    episodes = [[Episode(task_id) for _ in range(n)] for task_id, _ in tasks]
-    for (task_id, _), group in zip(tasks, envs):
-        for env in group:
-            env.reset(options={"task_id": task_id})
-    limit = max_turns or max((env.max_turns for group in envs for env in group), default=0)
-    for turn in range(limit):
-        shared: list[tuple[int, list[int]]] = []  # (task, prompt): every episode of the task, sampled n times
-        single: list[tuple[int, int, list[int]]] = []  # (task, episode, prompt): sampled once
-        for g, group in enumerate(envs):
-            live = [j for j in range(n) if not episodes[g][j].done]
-            prompts = [trainer.sampler.encode(group[j].prompt_messages(group[j].messages)) for j in live]
-            if n > 1 and len(live) == n and all(p == prompts[0] for p in prompts):
-                shared.append((g, prompts[0]))
-            else:
-                single.extend((g, j, p) for j, p in zip(live, prompts))
-        if not shared and not single:
-            break
-        with phase("generation"):
-            shared_out = sample_seeded(trainer.sampler, [p for _, p in shared], n, params,
-                                       [sample_seed(tasks[g][1], turn, 0, TURN_SALT) for g, _ in shared])
-            single_out = sample_seeded(trainer.sampler, [p for _, _, p in single], 1, params,
-                                       [sample_seed(tasks[g][1], turn, j + 1, TURN_SALT) for g, j, _ in single])
-        moves = [(g, j, prompt, completion) for (g, prompt), group in zip(shared, shared_out)
-                 for j, completion in enumerate(group)]
-        moves += [(g, j, prompt, group[0]) for (g, j, prompt), group in zip(single, single_out)]
-        with phase("verification"):
-            for g, j, prompt, completion in moves:
-                _obs, reward, terminated, truncated, _info = envs[g][j].step(completion.text)
-                episode = episodes[g][j]
-                episode.turns.append((prompt, list(completion.token_ids)))
-                episode.reward += float(reward)
-                episode.done = bool(terminated or truncated)
-    return episodes
+    return rollout_episodes(trainer.sampler, lambda: make(env_id), [task_id for task_id, _ in tasks], params, n=n,
+                            seeds=lambda g, turn, slot: sample_seed(tasks[g][1], turn, slot, TURN_SALT),
+                            max_turns=max_turns, tokens=True, timer=trainer.counters.time if timed else None)
 
 
 class E2ETrainer(RLTrainer):
@@ -169,7 +126,7 @@ class E2ETrainer(RLTrainer):
         tasks = [(task_id, sample_seed(cfg.seed, 0, i, EVAL_SALT)) for i, task_id in mine]
         for episodes in run_episodes(self, cfg.env_id, tasks, n, self._params(cfg.eval_temperature), cfg.max_turns,
                                      timed=False):
-            total += sum(min(1.0, e.reward) for e in episodes)
+            total += sum(e.score for e in episodes)
             episodes_n += len(episodes)
             turns += sum(len(e.turns) for e in episodes)
         total, episodes_n, turns = (self.reduce_sum(v) for v in (total, episodes_n, turns))

@@ -9,7 +9,7 @@ import pytest
 
 from pivotgym.cli import main
 from pivotgym.jsonl import read_jsonl
-from pivotgym.suite import ci95, compare, evaluate_suite, format_comparison, loglik_scores, summarize
+from pivotgym.eval import ci95, compare, evaluate_suite, format_comparison, loglik_scores, summarize
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +121,7 @@ def test_example_script_evaluates_and_compares(tmp_path, monkeypatch):
 
     from pivotgym.registry import reset_registry
 
-    script = Path(__file__).resolve().parents[1] / "examples" / "eval_and_compare.py"
+    script = Path(__file__).resolve().parents[2] / "examples" / "eval_and_compare.py"
     spec = importlib.util.spec_from_file_location("eval_and_compare", script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -10,7 +10,7 @@ from core_helpers import CounterEnv
 
 from pivotgym.jsonl import read_jsonl
 from pivotgym.registry import EnvSpec, get_registry
-from pivotgym.suite import evaluate_suite
+from pivotgym.eval import evaluate_suite
 from pivotgym.types import Completion
 
 MEMBER = "test/counter-v0@test"

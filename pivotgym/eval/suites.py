@@ -1,0 +1,173 @@
+"""Suites: score a model on a set of envs (in-domain and out-of-domain).
+
+This is how the paper's retention claim is measured: evaluate the base model and a trained one on the same
+suite, then :func:`pivotgym.eval.compare.compare` gives each env's change and the average in-domain and OOD
+change.
+
+How a member is scored depends on the env (:mod:`pivotgym.eval.scoring`):
+
+* a YAML env (the shipped OOD envs all are): one greedy reply in the chat format the policy is trained with,
+  parsed and judged by the env's own scorer (a multiple-choice reply names an option by letter or text; the
+  options are shuffled per item with a fixed seed). The env's ``max_new_tokens`` is the generation length; a
+  suite-wide ``max_new_tokens`` can only shorten it;
+* a user YAML env with ``scoring: loglik`` (multiple choice): each option is scored by the summed
+  log-probability of its tokens after a raw-text context, as lm-eval does (``acc`` and ``acc_norm``); no
+  shipped env uses it any more, since it never exercises the chat format and barely moves at this scale;
+* any other env (the multi-turn domains, e.g. ``planning/blocks-v0@test``): greedy episodes run in lockstep
+  across tasks (:mod:`pivotgym.eval.rollout`); the metric is ``success``, an item's score is its episode's
+  return (the sum of its step rewards) capped at 1. Each turn generates at most the env's ``max_new_tokens``
+  (:attr:`pivotgym.env.AgentEnv.max_new_tokens`, e.g. 64 for a PDDL action); a suite-wide ``max_new_tokens``
+  can only shorten it. An env that declares none gets the suite-wide cap, else
+  :data:`pivotgym.env.DEFAULT_MAX_NEW_TOKENS` (256).
+
+Every scored item is appended to ``<out>.items.jsonl`` as it finishes; a rerun with the same model, suite and
+settings skips the items already there, so an interrupted evaluation resumes where it stopped. An item is
+``{"member", "task_id", "fingerprint", "metric", "reward", "max_new_tokens", ...}`` (an episode also has
+``return``, ``turns`` and ``terminated``) plus, for generated members (unless ``transcripts=False``),
+``"transcript": {"messages": [...], "steps": [...]}``: the episode's chat history as the env recorded it and,
+per assistant turn, its ``reward``, ``terminated``, ``truncated``, ``finish_reason``, ``tokens`` and the env's
+``info`` (e.g. ``error``), so a failed episode can be read back. Readers must treat ``transcript`` (and
+``max_new_tokens``) as optional: older files and loglik members have none.
+
+Each member's score in the result is ``{"metric", "value", "n", "ci95", "per_item", "seconds"}``:
+``per_item`` maps each task id to its score, so two results can be checked for the same items and compared
+item by item (:func:`pivotgym.eval.compare.compare`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pivotgym.eval.io import write_json
+from pivotgym.eval.scoring import generation_cap, score_member
+from pivotgym.eval.stats import role_averages, summarize
+from pivotgym.jsonl import JsonlAppender, iter_jsonl
+from pivotgym.types import content_hash
+
+
+@dataclass(frozen=True)
+class Member:
+    """One suite member: ``key`` as written in the suite (``ENV_ID`` or ``ENV_ID@SPLIT``) and its role."""
+
+    key: str
+    env_id: str
+    split: str | None
+    role: str
+
+    @classmethod
+    def parse(cls, key: str, role: str) -> Member:
+        """The member written ``key`` (``ENV_ID`` or ``ENV_ID@SPLIT``) with ``role``."""
+        env_id, _, split = key.partition("@")
+        return cls(key, env_id, split or None, role)
+
+
+def suite_members(suite: str | Mapping[str, str]) -> tuple[str, list[Member]]:
+    """(name, members) of a registered suite name or an inline ``{member: role}`` mapping."""
+    if isinstance(suite, str):
+        from pivotgym.registry import get_registry
+
+        spec = get_registry().suite(suite)
+        return spec.name, [Member.parse(k, r) for k, r in spec.members.items()]
+    return "inline", [Member.parse(k, r) for k, r in suite.items()]
+
+
+def member_tasks(env: Any, member: Member, limit: int | None) -> list[Any]:
+    """The tasks a member scores: its split (default ``test`` when the env has one, else its last split), the
+    first ``limit`` of them when given."""
+    split = member.split or ("test" if "test" in env.splits else env.splits[-1])
+    tasks = list(env.tasks(split))
+    return tasks[:limit] if limit else tasks
+
+
+def evaluate_suite(
+    suite: str | Mapping[str, str],
+    sampler: Any,
+    out: str | Path | None = None,
+    *,
+    limit: int | None = None,
+    limits: Mapping[str, int] | None = None,
+    members: Sequence[str] | None = None,
+    max_new_tokens: int | None = None,
+    seed: int = 0,
+    batch_size: int = 8,
+    model: str | None = None,
+    progress: bool = True,
+    name: str | None = None,
+    transcripts: bool = True,
+) -> dict[str, Any]:
+    """Evaluate ``sampler`` on every member of ``suite`` and return the contract's suite result.
+
+    ``limit`` caps the tasks per member (``limits`` per member key overrides it); ``members`` restricts the
+    evaluation to those keys. ``max_new_tokens`` is a suite-wide cap on each turn's generation: it can only
+    shorten an env's own limit (:func:`generation_cap`). With ``out``, the result is written there and items
+    are appended to ``<out>.items.jsonl`` as they finish (resumable); ``transcripts`` (default on) puts each
+    generated episode's messages and per-turn records in its item (see the module docstring); turn it off to
+    keep the items file small. ``name`` names an inline suite in the result. ``progress`` shows a bar over the
+    members and one over each member's items or episodes.
+    """
+    from tqdm.auto import tqdm
+
+    from pivotgym.declarative import DeclarativeEnv
+    from pivotgym.registry import make
+
+    suite_name, all_members = suite_members(suite)
+    name = name or suite_name
+    chosen = [m for m in all_members if members is None or m.key in members]
+    if members is not None and len(chosen) != len(set(members)):
+        unknown = sorted(set(members) - {m.key for m in chosen})
+        raise KeyError(f"suite {name!r} has no member(s) {unknown}; it has {[m.key for m in all_members]}")
+    describe = sampler.describe() if hasattr(sampler, "describe") else {"model": type(sampler).__name__}
+    model_name = model or str(describe.get("model", ""))
+    items_path = Path(str(out) + ".items.jsonl") if out else None
+    done: dict[tuple[str, str], dict[str, Any]] = {}
+    settings = {"describe": describe, "model": model_name, "max_new_tokens": max_new_tokens, "seed": seed}
+    fingerprint = content_hash(settings)
+    if items_path and items_path.exists():
+        for row in iter_jsonl(items_path):
+            if row.get("fingerprint") == fingerprint:
+                done[(row["member"], row["task_id"])] = row
+    appender = JsonlAppender(items_path) if items_path else None
+    scores: dict[str, dict[str, Any]] = {}
+    roles: dict[str, str] = {}
+    try:
+        bar = tqdm(chosen, desc=f"eval {name}", unit="env", disable=not progress)
+        for member in bar:
+            bar.set_postfix_str(member.key)
+            started = time.perf_counter()
+            env = make(member.env_id)
+            tasks = member_tasks(env, member, (limits or {}).get(member.key, limit))
+            loglik = isinstance(env, DeclarativeEnv) and env.config.scoring == "loglik"
+            tokens = None if loglik else generation_cap(env, max_new_tokens)
+            # an item is reused only when it was generated with the same per-turn cap (an env's own limit may
+            # have changed since; items written before caps were recorded are scored again, once)
+            todo = [t for t in tasks if done.get((member.key, t.id), {}).get("max_new_tokens", "?") != tokens]
+            metric, rows = score_member(env, member.env_id, todo, sampler, tokens, seed=seed, batch_size=batch_size,
+                                        transcripts=transcripts, progress=progress, desc=member.key)
+            for task, row in zip(todo, rows):
+                record = {"member": member.key, "task_id": task.id, "fingerprint": fingerprint, "metric": metric,
+                          "max_new_tokens": tokens, **row}
+                done[(member.key, task.id)] = record
+                if appender:
+                    appender.write(record)
+            values = [float(done[(member.key, t.id)]["reward"]) for t in tasks]
+            scores[member.key] = {**summarize(values, metric, [t.id for t in tasks]),
+                                  "seconds": round(time.perf_counter() - started, 2)}
+            extra = [done[(member.key, t.id)].get("acc_norm") for t in tasks]
+            if extra and all(v is not None for v in extra):
+                scores[member.key]["acc_norm"] = sum(extra) / len(extra)
+            roles[member.key] = member.role
+    finally:
+        if appender:
+            appender.close()
+    result = {"suite": name, "model": model_name, "scores": scores, "role": roles,
+              "averages": role_averages(scores, roles), "sampler": describe, "seed": seed, "limit": limit}
+    if out:
+        write_json(out, result)
+    return result
+
+
+__all__ = ["Member", "evaluate_suite", "member_tasks", "suite_members"]
