@@ -32,7 +32,8 @@ from pivotgym.types import check_fields
 
 T = TypeVar("T")
 
-__all__ = ["Source", "build", "check_keys", "check_section", "config_fields", "did_you_mean", "read_yaml"]
+__all__ = ["Source", "build", "check_keys", "check_section", "config_fields", "did_you_mean", "read_yaml",
+           "yaml_syntax_error"]
 
 #: ``field(metadata={INTERNAL: True})`` marks a dataclass field that a config file may not set (e.g. the path
 #: the config was read from)
@@ -82,6 +83,20 @@ def _key_lines(node: yaml.Node, prefix: tuple[str, ...], out: dict[tuple[str, ..
             _key_lines(item, key, out)
 
 
+def yaml_syntax_error(path: str | os.PathLike[str], exc: yaml.YAMLError) -> str:
+    """One line for a YAML parse error: ``FILE:LINE:COLUMN: not valid YAML: PROBLEM`` (the parser's own
+    message spans several lines and names ``<unicode string>`` instead of the file)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None)
+    if mark is None or not problem:
+        return f"{path}: not valid YAML: {' '.join(str(exc).split())}"
+    context = getattr(exc, "context", None)
+    context_mark = getattr(exc, "context_mark", None)
+    if context and context_mark is not None:
+        problem += f" ({context} at line {context_mark.line + 1}, column {context_mark.column + 1})"
+    return f"{path}:{mark.line + 1}:{mark.column + 1}: not valid YAML: {problem}"
+
+
 def read_yaml(path: str | os.PathLike[str], *, what: str = "config") -> tuple[Any, Source]:
     """The parsed content of a YAML file and its :class:`Source`; a missing file or a syntax error is one
     :class:`ConfigError` line (``FILE:LINE:COLUMN: not valid YAML: ...``)."""
@@ -92,12 +107,8 @@ def read_yaml(path: str | os.PathLike[str], *, what: str = "config") -> tuple[An
     try:
         data = yaml.safe_load(text)
         node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
-        raise ConfigError(f"{where}: not valid YAML: {exc.problem or exc.context}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
+        raise ConfigError(yaml_syntax_error(path, exc)) from None
     lines: dict[tuple[str, ...], int] = {}
     if node is not None:
         _key_lines(node, (), lines)
@@ -162,9 +173,10 @@ def check_section(cls: type, data: Any, source: Source = Source(), prefix: tuple
             continue
         try:
             check_fields(cls, {f.name: mapping[f.name]}, required=False)
-        except RecordError as exc:
-            detail = str(exc).split(": ", 1)[1] if ": " in str(exc) else str(exc)
-            raise source.error(keys, detail) from None
+        except RecordError as exc:  # its message starts with the field (``tags[1]: expected ...``)
+            message = ".".join((*prefix, str(exc)))
+            where = source.where(keys)
+            raise ConfigError(f"{where}: {message}" if where else message) from None
     return dict(mapping)
 
 
@@ -178,7 +190,7 @@ def build(cls: type[T], data: Any, source: Source = Source(), prefix: tuple[str,
         keys = (*prefix, f.name)
         if f.name not in mapping:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise source.error(keys, "is required")
+                raise source.error(keys, "required field is missing")
             continue
         value = mapping[f.name]
         section = _section_type(hints.get(f.name, Any))

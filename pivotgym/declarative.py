@@ -47,11 +47,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from pivotgym.env import AgentEnv, InvalidAction, StepOutcome
 from pivotgym.types import Message, Task, Verdict, message
 from pivotgym.verify import VerifyContext
+from pivotgym.config import Source, check_section, did_you_mean
+from pivotgym.config import read_yaml as read_config_yaml
 from pivotgym.errors import ConfigError
 
 ENV_PATH_VAR = "PIVOTGYM_ENV_PATH"
@@ -89,29 +89,12 @@ def yaml_files(dirs: Sequence[Path] | None = None) -> list[Path]:
     return files
 
 
-def yaml_syntax_error(path: str | os.PathLike[str], exc: yaml.YAMLError) -> str:
-    """One line for a YAML parse error: ``FILE:LINE:COLUMN: not valid YAML: PROBLEM`` (the parser's own
-    message spans several lines and names ``<unicode string>`` instead of the file)."""
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None)
-    if mark is None or not problem:
-        return f"{path}: not valid YAML: {' '.join(str(exc).split())}"
-    context = getattr(exc, "context", None)
-    context_mark = getattr(exc, "context_mark", None)
-    if context and context_mark is not None:
-        problem += f" ({context} at line {context_mark.line + 1}, column {context_mark.column + 1})"
-    return f"{path}:{mark.line + 1}:{mark.column + 1}: not valid YAML: {problem}"
-
-
-def read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ConfigError(yaml_syntax_error(path, exc)) from exc
+def read_yaml(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Source]:
+    """A YAML env or suite file as a mapping, with the lines of its keys (:func:`pivotgym.config.read_yaml`)."""
+    data, source = read_config_yaml(path, what="YAML env or suite")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level (an env with `id:` or a suite with `suite:`)")
-    return data
+    return data, source
 
 
 @dataclass
@@ -125,17 +108,28 @@ class SuiteConfig:
     path: Path | None = None
 
 
-def parse_suite(data: dict[str, Any], path: Path | None = None) -> SuiteConfig:
-    where = path or "<suite>"
+@dataclass
+class _SuiteFile:
+    """The keys a suite file may have (checked by :func:`pivotgym.config.check_section`)."""
+
+    suite: str
+    members: dict[str, str]
+    description: str = ""
+
+
+def parse_suite(data: dict[str, Any], path: Path | None = None, source: Source | None = None) -> SuiteConfig:
+    """The :class:`SuiteConfig` of a suite file's mapping; unknown keys and bad roles name FILE:LINE."""
+    source = source or Source(path)
+    check_section(_SuiteFile, data, source)
     members = data.get("members")
     if not isinstance(members, dict) or not members:
-        raise ConfigError(f"{where}: `members` must map env ids to 'in_domain' or 'ood'")
-    bad = {k: v for k, v in members.items() if v not in ("in_domain", "ood")}
-    if bad:
-        raise ConfigError(f"{where}: member roles must be 'in_domain' or 'ood', got {bad}")
-    options = {k: v for k, v in data.items() if k not in ("suite", "members", "description")}
+        raise source.error(("members",), "must map env ids to 'in_domain' or 'ood'")
+    for key, role in members.items():
+        if role not in ("in_domain", "ood"):
+            raise source.error(("members", str(key)), f"role must be 'in_domain' or 'ood', got {role!r}"
+                               f"{did_you_mean(str(role), ('in_domain', 'ood'))}")
     return SuiteConfig(str(data["suite"]), {str(k): str(v) for k, v in members.items()},
-                       str(data.get("description", "")), options, path)
+                       str(data.get("description", "")), {}, path)
 
 
 def discover(dirs: Sequence[Path] | None = None,
@@ -150,11 +144,11 @@ def discover(dirs: Sequence[Path] | None = None,
     suites: list[SuiteConfig] = []
     for path in yaml_files(dirs):
         try:
-            data = read_yaml(path)
+            data, source = read_yaml(path)
             if "suite" in data:
-                suites.append(parse_suite(data, path))
+                suites.append(parse_suite(data, path, source))
             else:
-                envs.append(EnvConfig.parse(data, path))
+                envs.append(EnvConfig.parse(data, path, source))
         except ConfigError as exc:
             if errors is None:
                 raise
@@ -163,6 +157,70 @@ def discover(dirs: Sequence[Path] | None = None,
 
 
 # ----------------------------------------------------------------------------------------- config
+@dataclass
+class _SourceSection:
+    """``source:`` of a YAML env: where the rows come from."""
+
+    type: str
+    task: str | None = None  # bigbench: the task (``navigate``, ``logical_deduction/three_objects``)
+    path: str | None = None  # jsonl: the file, relative to the YAML file
+    examples: list[dict[str, Any]] | None = None  # inline: the rows
+    fields: dict[str, str] = field(default_factory=dict)  # rename source columns: {input: question}
+    balance: bool = False  # reorder rows so gold labels take turns (see balance_labels)
+
+
+@dataclass
+class _PromptSection:
+    """``prompt:`` of a YAML env: how a row becomes the user message."""
+
+    template: str = "{input}"
+    system: str | None = None
+    shots: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class _AnswerSection:
+    """``answer:`` of a YAML env: how the reply is read."""
+
+    type: str = "text"
+    pattern: str | None = None
+    shuffle: bool = True
+    seed: int = 0
+
+
+@dataclass
+class _LoglikSection:
+    """``loglik:`` of a YAML env: the raw-text context of log-likelihood scoring."""
+
+    template: str = "{input}\nAnswer:"
+    delimiter: str = " "
+
+
+@dataclass
+class _SplitSection:
+    """One entry of ``splits:``: a slice of the source's rows."""
+
+    start: int | None = None
+    stop: int | None = None
+
+
+@dataclass
+class _EnvFile:
+    """The keys a YAML env file may have (checked whole by :func:`pivotgym.config.check_section`)."""
+
+    id: str
+    source: _SourceSection
+    prompt: _PromptSection | None = None
+    answer: _AnswerSection | None = None
+    splits: dict[str, Any] | None = None  # split name -> {start, stop} (each checked as a _SplitSection)
+    description: str = ""
+    scoring: str = "generate"
+    loglik: _LoglikSection | None = None
+    metric: str | None = None
+    max_new_tokens: int | None = None
+    timeout: float = 10.0
+
+
 @dataclass
 class EnvConfig:
     """A validated YAML env definition (see the module docstring for the fields)."""
@@ -181,45 +239,50 @@ class EnvConfig:
     path: Path | None = None
 
     @classmethod
-    def parse(cls, data: dict[str, Any], path: Path | None = None) -> EnvConfig:
-        where = path or "<env>"
+    def parse(cls, data: dict[str, Any], path: Path | None = None, source: Source | None = None) -> EnvConfig:
+        """The config of a YAML env mapping, checked whole: unknown keys anywhere (with a did-you-mean), wrong
+        kinds of value and bad choices raise :class:`ConfigError` naming FILE:LINE and the field."""
+        where: Source = source or Source(path)
+        check_section(_EnvFile, data, where)
+        for split, spec in (data.get("splits") or {}).items():
+            check_section(_SplitSection, spec, where, ("splits", str(split)))
+
+        def choose(keys: tuple[str, ...], value: Any, choices: Sequence[str]) -> None:
+            if value not in choices:
+                raise where.error(keys, f"must be one of {', '.join(choices)}, got {value!r}"
+                                  f"{did_you_mean(str(value), choices)}")
+
         env_id = data.get("id")
         if not isinstance(env_id, str) or "/" not in env_id or not env_id.rsplit("-v", 1)[-1].isdigit():
-            raise ConfigError(f"{where}: `id` must look like 'domain/name-v0', got {env_id!r}")
+            raise where.error(("id",), f"must look like 'domain/name-v0', got {env_id!r}")
         source = dict(data.get("source") or {})
-        if source.get("type") not in SOURCE_TYPES:
-            raise ConfigError(f"{where}: `source.type` must be one of {list(SOURCE_TYPES)}, got {source.get('type')!r}")
+        choose(("source", "type"), source.get("type"), SOURCE_TYPES)
         if source["type"] == "bigbench" and not source.get("task"):
-            raise ConfigError(f"{where}: a bigbench source needs `task:` (e.g. navigate or logical_deduction/three_objects)")
+            raise where.error(("source",), "a bigbench source needs `task:` (e.g. navigate or logical_deduction/three_objects)")
         if source["type"] == "jsonl" and not source.get("path"):
-            raise ConfigError(f"{where}: a jsonl source needs `path:` (relative to the YAML file)")
+            raise where.error(("source",), "a jsonl source needs `path:` (relative to the YAML file)")
         if source["type"] == "inline" and not isinstance(source.get("examples"), list):
-            raise ConfigError(f"{where}: an inline source needs `examples:` (a list of rows)")
+            raise where.error(("source",), "an inline source needs `examples:` (a list of rows)")
         answer = dict(data.get("answer") or {"type": "text"})
-        if answer.get("type") not in ANSWER_TYPES:
-            raise ConfigError(f"{where}: `answer.type` must be one of {list(ANSWER_TYPES)}, got {answer.get('type')!r}")
+        answer.setdefault("type", "text")
+        choose(("answer", "type"), answer["type"], ANSWER_TYPES)
         if answer.get("pattern"):
             try:
                 re.compile(answer["pattern"])
             except re.error as exc:
-                raise ConfigError(f"{where}: `answer.pattern` is not a valid regex ({exc})") from exc
+                raise where.error(("answer", "pattern"), f"is not a valid regex ({exc})") from None
         prompt = dict(data.get("prompt") or {})
-        if not isinstance(prompt.get("template", "{input}"), str):
-            raise ConfigError(f"{where}: `prompt.template` must be a string")
         scoring = str(data.get("scoring", "generate"))
-        if scoring not in SCORINGS:
-            raise ConfigError(f"{where}: `scoring` must be one of {list(SCORINGS)}, got {scoring!r}")
+        choose(("scoring",), scoring, SCORINGS)
         if scoring == "loglik" and answer["type"] != "choice":
-            raise ConfigError(f"{where}: `scoring: loglik` needs `answer.type: choice` (it ranks the options)")
+            raise where.error(("scoring",), "`scoring: loglik` needs `answer.type: choice` (it ranks the options)")
         splits = data.get("splits") or {"test": {}}
-        if not isinstance(splits, dict) or not all(isinstance(v, dict | None) for v in splits.values()):
-            raise ConfigError(f"{where}: `splits` must map split names to {{start, stop}} slices")
-        metric = str(data.get("metric", "pass@1" if answer["type"] == "code" else "accuracy"))
+        metric = str(data.get("metric") or ("pass@1" if answer["type"] == "code" else "accuracy"))
         return cls(
             id=env_id, source=source, prompt=prompt, answer=answer,
             splits={str(k): dict(v or {}) for k, v in splits.items()},
             description=str(data.get("description", "")), scoring=scoring, loglik=dict(data.get("loglik") or {}),
-            metric=metric, max_new_tokens=int(data.get("max_new_tokens", 512 if answer["type"] == "code" else 64)),
+            metric=metric, max_new_tokens=int(data.get("max_new_tokens") or (512 if answer["type"] == "code" else 64)),
             timeout=float(data.get("timeout", 10.0)), path=path,
         )
 
@@ -496,7 +559,8 @@ class DeclarativeEnv(AgentEnv):
         if config is None:
             if config_path is None:
                 raise ConfigError("DeclarativeEnv needs `config_path` (a YAML file) or `config`")
-            config = EnvConfig.parse(read_yaml(config_path), Path(config_path))
+            data, source = read_yaml(config_path)
+            config = EnvConfig.parse(data, Path(config_path), source)
         elif isinstance(config, dict):
             config = EnvConfig.parse(config, Path(config_path) if config_path else None)
         self.config: EnvConfig = config

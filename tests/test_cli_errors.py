@@ -142,7 +142,7 @@ def test_experiment_mistyped_value_names_file_and_field(section, expected, capsy
     config = tmp_path / "exp.yaml"
     config.write_text(f"name: typo\nenv: general/navigate-v0\n{section}\n")
     assert main(["experiment", str(config), "--out", str(tmp_path / "run")]) == 1
-    assert _error_lines(capsys) == [f"error: {config}: {expected}"]
+    assert _error_lines(capsys) == [f"error: {config}:3: {expected}"]  # FILE:LINE of the field
     assert not (tmp_path / "run").exists()
 
 
@@ -161,7 +161,7 @@ def test_train_config_mistyped_value_names_file_and_field(text, expected, tmp_pa
     path.write_text(text)
     with pytest.raises(ConfigError) as info:
         load_config(path, "sft")
-    assert str(info.value) == f"{path}: {expected}"
+    assert str(info.value) == f"{path}:1: {expected}"
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -177,7 +177,7 @@ def test_train_command_error_is_one_line_naming_file_and_field(kind, text, expec
     if expected is None:
         assert lines == [f"error: {path}:2:8: not valid YAML: mapping values are not allowed here"]
     else:
-        assert lines == [f"error: {path}: {expected}"]
+        assert lines == [f"error: {path}:1: {expected}"]
     assert not (tmp_path / "run").exists()
 
 

@@ -339,3 +339,34 @@ def test_a_hedge_over_several_options_is_no_answer(reply, expected):
     from pivotgym.declarative import read_choice
 
     assert read_choice(reply, ["x1", "x2", "x3", "x4", "x5"]) == expected
+
+
+@pytest.mark.parametrize("text, message", [
+    ("promt: {template: '{input}'}\n", ":3: promt: unknown key (did you mean 'prompt'?)"),
+    ("prompt: {tempate: '{input}'}\n", ":3: prompt.tempate: unknown key (did you mean 'template'?)"),
+    ("answer: {type: choise}\n", ":3: answer.type: must be one of choice, text, code, got 'choise' (did you mean 'choice'?)"),
+    ("splits: {test: {begin: 0}}\n", ":3: splits.test.begin: unknown key"),
+    ("max_new_tokens: lots\n", ":3: max_new_tokens: expected an integer or null, got 'lots'"),
+])
+def test_a_yaml_env_file_is_checked_whole_with_file_and_line(tmp_path, text, message):
+    """Every key of an env file, at any depth, is known (a typo like `promt:` used to give the raw input
+    as the prompt), and every error names FILE:LINE and the dotted key."""
+    from pivotgym.declarative import read_yaml
+
+    path = tmp_path / "env.yaml"
+    path.write_text("id: a/b-v0\nsource: {type: inline, examples: [{input: x, target: y}]}\n" + text)
+    with pytest.raises(ConfigError) as info:
+        EnvConfig.parse(*read_yaml(path)[:1], path, read_yaml(path)[1])
+    assert str(info.value) == f"{path}{message}"
+
+
+def test_a_suite_file_with_an_unknown_key_or_role_is_an_error(tmp_path):
+    from pivotgym.declarative import parse_suite, read_yaml
+
+    path = tmp_path / "suite.yaml"
+    path.write_text("suite: s\nmembers: {a/b-v0: ood}\ndescriptoin: typo\n")
+    with pytest.raises(ConfigError, match=r"suite.yaml:3: descriptoin: unknown key \(did you mean 'description'\?\)"):
+        parse_suite(*read_yaml(path)[:1], path, read_yaml(path)[1])
+    path.write_text("suite: s\nmembers:\n  a/b-v0: odd\n")
+    with pytest.raises(ConfigError, match=r"suite.yaml:3: members.a/b-v0: role must be 'in_domain' or 'ood', got 'odd'"):
+        parse_suite(*read_yaml(path)[:1], path, read_yaml(path)[1])

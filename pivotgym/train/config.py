@@ -21,9 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from pivotgym.types import RecordError, check_fields
+from pivotgym.config import Source, check_section, read_yaml
 from pivotgym.errors import ConfigError
 
 
@@ -97,20 +95,19 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
-        known = {f.name: f for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - set(known))
-        if unknown:
-            raise ConfigError(f"{cls.__name__}: unknown key(s) {unknown}; known keys are {sorted(known)}")
-        try:  # a wrong kind of value is named here, not as a TypeError deep inside the trainer
-            check_fields(cls, data, required=False)
-        except RecordError as exc:
-            raise ConfigError(str(exc)) from None
-        values = dict(data)
+    def from_dict(cls, data: dict[str, Any], source: Source = Source()) -> TrainConfig:
+        """The config of ``data``, checked whole first: an unknown key (with a did-you-mean), a value of the
+        wrong kind or one no run could use is a :class:`ConfigError` naming the field (and, with ``source``,
+        the file and line), not a ``TypeError`` deep inside the trainer."""
+        values = check_section(cls, data, source)
         if "adam_betas" in values:
             values["adam_betas"] = tuple(values["adam_betas"])
         config = cls(**values)
-        config.validate()
+        try:
+            config.validate()
+        except ConfigError as exc:  # validate() messages start with the field they are about
+            where = source.where(str(exc).split(" ", 1)[:1])
+            raise ConfigError(f"{where}: {exc}" if where else str(exc), hint=exc.hint) from None
         return config
 
     def replace(self, **changes: Any) -> TrainConfig:
@@ -270,22 +267,11 @@ def load_config(path: str | Path, kind: str, **overrides: Any) -> TrainConfig:
     """Read a YAML config for trainer ``kind`` (``pivot``, ``sft`` or ``e2e``); ``overrides`` win."""
     if kind not in CONFIGS:
         raise ConfigError(f"unknown trainer {kind!r}; choose one of {sorted(CONFIGS)}")
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file {path} does not exist")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.MarkedYAMLError as exc:  # one line, FILE:LINE:COLUMN, not the parser's multi-line report
-        mark = exc.problem_mark
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
-        raise ConfigError(f"{where}: not valid YAML: {exc.problem or exc.context}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
+    data, source = read_yaml(path)
+    if data is None:
+        data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a config must be a YAML mapping of field: value")
     data.pop("trainer", None)  # allowed as documentation of which trainer a file is for
     data.update({k: v for k, v in overrides.items() if v is not None})
-    try:
-        return CONFIGS[kind].from_dict(data)
-    except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
+    return CONFIGS[kind].from_dict(data, source)

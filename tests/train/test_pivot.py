@@ -125,7 +125,7 @@ def test_cli_trains_from_a_yaml_config(arith_data, tmp_path, capsys):
     assert summary["counters"]["rollout_turns"] + summary["counters"]["filtered_turns"] == 8
     (tmp_path / "bad.yaml").write_text("stepz: 3\n")
     assert main(["train", "pivot", "--config", str(tmp_path / "bad.yaml")]) == 1
-    assert "unknown key(s) ['stepz']" in capsys.readouterr().err
+    assert "stepz: unknown key (did you mean 'steps'?)" in capsys.readouterr().err
 
 
 def test_failed_verifications_leave_the_group_instead_of_scoring_zero(arith_data, tmp_path):
