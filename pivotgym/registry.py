@@ -272,10 +272,15 @@ class Registry:
         try:
             return table[name]
         except KeyError:
-            raise RegistryError(_unknown(what, name, table, "pivotgym plugins")) from None
+            command = "pivotgym verifiers" if what == "verifier" else "pivotgym plugins"
+            raise RegistryError(_unknown(what, name, table, command)) from None
 
     def make_verifier(self, name: str, **kwargs: Any) -> Any:
         return resolve(self._entry(self.verifiers, "verifier", name).factory)(**kwargs)
+
+    def envs_using(self, verifier: str) -> list[str]:
+        """The ids of the envs whose functional or exact-match verifier is ``verifier``, sorted."""
+        return sorted(spec.id for spec in self.envs.values() if verifier in (spec.verifier, spec.exact_verifier))
 
     def make_sampler(self, name: str, *args: Any, **kwargs: Any) -> Any:
         return resolve(self._entry(self.samplers, "sampler", name).factory)(*args, **kwargs)

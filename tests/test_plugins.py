@@ -72,7 +72,7 @@ def test_load_only_names_missing_plugins(plugin_site, monkeypatch):
 def test_unknown_ids_suggest_close_matches(arith_registry):
     with pytest.raises(RegistryError, match="Did you mean arith/chain-v0"):
         arith_registry.make("arith/chian-v0")
-    with pytest.raises(RegistryError, match="pivotgym plugins"):
+    with pytest.raises(RegistryError, match="unknown verifier 'nope'.*Run `pivotgym verifiers`"):
         arith_registry.make_verifier("nope")
 
 
@@ -171,3 +171,28 @@ def test_cli_plugins_shows_which_plugin_lost_an_id(plugin_site):
     assert by_name["planning"]["lost_ids"] == [] and by_name["planning"]["error"] is None
     text = subprocess.run([sys.executable, "-m", "pivotgym.cli", "plugins"], env=env, capture_output=True, text=True)
     assert "planning/blocks-v0 (to planning)" in text.stdout and "lost it" in text.stderr
+
+
+def test_cli_verifiers_lists_name_plugin_description_and_the_envs_using_each(plugin_site):
+    env = cli_env(plugin_site, PIVOTGYM_LOAD_PLUGINS="arith")
+    r = subprocess.run([sys.executable, "-m", "pivotgym.cli", "verifiers", "--json"], env=env, capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    by_name = {v["name"]: v for v in json.loads(r.stdout)}
+    assert by_name["arith/value"] == {"name": "arith/value", "plugin": "arith",
+                                      "description": "credits any expression of equal value",
+                                      "envs": ["arith/chain-v0"]}
+    assert "arith/chain-v0" in by_name["exact"]["envs"] and by_name["exact"]["plugin"] == "builtins"
+    text = subprocess.run([sys.executable, "-m", "pivotgym.cli", "verifiers"], env=env, capture_output=True,
+                          text=True).stdout
+    row = next(line for line in text.splitlines() if line.startswith("arith/value "))
+    assert row.split()[:3] == ["arith/value", "arith", "arith/chain-v0"]
+
+
+def test_an_unknown_verifier_on_the_command_line_points_to_pivotgym_verifiers(plugin_site):
+    env = cli_env(plugin_site, PIVOTGYM_LOAD_PLUGINS="arith")
+    r = subprocess.run([sys.executable, "-m", "pivotgym.cli", "check", "arith/chain-v0", "--verifier", "arith/valeu"],
+                       env=env, capture_output=True, text=True)
+    assert r.returncode == 1
+    assert "unknown verifier 'arith/valeu'" in r.stderr and "Did you mean arith/value" in r.stderr
+    assert "pivotgym verifiers" in r.stderr

@@ -1,4 +1,5 @@
-"""``pivotgym plugins`` and ``pivotgym envs``: what the installed plugins loaded and registered."""
+"""``pivotgym plugins``, ``pivotgym envs`` and ``pivotgym verifiers``: what the installed plugins loaded and
+registered."""
 
 from __future__ import annotations
 
@@ -49,7 +50,31 @@ def envs_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-readabl
     typer.echo(table(rows, ["id", "plugin", "verifier", "splits"]))
 
 
+def verifiers_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """List registered verifiers: name, plugin, description and the envs that use each."""
+    from pivotgym.registry import get_registry
+
+    registry = get_registry()
+    entries = sorted(registry.verifiers.values(), key=lambda e: e.name)
+    if as_json:
+        emit_json([{**e.to_dict(), "envs": registry.envs_using(e.name)} for e in entries])
+        return
+    rows = [[e.name, e.plugin, _env_summary(registry.envs_using(e.name)), e.description[:70]] for e in entries]
+    typer.echo(table(rows, ["verifier", "plugin", "envs", "description"]))
+    typer.echo("(`pivotgym verifiers --json` lists every env id)")
+
+
+def _env_summary(env_ids: list[str]) -> str:
+    """Env ids in a table cell: one namespace with several envs is shown as ``ns/* (N)``."""
+    by_namespace: dict[str, list[str]] = {}
+    for env_id in env_ids:
+        by_namespace.setdefault(env_id.split("/", 1)[0], []).append(env_id)
+    parts = [ids[0] if len(ids) == 1 else f"{ns}/* ({len(ids)})" for ns, ids in by_namespace.items()]
+    return ", ".join(parts) or "-"
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``plugins`` and ``envs``."""
+    """Add ``plugins``, ``envs`` and ``verifiers``."""
     app.command("plugins")(plugins_cmd)
     app.command("envs")(envs_cmd)
+    app.command("verifiers")(verifiers_cmd)
