@@ -7,9 +7,10 @@ verifier credits every expert action, deterministically, while crediting none of
 
 Where the env can name a legal but wrong action (the optional capability ``env.wrong_action(expert_text)``,
 called on an env positioned at the turn; see docs/plugins.md), the verifier must also reject that action,
-which catches a verifier that credits whatever the env accepts. A verdict that says it could not judge
-(``components["verification_failed"]`` or ``components["budget_exhausted"]`` truthy, e.g. a search out of
-budget) fails the check with that reason: it is neither a credited nor a rejected action.
+which catches a verifier that credits whatever the env accepts. An undecided verdict (the verify layer's one
+rule, :func:`pivotgym.verify.undecided_reason`: the verifier raised or returned no ``Verdict``, or set
+``components["verification_failed"]`` / ``components["budget_exhausted"]``, e.g. a search out of budget)
+fails the check with that reason: it is neither a credited nor a rejected action.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 from pivotgym.env import AgentEnv
 from pivotgym.types import Trajectory
-from pivotgym.verify import Verifier, VerifyContext, verify_safely
+from pivotgym.verify import Verifier, VerifyContext, undecided_reason, verify_safely
 
 MALFORMED_ACTION = "\x00\x07 {{{ ((( <tool_call>{not json"
 HACK_PROBES = ("", "\x00\x1b[2J\x07", "a" * 10_000)
@@ -193,7 +194,7 @@ def check_env(
                 text = ctx.expert_text
                 first = verify_safely(verifier, ctx, text)
                 second = verify_safely(verifier, VerifyContext(turn, env_factory=factory), text)
-                _expect(not _undecided(first), f"{traj.task_id} turn {turn.turn}: the verifier could not "
+                _expect(not undecided_reason(first), f"{traj.task_id} turn {turn.turn}: the verifier could not "
                         f"judge the expert action ({first.reason})")
                 _expect(first.reward == 1.0, f"{traj.task_id} turn {turn.turn}: expert action got reward "
                         f"{first.reward} ({first.reason})")
@@ -201,6 +202,9 @@ def check_env(
                         f"{traj.task_id} turn {turn.turn}: verdict changed between two runs")
                 for probe in HACK_PROBES:
                     verdict = verify_safely(verifier, ctx, probe)
+                    _expect(not undecided_reason(verdict), f"{traj.task_id} turn {turn.turn}: the verifier could "
+                            f"not judge the probe {probe[:20]!r} ({verdict.reason}); garbage must be judged wrong, "
+                            "not left undecided")
                     _expect(verdict.reward == 0.0, f"{traj.task_id} turn {turn.turn}: probe {probe[:20]!r} "
                             f"got reward {verdict.reward} ({verdict.reason})")
                 n += 1
@@ -223,8 +227,8 @@ def check_env(
                 _expect("error" not in info, f"{traj.task_id} turn {turn.turn}: env.wrong_action named "
                         f"{wrong!r}, which the env itself rejects ({info.get('error')}): it must be legal")
                 verdict = verify_safely(verifier, ctx, wrong)
-                _expect(not _undecided(verdict), f"{traj.task_id} turn {turn.turn}: the verifier could not "
-                        f"judge {wrong!r} ({verdict.reason})")
+                _expect(not undecided_reason(verdict), f"{traj.task_id} turn {turn.turn}: the verifier could not "
+                        f"judge {wrong!r} ({verdict.reason}); an undecided verdict is not a rejection")
                 _expect(verdict.reward == 0.0, f"{traj.task_id} turn {turn.turn}: the legal but wrong action "
                         f"{wrong!r} got reward {verdict.reward} ({verdict.reason}); the verifier credits actions "
                         f"that are not equivalent to the expert's")
@@ -242,12 +246,6 @@ def check_env(
     run("verifier", verifier_expert)
     run("verifier_wrong_action", verifier_wrong_action)
     return report
-
-
-def _undecided(verdict: Any) -> bool:
-    """Whether a verdict says the verifier could not judge (out of budget, solver failure)."""
-    components = verdict.components or {}
-    return bool(components.get("verification_failed") or components.get("budget_exhausted"))
 
 
 def _replay(env: AgentEnv, traj: Trajectory) -> tuple[list[float], list[Any], bool]:

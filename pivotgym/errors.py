@@ -14,6 +14,7 @@ Plugins raise these too (``from pivotgym.errors import ConfigError``) or subclas
 from __future__ import annotations
 
 __all__ = [
+    "AdhocTurn",
     "ConfigError",
     "InvalidAction",
     "JsonlError",
@@ -97,6 +98,12 @@ class SamplerError(PivotgymError, RuntimeError):
 
 class ModelError(PivotgymError, RuntimeError):
     """A model name or folder cannot be resolved or loaded; the message says how to get it."""
+
+
+class AdhocTurn(TaskNotFound):
+    """A verifier asked for the env state or task of an ad-hoc turn (one judged without a task of the env,
+    e.g. ``pivotgym verify`` without ``task_id``); there is none to replay. Verifiers check
+    ``context.known_task()`` and judge such turns from ``context.prefix`` and ``context.expert``."""
 
 
 class ResultMismatch(PivotgymError, ValueError):

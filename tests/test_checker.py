@@ -1,10 +1,10 @@
 import random
 
 import pytest
-
-from pivotgym import InvalidAction, StepOutcome, Task, Verdict, check_env
-from pivotgym.types import message
 from core_helpers import CounterEnv
+
+from pivotgym import StepOutcome, Task, Verdict, check_env
+from pivotgym.types import message
 
 
 class _GoodVerifier:
@@ -146,3 +146,41 @@ def test_check_catches_a_third_party_verifier_that_credits_every_legal_planning_
     assert status["verifier"] == "pass" and status["verifier_wrong_action"] == "fail", report.to_dict()
     genuine = check_env("planning/blocks-v0")
     assert genuine.ok and _status(genuine)["verifier_wrong_action"] == "pass", genuine.to_dict()
+
+
+class _BrokenVerifier(_GoodVerifier):
+    """Raises on every input: every verdict is undecided (``verifier_error``), never a rejection."""
+
+    def verify(self, context, candidate):
+        raise RuntimeError("broken verifier")
+
+
+class _FloatVerifier(_GoodVerifier):
+    """Returns a bare number instead of a Verdict."""
+
+    def verify(self, context, candidate):
+        return 0.0
+
+
+@pytest.mark.parametrize("verifier", [_BrokenVerifier(), _FloatVerifier()])
+def test_the_wrong_action_probe_fails_a_verifier_that_cannot_judge_anything(verifier):
+    """An erroring verifier gives reward 0 everywhere; that is no rejection of the wrong action."""
+    report = check_env(_NamingEnv(), verifier=verifier, n_experts=2)
+    status = _status(report)
+    assert status["verifier"] == "fail" and status["verifier_wrong_action"] == "fail", report.to_dict()
+    detail = next(r.detail for r in report.results if r.name == "verifier_wrong_action")
+    assert "could not judge" in detail and "verifier_error" in detail and "counter/same-effect" in detail
+
+
+def test_a_verifier_that_errors_on_a_probe_fails_the_probe_check():
+    """Garbage must be judged wrong: an undecided verdict on a probe would drop garbage samples from a
+    state's statistics instead of scoring them 0."""
+
+    class _FragileVerifier(_GoodVerifier):
+        def verify(self, context, candidate):
+            if not candidate.startswith("add"):
+                raise ValueError("cannot parse")
+            return super().verify(context, candidate)
+
+    report = check_env(CounterEnv(), verifier=_FragileVerifier())
+    assert _status(report)["verifier"] == "fail" and "could not judge the probe" in report.failures[0].detail

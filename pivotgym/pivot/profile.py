@@ -16,7 +16,7 @@ line at a time: a run killed at any point and resumed writes the same file as an
 Adaptive K (:class:`~pivotgym.pivot.adaptive.AdaptiveK`) samples a state in blocks and stops as soon as the
 pivot decision is settled; see :mod:`pivotgym.pivot.adaptive` for the rules and the stated error bound.
 
-Failed verifications (see :func:`verification_failure`) are not rewards: a row's ``rewards``, ``mean``,
+Failed verifications (undecided verdicts, :func:`pivotgym.verify.undecided_reason`) are not rewards: a row's ``rewards``, ``mean``,
 ``var`` and ``k`` cover the judged samples only, and ``metadata.failed`` / ``metadata.failed_reasons`` count
 and explain the rest.
 """
@@ -24,18 +24,25 @@ and explain the rest.
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pivotgym.execution import Executor, TaskResult, chunks, make_executor
 from pivotgym.jsonl import JsonlAppender, iter_jsonl
-from pivotgym.sampling.base import Sampler, SamplingParams, sample_seeded
 from pivotgym.pivot.adaptive import AdaptiveK
+from pivotgym.sampling.base import Sampler, SamplingParams, sample_seeded
 from pivotgym.types import Message, Trajectory, Turn, TurnProfile, Verdict, content_hash
-from pivotgym.verify import trajectory_tools
+from pivotgym.verify import (
+    DEFAULT_CONTEXT_CACHE,
+    UNDECIDED_PREFIXES,
+    VERIFICATION_FAILED,
+    Judge,
+    VerifyContext,
+    trajectory_tools,
+    undecided_reason,
+)
 
 #: bump when the profile computation changes in a way that alters results (part of every key);
 #: "2": samples keyed by per-state seeds in batched calls (`sample_seeded`);
@@ -45,33 +52,20 @@ PROFILE_FORMAT = "3"
 
 __all__ = [
     "FAILURE_PREFIXES", "VERIFICATION_FAILED", "AdaptiveK", "ProfileConfig", "ProfileResult", "Profiler", "State",
-    "VerifyTask", "profile_trajectories", "verification_failure", "verify_candidate",
+    "VerifyTask", "profile_trajectories", "verification_failure", "verify_candidate", "worker_judge",
 ]
 
 
 # ---------------------------------------------------------------------------------------------- failures
-#: the Verdict component a verifier sets (to True or a short reason) when it could not judge a candidate -
-#: budget exhausted, solver timed out, internal error - as opposed to judging it wrong
-VERIFICATION_FAILED = "verification_failed"
-#: reason prefixes of failures that are not judgements (``verify_safely``, the executor, the sampler)
-FAILURE_PREFIXES = ("verifier_error", "verify_failed", "verification_failed", "sampling_error")
+#: reason prefixes of failures that are not judgements (the verify layer's one rule, kept under its old name)
+FAILURE_PREFIXES = UNDECIDED_PREFIXES
 
 
 def verification_failure(verdict: Verdict) -> str | None:
-    """Why ``verdict`` is a failed verification rather than a judgement (None when it is a judgement).
-
-    The core rule, for every domain: ``verdict.components["verification_failed"]`` is truthy (a string is
-    taken as the reason), or ``verdict.reason`` starts with ``verifier_error`` (an exception caught by
-    :func:`~pivotgym.verify.verify_safely`). Such samples are left out of a profile's rewards, mean and
-    variance and counted under ``metadata.failed`` instead.
-    """
-    flag = (verdict.components or {}).get(VERIFICATION_FAILED)
-    if flag:
-        detail = flag if isinstance(flag, str) else verdict.reason
-        return f"verification_failed: {detail}"[:300]
-    if verdict.reason.startswith("verifier_error"):
-        return verdict.reason[:300]
-    return None
+    """Why ``verdict`` is a failed verification rather than a judgement (None when it is one): the verify
+    layer's one undecided rule, :func:`pivotgym.verify.undecided_reason`. Such samples are left out of a
+    profile's rewards, mean and variance and counted under ``metadata.failed`` instead."""
+    return undecided_reason(verdict)
 
 
 # ---------------------------------------------------------------------------------------------- config
@@ -140,29 +134,28 @@ class VerifyTask:
     tools: list[dict[str, Any]] | None = None
 
 
-_VERIFIERS: dict[str, Any] = {}
-_CONTEXTS: OrderedDict[str, Any] = OrderedDict()
-_CONTEXT_CACHE = 64
+#: states whose contexts (positioned envs) a worker keeps (the verify layer's default)
+_CONTEXT_CACHE = DEFAULT_CONTEXT_CACHE
+#: this process's judge (verifiers made once, contexts cached per state); made on first use in each worker
+_JUDGE: list[Judge] = []
+
+
+def worker_judge() -> Judge:
+    """The judge of this process: one per executor worker, so a state's prefix is replayed once per worker,
+    not once per sample."""
+    if not _JUDGE:
+        from pivotgym.registry import get_registry
+
+        _JUDGE.append(Judge(lambda name: get_registry().make_verifier(name), max_contexts=_CONTEXT_CACHE))
+    return _JUDGE[0]
 
 
 def verify_candidate(task: VerifyTask) -> dict[str, Any]:
-    """Verify one candidate in a worker. Verifiers and env contexts are cached per worker, so the prefix of
-    a state is replayed once per worker, not once per sample."""
-    from pivotgym.registry import get_registry
-    from pivotgym.verify import VerifyContext, verify_safely
-
-    verifier = _VERIFIERS.get(task.verifier)
-    if verifier is None:
-        verifier = _VERIFIERS[task.verifier] = get_registry().make_verifier(task.verifier)
-    context = _CONTEXTS.get(task.state_key)
-    if context is None:
-        context = _CONTEXTS[task.state_key] = VerifyContext(task.turn, tools=task.tools)
-        while len(_CONTEXTS) > _CONTEXT_CACHE:
-            _CONTEXTS.popitem(last=False)
-    else:
-        _CONTEXTS.move_to_end(task.state_key)
-    verdict = verify_safely(verifier, context, task.candidate)
-    return {"reward": verdict.reward, "reason": verdict.reason[:300], "failed": verification_failure(verdict)}
+    """Verify one candidate in a worker: ``{"reward", "reason", "failed"}``, where ``failed`` is the undecided
+    reason (:func:`pivotgym.verify.undecided_reason`) or None."""
+    verdict = worker_judge().verdict(task.verifier, task.state_key,
+                                     lambda: VerifyContext(task.turn, tools=task.tools), task.candidate)
+    return {"reward": verdict.reward, "reason": verdict.reason[:300], "failed": undecided_reason(verdict)}
 
 
 # ---------------------------------------------------------------------------------------------- the profiler
@@ -320,8 +313,9 @@ class Profiler:
         """Profile a few states together: sample a block for each active state, verify all candidates in one
         fan-out, and repeat until every state is done (once for fixed K).
 
-        A sample whose verification failed (timeout, crash, verifier error, a verdict marked
-        ``verification_failed``) or whose sampling failed is not a reward: it uses up one of the K draws but
+        A sample whose verification was undecided (timeout, crash, verifier error, a verdict marked
+        ``verification_failed`` or ``budget_exhausted``; :func:`pivotgym.verify.undecided_reason`) or whose
+        sampling failed is not a reward: it uses up one of the K draws but
         goes to ``failed`` instead of the rewards, so it never moves a state's mean or variance."""
         k, block = self.config.k, self.config.block_size
         rewards: dict[str, list[float]] = {s.key: [] for s in chunk}

@@ -5,7 +5,8 @@ is low enough to leave room to improve (``mean < max_mean``, default λ = 0.6). 
 ``top_n`` hardest pivots (lowest mean first), and cap each env at a quota. Selection also reports, per env,
 the share of *uninformative* turns - all samples failed or all passed - which the paper puts at ~71%.
 
-Failed verifications (timeouts, crashes, verifier errors; ``metadata.failed`` in a profile row) never count
+Failed verifications (undecided verdicts: timeouts, crashes, verifier errors, a verifier out of budget;
+``metadata.failed`` in a profile row) never count
 as rewards: the profiler leaves them out of ``mean`` and ``var``, rows written before that rule are
 corrected here (:func:`judged`), and a state where more than ``max_failed_share`` of the draws failed is not
 selected at all (its statistics rest on too few judgements).
@@ -19,24 +20,22 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from pivotgym.types import PivotSet, TurnProfile
+from pivotgym.verify import is_undecided_reason
 
 __all__ = ["SelectionRule", "failed_count", "judged", "select_pivots", "turn_stats"]
-
-#: reason prefixes of samples that were never judged (as written by the profiler, any format version)
-_FAILED = ("verify_failed", "verifier_error", "verification_failed", "sampling_error")
-
 
 def judged(profile: TurnProfile) -> TurnProfile:
     """``profile`` with failed verifications out of its rewards, mean and variance.
 
     Rows of profile format 3+ already are (``metadata.failed`` is set) and come back unchanged. Older rows
-    counted a failure as reward 0 with a ``verify_failed:``/``sampling_error:`` reason: those samples are
-    moved to ``metadata.failed`` and the statistics recomputed, so an all-pass state with a timed-out sample
+    counted a failure as reward 0 with an undecided reason (``verify_failed:``, ``sampling_error:``, ...; the
+    verify layer's one rule, :func:`pivotgym.verify.is_undecided_reason`): those samples are moved to
+    ``metadata.failed`` and the statistics recomputed, so an all-pass state with a timed-out sample
     never looks mixed.
     """
     if "failed" in (profile.metadata or {}):
         return profile
-    bad = [i for i, r in enumerate(profile.reasons) if str(r).startswith(_FAILED)]
+    bad = [i for i, r in enumerate(profile.reasons) if is_undecided_reason(r)]
     if not bad:
         return profile
     keep = [i for i in range(len(profile.rewards)) if i not in set(bad)]

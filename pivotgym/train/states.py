@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pivotgym.types import Trajectory, Turn, TurnProfile
-from pivotgym.verify import trajectory_tools
+from pivotgym.verify import Judge, VerifyContext, trajectory_tools
 
 
 @dataclass
@@ -29,32 +29,32 @@ class PivotState:
     tools: list[dict[str, Any]] | None = None
 
 
+def _registry_judge() -> Judge:
+    """A judge making verifiers through the registry, keeping every state's context (training revisits them)."""
+    from pivotgym.registry import get_registry
+
+    return Judge(lambda name: get_registry().make_verifier(name), max_contexts=None)
+
+
 @dataclass
 class StateScorer:
-    """Scores completion texts at pivot states; verifiers and positioned env contexts are cached."""
+    """Scores completion texts at pivot states through a :class:`~pivotgym.verify.Judge` (verifiers and
+    positioned env contexts cached, one undecided rule)."""
 
-    _verifiers: dict[str, Any] = field(default_factory=dict)
-    _contexts: dict[int, Any] = field(default_factory=dict)
+    judge: Judge = field(default_factory=_registry_judge)
 
     def score(self, state: PivotState, texts: Sequence[str]) -> list[float]:
         """Rewards of ``texts`` at ``state`` (a failed verification scores 0: for evaluation)."""
         return [0.0 if r is None else r for r in self.score_judged(state, texts)]
 
     def score_judged(self, state: PivotState, texts: Sequence[str]) -> list[float | None]:
-        """Rewards of ``texts`` at ``state``, None where the verification failed (timeout, verifier error, a
-        verdict marked ``verification_failed``): training leaves those samples out of the group."""
-        from pivotgym.pivot.profile import verification_failure
-        from pivotgym.registry import get_registry
-        from pivotgym.verify import VerifyContext, verify_safely
+        """Rewards of ``texts`` at ``state``, None where the verification was undecided (timeout, verifier
+        error, a verdict marked ``verification_failed`` or ``budget_exhausted``; see
+        :func:`pivotgym.verify.undecided_reason`): training leaves those samples out of the group."""
+        def make() -> VerifyContext:
+            return VerifyContext(state.turn, tools=state.tools)
 
-        verifier = self._verifiers.get(state.verifier)
-        if verifier is None:
-            verifier = self._verifiers[state.verifier] = get_registry().make_verifier(state.verifier)
-        context = self._contexts.get(state.index)
-        if context is None:
-            context = self._contexts[state.index] = VerifyContext(state.turn, tools=state.tools)
-        verdicts = [verify_safely(verifier, context, text) for text in texts]
-        return [None if verification_failure(v) else v.reward for v in verdicts]
+        return [self.judge.reward(state.verifier, state.index, make, text) for text in texts]
 
 
 def load_pivot_states(pivots: str | Path, trajectories: str | Path, encode: Callable[[list[Any]], list[int]],

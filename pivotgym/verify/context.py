@@ -1,34 +1,36 @@
-"""Verifiers: the protocol, the context they judge in, exact match, and shared comparison helpers.
+"""The verifier protocol and the context a verifier judges in.
 
 A verifier answers one question: does ``candidate`` (raw assistant text) achieve, from the state at turn t,
 what the expert's action achieved there? Domains layer cheap checks first (parse, tool name, target), then
-structural argument comparison, then execution from the exact state (via :meth:`VerifyContext.env`).
+structural argument comparison (:mod:`pivotgym.verify.compare`), then execution from the exact state (via
+:meth:`VerifyContext.env`).
 
 Any turn can be judged, not only one of an env's own tasks: :meth:`VerifyContext.from_turn` takes the
 messages before the turn, the expert's action and (for tool use) the offered functions, and
-``pivotgym verify`` does the same from a JSON file. The comparison helpers below are domain-free JSON-schema
-rules: strict types (:func:`type_matches`), meaning-preserving strings (:func:`normalize_string`), numbers
-of any size (:func:`numbers_equal`), schema defaults, and order-free matching of parallel calls; every
-failure carries a :data:`CallReason` code.
+``pivotgym verify`` does the same from a JSON file. Such an *ad-hoc* turn has no task of the env behind it
+(:meth:`VerifyContext.known_task` is None), so no env can be positioned at it: a verifier judges it from
+:attr:`VerifyContext.prefix`, :attr:`VerifyContext.expert` and :attr:`VerifyContext.tools`, and
+:meth:`VerifyContext.env` raises :class:`~pivotgym.errors.AdhocTurn` saying so.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
-import re
-import traceback
-import unicodedata
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from pivotgym.errors import AdhocTurn
 from pivotgym.types import Task, ToolCall, Trajectory, Turn, Verdict
 
 if TYPE_CHECKING:
     from pivotgym.env import AgentEnv
+
+__all__ = ["ADHOC_PREFIX", "Verifier", "VerifyContext", "expert_message", "set_env_maker", "trajectory_tools"]
+
+#: the task id prefix of a turn that is none of the env's tasks (see :meth:`VerifyContext.from_turn`)
+ADHOC_PREFIX = "adhoc:"
 
 #: builds an env from its id for a :class:`VerifyContext` without ``env_factory``. This module sits below the
 #: registry and never imports it: :mod:`pivotgym.registry` installs its ``make`` here when it is imported (which
@@ -50,7 +52,6 @@ class Verifier(Protocol):
     version: str
 
     def verify(self, context: VerifyContext, candidate: str) -> Verdict: ...
-
 
 
 def trajectory_tools(trajectory: Trajectory) -> list[dict[str, Any]] | None:
@@ -109,7 +110,7 @@ class VerifyContext:
         if task_id is None:
             digest = hashlib.sha256(json.dumps([prefix, expert_msg, tool_list], sort_keys=True, default=str)
                                     .encode("utf-8", "surrogatepass")).hexdigest()
-            task_id = f"adhoc:{digest[:16]}"
+            task_id = f"{ADHOC_PREFIX}{digest[:16]}"
         turn = Turn(trajectory_id=f"{task_id}:turn", env_id=env_id, task_id=task_id,
                     turn=sum(1 for m in prefix if m.get("role") == "assistant"),
                     prefix=prefix, expert=expert_msg)  # type: ignore[arg-type]
@@ -132,11 +133,20 @@ class VerifyContext:
             self._memo[key] = make()
         return self._memo[key]
 
+    @property
+    def adhoc(self) -> bool:
+        """Whether this turn was given without a task id (see :meth:`from_turn`): no env can be positioned
+        at it, so :meth:`env` and :attr:`task` raise :class:`~pivotgym.errors.AdhocTurn`."""
+        return self.turn.task_id.startswith(ADHOC_PREFIX)
+
     def known_task(self) -> Task | None:
-        """The env's task this turn belongs to, or None for a turn from elsewhere (see :meth:`from_turn`)."""
+        """The env's task this turn belongs to, or None for a turn from elsewhere (see :meth:`from_turn`).
+
+        A verifier that steps the env checks this first: with None it judges from :attr:`prefix`,
+        :attr:`expert` and :attr:`tools` alone, because :meth:`env` has no state to replay."""
         if not self._task_resolved:
             self._task_resolved = True
-            if not self.turn.task_id.startswith("adhoc:"):
+            if not self.adhoc:
                 try:
                     self._task = self.fresh_env().get_task(self.turn.task_id)
                 except (KeyError, LookupError):
@@ -144,8 +154,22 @@ class VerifyContext:
         return self._task
 
     @property
+    def prefix(self) -> list[dict[str, Any]]:
+        """The chat messages before this turn (the state), as stored in the turn."""
+        return [dict(m) for m in self.turn.prefix]
+
+    @property
     def expert(self) -> dict[str, Any]:
+        """The expert's assistant message at this turn (``content`` and, for tool use, ``tool_calls``)."""
         return dict(self.turn.expert)
+
+    def _require_task(self, what: str) -> None:
+        if self.adhoc:
+            raise AdhocTurn(
+                f"{self.turn.env_id}: {what} needs one of the env's tasks, but this turn is ad-hoc (given without a "
+                "task id, e.g. `pivotgym verify` with no \"task_id\"), so there is no env state to replay",
+                hint="verifier authors: check context.known_task() and judge an ad-hoc turn from context.prefix "
+                     "and context.expert; callers: pass the turn's task_id")
 
     def _make(self) -> AgentEnv:
         if self.env_factory is not None:
@@ -168,15 +192,21 @@ class VerifyContext:
 
     @property
     def task(self) -> Task:
+        """The env's task of this turn; :class:`~pivotgym.errors.AdhocTurn` for an ad-hoc turn (see
+        :meth:`known_task`), :class:`~pivotgym.errors.TaskNotFound` for a task id the env does not have."""
+        self._require_task("context.task")
         return self.fresh_env().get_task(self.turn.task_id)
 
     def env(self) -> AgentEnv:
         """The env in the exact state before the expert's action at this turn.
 
         The first call replays the prefix; later calls restore the snapshot taken then, so a verifier can
-        step freely (candidate, then expert) and ask again for a clean copy of the state.
+        step freely (candidate, then expert) and ask again for a clean copy of the state. An ad-hoc turn
+        (:attr:`adhoc`) has no task to reset to: this raises :class:`~pivotgym.errors.AdhocTurn`, whose
+        message tells the verifier's author to check :meth:`known_task` first.
         """
         if self._positioned is None:
+            self._require_task("context.env()")
             env = self._make()
             env.goto(self.turn.task_id, self.turn.prefix)
             self._positioned = env
@@ -219,304 +249,3 @@ def expert_message(expert: Mapping[str, Any] | str | Sequence[ToolCall | Mapping
     return {"role": "assistant", "content": "", "tool_calls": calls}
 
 
-def verify_safely(verifier: Verifier, context: VerifyContext, candidate: str) -> Verdict:
-    """Run a verifier, turning any exception into a failing verdict with the error as its reason."""
-    try:
-        verdict = verifier.verify(context, candidate)
-    except Exception as exc:  # noqa: BLE001 - a broken verifier must not kill a profiling run
-        return Verdict.fail(f"verifier_error: {exc!r}", traceback=traceback.format_exc(limit=5))
-    if not isinstance(verdict, Verdict):
-        return Verdict.fail(f"verifier_error: {type(verifier).__name__}.verify returned {type(verdict).__name__}")
-    return verdict
-
-
-class ExactMatchVerifier:
-    """Reward 1 only when the candidate text equals the expert's text up to surrounding/inner whitespace.
-
-    The ablation baseline: every domain's functional verifier should credit at least what this credits.
-    """
-
-    name = "exact"
-    version = "1"
-
-    def verify(self, context: VerifyContext, candidate: str) -> Verdict:
-        expected = normalize_whitespace(context.expert_text)
-        got = normalize_whitespace(candidate if isinstance(candidate, str) else "")
-        if got == expected:
-            return Verdict.ok("exact_match")
-        return Verdict.fail("text_differs", expected=expected[:200], got=got[:200])
-
-
-# ---------------------------------------------------------------------------- comparison helpers
-#: Why a comparison of calls failed (or that it succeeded). The tool-use verifier's reasons extend these.
-CallReason = Literal[
-    "equivalent",           # every call matched an expected call
-    "call_count",           # a different number of calls
-    "function_name",        # a call to a function the expert did not call (or not as often)
-    "missing_argument",     # the expert's call sets a parameter (to a non-default value) the candidate leaves out
-    "unexpected_argument",  # a parameter the function does not have, or one the expert left unset set to a non-default
-    "wrong_type",           # a value of the wrong JSON type for its parameter (``"70"`` for an integer)
-    "argument_value",       # the right type, a different value
-]
-
-#: nested values deeper than this are never equivalent (bounded recursion on untrusted input)
-MAX_VALUE_DEPTH = 64
-
-_WS = re.compile(r"\s+")
-_CASE_INSENSITIVE = re.compile(r"case[\s_-]?insensitive", re.IGNORECASE)
-_MISSING: Any = object()
-
-
-def normalize_whitespace(text: str) -> str:
-    return _WS.sub(" ", text).strip()
-
-
-def normalize_string(text: str, *, case_insensitive: bool = False) -> str:
-    """The meaning-preserving normal form of a string argument: canonical Unicode composition (NFC, so a
-    composed and a decomposed ``é`` are one string) without surrounding whitespace (unless the string is
-    only whitespace, e.g. a separator ``" "``, which is kept), case-folded only when
-    ``case_insensitive``. Inner whitespace, punctuation and compatibility forms (full-width letters) are
-    kept: ``my_data`` is not ``mydata`` and ``ｃｅｌｓｉｕｓ`` is not ``celsius``."""
-    out = unicodedata.normalize("NFC", text)
-    out = out.strip() or out  # a whitespace-only value (a separator) is all meaning: kept as it is
-    return out.casefold() if case_insensitive else out
-
-
-def is_case_insensitive(spec: Mapping[str, Any] | None) -> bool:
-    """Does a parameter's schema say its value is case-insensitive? (``"x-case-insensitive": true`` or a
-    description that says "case-insensitive".)"""
-    if not isinstance(spec, Mapping):
-        return False
-    if spec.get("x-case-insensitive") is True:
-        return True
-    description = spec.get("description")
-    return isinstance(description, str) and bool(_CASE_INSENSITIVE.search(description))
-
-
-_JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "integer": (int,),
-    "number": (int, float),
-    "float": (int, float),
-    "boolean": (bool,),
-    "string": (str,),
-    "array": (list, tuple),
-    "tuple": (list, tuple),
-    "object": (Mapping,),
-    "dict": (Mapping,),
-}
-
-
-def type_matches(value: Any, type_name: str | None) -> bool:
-    """Is ``value`` of JSON-schema type ``type_name``? An integral float passes for ``integer`` (``2.0`` is
-    the number 2) and an integer for ``number``; a boolean is never a number and a numeric string is never a
-    number or a boolean. Unknown or missing types accept anything."""
-    if not isinstance(type_name, str) or type_name not in _JSON_TYPES:
-        return True
-    if isinstance(value, bool):
-        return type_name == "boolean"
-    if type_name == "integer" and isinstance(value, float):
-        return math.isfinite(value) and value.is_integer()
-    return isinstance(value, _JSON_TYPES[type_name])
-
-
-def coerce_value(value: Any, type_name: str | None) -> Any:
-    """Write ``value`` in its schema type's canonical form where that changes no meaning: an integral float
-    for an ``integer`` parameter becomes an int (``2.0`` -> 2). Nothing else is converted: ``"2"``, ``"true"``
-    and ``3`` for a string stay as they are (and fail :func:`type_matches`), as in BFCL's checker."""
-    if type_name == "integer" and isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return int(value)
-    return value
-
-
-def numbers_equal(a: int | float, b: int | float, *, rel_tol: float = 1e-9) -> bool:
-    """Numeric equality that never raises: ints exactly (any size), floats within ``rel_tol``; an int too
-    large for a float equals a float only when the float is integral and the same number."""
-    if isinstance(a, int) and isinstance(b, int):
-        return a == b
-    try:
-        fa, fb = float(a), float(b)
-    except OverflowError:  # one side is an int beyond float range
-        big, other = (a, b) if isinstance(a, int) else (b, a)
-        return isinstance(other, float) and math.isfinite(other) and other.is_integer() and int(other) == big
-    if math.isnan(fa) or math.isnan(fb):
-        return False
-    if math.isinf(fa) or math.isinf(fb):
-        return fa == fb
-    return math.isclose(fa, fb, rel_tol=rel_tol)  # no absolute tolerance: 1.6e-19 is not -1.6e-19
-
-
-def values_equivalent(a: Any, b: Any, *, spec: Mapping[str, Any] | None = None, loose_strings: bool = True,
-                      rel_tol: float = 1e-9, _depth: int = 0) -> bool:
-    """Structural equality for argument values: numbers by value (``2 == 2.0``, booleans apart, any size),
-    strings by :func:`normalize_string` when ``loose_strings`` (case-folded only where ``spec`` says the
-    parameter is case-insensitive) or exactly otherwise, sequences element-wise, mappings key-wise. ``spec``
-    (the parameter's JSON schema) is followed into ``items`` and ``properties``. Never raises."""
-    if _depth > MAX_VALUE_DEPTH:
-        return False
-    spec = spec if isinstance(spec, Mapping) else {}
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return numbers_equal(a, b, rel_tol=rel_tol)
-    if isinstance(a, str) and isinstance(b, str):
-        if not loose_strings:
-            return a == b
-        fold = is_case_insensitive(spec)
-        return normalize_string(a, case_insensitive=fold) == normalize_string(b, case_insensitive=fold)
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        items = spec.get("items")
-        return len(a) == len(b) and all(
-            values_equivalent(x, y, spec=items, loose_strings=loose_strings, rel_tol=rel_tol, _depth=_depth + 1)
-            for x, y in zip(a, b))
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        props = spec.get("properties") if isinstance(spec.get("properties"), Mapping) else {}
-        return a.keys() == b.keys() and all(
-            values_equivalent(a[k], b[k], spec=props.get(k), loose_strings=loose_strings, rel_tol=rel_tol,
-                              _depth=_depth + 1) for k in a)
-    try:
-        return bool(a == b)
-    except Exception:  # noqa: BLE001 - exotic objects: unequal rather than an exception
-        return False
-
-
-def value_problem(value: Any, spec: Mapping[str, Any] | None, _depth: int = 0) -> tuple[CallReason, str] | None:
-    """Why ``value`` cannot be a value of a parameter with schema ``spec`` (its type and the types of its
-    items and properties), or None when it can. Enums are not checked here: a value still has to equal the
-    expert's, and no normalisation maps a value outside an enum onto a member."""
-    if _depth > MAX_VALUE_DEPTH:
-        return "wrong_type", f"nested deeper than {MAX_VALUE_DEPTH} levels"
-    if not isinstance(spec, Mapping):
-        return None
-    type_name = spec.get("type")
-    if not type_matches(value, type_name):
-        return "wrong_type", f"{_short(value)} is not of type {type_name}"
-    if isinstance(value, (list, tuple)) and isinstance(spec.get("items"), Mapping):
-        for item in value:
-            problem = value_problem(item, spec["items"], _depth + 1)
-            if problem:
-                return problem
-    if isinstance(value, Mapping) and isinstance(spec.get("properties"), Mapping):
-        for key, item in value.items():
-            problem = value_problem(item, spec["properties"].get(key), _depth + 1)
-            if problem:
-                return problem
-    return None
-
-
-def _short(value: Any, limit: int = 80) -> str:
-    try:
-        text = repr(value)
-    except Exception:  # noqa: BLE001 - a repr that raises (huge int digits limit) still gets a label
-        text = f"<{type(value).__name__}>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-@dataclass
-class CallMatch:
-    """The result of comparing tool calls: ``ok`` plus a reason code and per-call details."""
-
-    ok: bool
-    reason: CallReason
-    details: list[str] = field(default_factory=list)
-
-
-def arguments_equivalent(
-    candidate: Mapping[str, Any],
-    expected: Mapping[str, Any],
-    *,
-    schema: Mapping[str, Any] | None = None,
-    loose_strings: bool = True,
-) -> CallMatch:
-    """Compare keyword arguments against the expert's, using the function's JSON schema (``parameters``)
-    when given: types are checked (:func:`value_problem`), a parameter left out counts as its schema
-    default on either side, unknown parameters fail, and so does leaving out one the expert set to a
-    non-default value (which covers every required one). Argument order never matters. The schema is
-    trusted only where the expert's call agrees with it: a parameter the expert passes is never "unknown",
-    one the expert leaves out is never "required", a type the expert's own value violates is not enforced,
-    and a value equal to the schema default (even ``null``) is always of an acceptable type."""
-    schema = schema if isinstance(schema, Mapping) else {}
-    props: Mapping[str, Any] = schema.get("properties") if isinstance(schema.get("properties"), Mapping) else {}
-    for name in candidate:
-        if props and name not in props and name not in expected:
-            return CallMatch(False, "unexpected_argument", [f"the function has no parameter {name!r}"])
-    for name in sorted(set(candidate) | set(expected)):
-        spec = props.get(name) if isinstance(props.get(name), Mapping) else None
-        default = spec.get("default", _MISSING) if spec else _MISSING
-        got, want = candidate.get(name, default), expected.get(name, default)
-        if got is _MISSING:
-            return CallMatch(False, "missing_argument", [f"{name}: expected {_short(want)}, left out"])
-        # the schema is trusted as far as the expert's action agrees with it, and the default is always valid
-        trusted = want is _MISSING or value_problem(want, spec) is None
-        at_default = default is not _MISSING and values_equivalent(got, default, spec=spec)
-        if name in candidate and trusted and not at_default:
-            problem = value_problem(got, spec)
-            if problem:
-                return CallMatch(False, problem[0], [f"{name}: {problem[1]}"])
-        if want is _MISSING:
-            return CallMatch(False, "unexpected_argument", [f"{name}={_short(got)} is not set by the expert"])
-        type_name = spec.get("type") if spec else None
-        if not values_equivalent(coerce_value(got, type_name), coerce_value(want, type_name), spec=spec,
-                                 loose_strings=loose_strings):
-            if name not in candidate:  # left out, so the default applies, and the expert wanted another value
-                return CallMatch(False, "missing_argument", [f"{name}: expected {_short(want)}, left out "
-                                                             f"(its default is {_short(got)})"])
-            if name not in expected:
-                return CallMatch(False, "unexpected_argument", [f"{name}={_short(got)} is not set by the expert "
-                                                                f"(its default is {_short(want)})"])
-            return CallMatch(False, "argument_value", [f"{name}: got {_short(got)}, expected {_short(want)}"])
-    return CallMatch(True, "equivalent")
-
-
-def calls_equivalent(
-    candidate: Sequence[ToolCall],
-    expected: Sequence[ToolCall],
-    *,
-    schemas: Mapping[str, Mapping[str, Any]] | None = None,
-    order_free: bool = True,
-    loose_strings: bool = True,
-) -> CallMatch:
-    """Compare two lists of tool calls: same count, same names, equivalent arguments. With ``order_free``
-    (parallel calls) the calls must form a perfect matching to the expected calls, in any order."""
-    schemas = schemas or {}
-    if len(candidate) != len(expected):
-        return CallMatch(False, "call_count", [f"got {len(candidate)} calls, expected {len(expected)}"])
-    if Counter(c.name for c in candidate) != Counter(e.name for e in expected):
-        got, want = [c.name for c in candidate], [c.name for c in expected]
-        return CallMatch(False, "function_name", [f"got {got}, expected {want}"])
-
-    def match(c: ToolCall, e: ToolCall) -> CallMatch:
-        if c.name != e.name:
-            return CallMatch(False, "function_name", [f"got {c.name}, expected {e.name}"])
-        return arguments_equivalent(c.arguments, e.arguments, schema=schemas.get(e.name), loose_strings=loose_strings)
-
-    if not order_free:
-        for c, e in zip(candidate, expected):
-            result = match(c, e)
-            if not result.ok:
-                return result
-        return CallMatch(True, "equivalent")
-    table = [[match(c, e) for e in expected] for c in candidate]
-    if perfect_matching([[m.ok for m in row] for row in table]):
-        return CallMatch(True, "equivalent")
-    # the most telling failure: the first candidate call with no match, against a same-name expected call
-    for row in table:
-        if not any(m.ok for m in row):
-            return next((m for m in row if m.reason != "function_name"), row[0])
-    return CallMatch(False, "argument_value", ["no consistent assignment of calls to expected calls"])
-
-
-def perfect_matching(ok: Sequence[Sequence[bool]]) -> bool:
-    """Can every row be assigned a distinct column where ``ok[row][col]``? (Kuhn's augmenting paths.)"""
-    n = len(ok)
-    owner = [-1] * (len(ok[0]) if n else 0)
-
-    def augment(row: int, seen: list[bool]) -> bool:
-        for col, good in enumerate(ok[row]):
-            if good and not seen[col]:
-                seen[col] = True
-                if owner[col] < 0 or augment(owner[col], seen):
-                    owner[col] = row
-                    return True
-        return False
-
-    return all(augment(r, [False] * len(owner)) for r in range(n))

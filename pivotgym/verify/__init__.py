@@ -1,0 +1,57 @@
+"""Verifiers: the protocol, the context they judge in, exact match, comparison helpers and the judge service.
+
+* :mod:`pivotgym.verify.context` - :class:`Verifier` (the protocol), :class:`VerifyContext` (a turn, its env
+  state on demand, ad-hoc turns from :meth:`VerifyContext.from_turn`);
+* :mod:`pivotgym.verify.exact` - :class:`ExactMatchVerifier`, the ablation baseline;
+* :mod:`pivotgym.verify.compare` - domain-free JSON-schema comparison of tool-call arguments;
+* :mod:`pivotgym.verify.judge` - :func:`verify_safely`, the one *undecided* rule (:func:`undecided_reason`)
+  and :class:`Judge`, the verifier/context cache that profiling, selection, training and the checker share.
+
+Everything is importable from ``pivotgym.verify`` directly.
+"""
+
+from pivotgym.verify.compare import (
+    MAX_VALUE_DEPTH,
+    CallMatch,
+    CallReason,
+    arguments_equivalent,
+    calls_equivalent,
+    coerce_value,
+    is_case_insensitive,
+    normalize_string,
+    normalize_whitespace,
+    numbers_equal,
+    perfect_matching,
+    type_matches,
+    value_problem,
+    values_equivalent,
+)
+from pivotgym.verify.context import (
+    ADHOC_PREFIX,
+    Verifier,
+    VerifyContext,
+    expert_message,
+    set_env_maker,
+    trajectory_tools,
+)
+from pivotgym.verify.exact import ExactMatchVerifier
+from pivotgym.verify.judge import (
+    BUDGET_EXHAUSTED,
+    DEFAULT_CONTEXT_CACHE,
+    UNDECIDED_PREFIXES,
+    VERIFICATION_FAILED,
+    Judge,
+    is_undecided,
+    is_undecided_reason,
+    undecided_reason,
+    verify_safely,
+)
+
+__all__ = [
+    "ADHOC_PREFIX", "BUDGET_EXHAUSTED", "DEFAULT_CONTEXT_CACHE", "MAX_VALUE_DEPTH", "UNDECIDED_PREFIXES",
+    "VERIFICATION_FAILED", "CallMatch", "CallReason", "ExactMatchVerifier", "Judge", "Verifier", "VerifyContext",
+    "arguments_equivalent", "calls_equivalent", "coerce_value", "expert_message", "is_case_insensitive",
+    "is_undecided", "is_undecided_reason", "normalize_string", "normalize_whitespace", "numbers_equal",
+    "perfect_matching", "set_env_maker", "trajectory_tools", "type_matches", "undecided_reason", "value_problem",
+    "values_equivalent", "verify_safely",
+]
