@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 PLUGINS := $(sort $(wildcard plugins/*))
 TORCH  ?= torch==2.13.0
 
-.PHONY: install demo check-envs test bench clean system-deps
+.PHONY: install demo check-envs test lint bench clean system-deps
 
 install: $(STAMP)
 
@@ -44,6 +44,12 @@ check-envs: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# ruff (lint + format check) and mypy on the package; CI runs this before the tests.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 bench: $(STAMP)
 	@for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
