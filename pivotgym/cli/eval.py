@@ -33,25 +33,18 @@ def eval_cmd(
     max_new_tokens: Optional[int] = typer.Option(None, help="Generation cap (default: per env)."),
     batch_size: int = typer.Option(8, help="Prompts generated together."),
     seed: int = typer.Option(0, help="Sampling seed (generation is greedy; recorded in the result)."),
+    sampler: str = typer.Option("hf", "--sampler", help="Sampler backend (`pivotgym plugins` lists them)."),
     device: Optional[str] = typer.Option(None, help="cpu or cuda (default: cuda when present)."),
     transcripts: bool = typer.Option(True, "--transcripts/--no-transcripts",
                                      help="Record each episode's messages and per-turn rewards in OUT.items.jsonl."),
     as_json: bool = typer.Option(False, "--json", help="Print the result JSON."),
 ) -> None:
     """Score a model on every member of a suite: value, n and 95% CI per env, in-domain/OOD averages."""
-    from pivotgym.sampling.models import ModelError, resolve_model
-
     check_suite(suite, member or None)  # before the model loads: a typo costs no minutes
-    try:
-        resolve_model(model)  # an unknown name fails here, before torch is even imported
-        from pivotgym.sampling.hf import HFSampler
+    backend = make_sampler(sampler, model, device=device, max_batch_size=max(batch_size, 16))
+    from pivotgym.eval import evaluate_suite
 
-        sampler = HFSampler(model, device=device, max_batch_size=max(batch_size, 16))
-    except ModelError as exc:
-        raise CLIError(str(exc)) from exc  # the message says how to get the model
-    from pivotgym.suite import evaluate_suite
-
-    result = evaluate_suite(suite, sampler, out, limit=limit, members=member or None, transcripts=transcripts,
+    result = evaluate_suite(suite, backend, out, limit=limit, members=member or None, transcripts=transcripts,
                             max_new_tokens=max_new_tokens, seed=seed, batch_size=batch_size, model=model)
     if as_json:
         emit_json(result)
@@ -60,18 +53,53 @@ def eval_cmd(
     typer.echo(f"wrote {out}")
 
 
+#: backends that load the model's weights in-process: an unknown model name fails before they import torch
+LOCAL_MODEL_SAMPLERS = ("hf", "vllm")
+
+
+def make_sampler(name: str, model: str, **options: Any) -> Any:
+    """The sampler backend ``name`` from the registry for ``model``, given those of ``options`` (not None)
+    that its constructor names. An option the user set that the backend does not take is an error."""
+    import inspect
+
+    from pivotgym.registry import get_registry, resolve
+    from pivotgym.sampling.models import ModelError, resolve_model
+
+    registry = get_registry()
+    entry = registry.samplers.get(name)
+    if entry is None:
+        registry.make_sampler(name)  # RegistryError: names the sampler and what is registered
+    factory = resolve(entry.factory)
+    params = inspect.signature(factory).parameters
+    named = {k for k, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    if options.get("device") is not None and "device" not in named:
+        raise CLIError(f"sampler {name!r} takes no --device", hint="leave --device out for this backend")
+    kwargs = {k: v for k, v in options.items() if v is not None and k in named}
+    try:
+        if name in LOCAL_MODEL_SAMPLERS:
+            resolve_model(model)  # an unknown name fails here, before torch is even imported
+        return registry.make_sampler(name, model=model, **kwargs)
+    except ModelError as exc:
+        raise CLIError(str(exc)) from exc  # the message says how to get the model
+
+
 def compare_cmd(
     base: Path = typer.Argument(..., help="Suite result of the base model (from `pivotgym eval`)."),
     trained: Path = typer.Argument(..., help="Suite result of the trained model."),
+    allow_mismatch: bool = typer.Option(False, "--allow-mismatch",
+                                        help="Compare even results of different suites, metrics or items."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """Per-env deltas (trained - base) and the average in-domain and OOD change."""
-    from pivotgym.suite import compare, format_comparison, load_result
+    """Per-env deltas (trained - base) with their 95% intervals and the average in-domain and OOD change.
+
+    Refuses (exit 1) results that measured different things: another suite, or a member scored with another
+    metric or on other items, unless --allow-mismatch."""
+    from pivotgym.eval import compare, format_comparison, load_result
 
     try:
-        comp = compare(load_result(base), load_result(trained))
-    except ValueError as exc:
-        raise CLIError(str(exc)) from exc
+        comp = compare(load_result(base), load_result(trained), allow_mismatch=allow_mismatch)
+    except ValueError as exc:  # not a suite result, or a ResultMismatch (one line, with what to do)
+        raise CLIError(str(exc), hint=getattr(exc, "hint", None)) from exc
     if as_json:
         emit_json(comp)
         return
