@@ -56,3 +56,50 @@ def test_missing_env_or_candidate_is_a_clear_error(tmp_path):
     assert r.returncode == 1 and "--env" in r.stderr
     r = _run("verify", "--turn", str(path), "--env", "x/y-v0")
     assert r.returncode == 1 and "no candidate" in r.stderr
+
+
+def _turn_file(tmp_path, arith_registry, **extra):
+    env = arith_registry.make("arith/chain-v0")
+    turn = next(env.expert_trajectories("train", limit=1)).turn(1)
+    path = tmp_path / "turn.json"
+    path.write_text(json.dumps({"env_id": "arith/chain-v0", "messages": turn.prefix,
+                                "expert": turn.expert["content"], **extra}))
+    return path, int(turn.expert["content"])
+
+
+def test_an_adhoc_turn_is_judged_by_a_verifier_that_checks_known_task(plugin_site, tmp_path, arith_registry):
+    """No task_id: the arith verifier sees ``context.known_task() is None`` and judges by value alone."""
+    path, value = _turn_file(tmp_path, arith_registry)
+    run_env = cli_env(plugin_site, PIVOTGYM_LOAD_PLUGINS="arith")
+    r = _run("verify", "--turn", str(path), "--candidate", f"({value} - 1) + 1", "--candidate", str(value + 1),
+             "--json", env=run_env)
+    assert r.returncode == 0, r.stderr
+    results = json.loads(r.stdout)
+    assert [(x["reward"], x["reason"], x["undecided"]) for x in results] == [
+        (1.0, "same_value", None), (0.0, "different_value", None)]
+
+
+def test_verify_exits_non_zero_when_a_verdict_is_undecided(plugin_site, tmp_path, arith_registry):
+    """An expert action the verifier cannot read makes it raise: every verdict is printed, the error line says
+    how many were not judged and why, and the exit status is 1 (with and without --json)."""
+    path, value = _turn_file(tmp_path, arith_registry)
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "expert": "the answer"}))
+    run_env = cli_env(plugin_site, PIVOTGYM_LOAD_PLUGINS="arith")
+    for json_flag in ((), ("--json",)):
+        r = _run("verify", "--turn", str(path), "--candidate", str(value), "--candidate", "x", *json_flag,
+                 env=run_env)
+        assert r.returncode == 1, (r.stdout, r.stderr)
+        assert "error: 2 of 2 verdict(s) undecided" in r.stderr and "verifier 'arith/value'" in r.stderr
+        assert "ValueError" in r.stderr and "Traceback" not in r.stderr
+        if not json_flag:  # both verdicts printed
+            assert [line.split()[:2] for line in r.stdout.splitlines()[2:]] == [["0", "verifier_error"]] * 2
+    results = json.loads(r.stdout)
+    assert [(x["reward"], x["undecided"][:15]) for x in results] == [(0.0, "verifier_error:")] * 2
+
+
+def test_a_task_id_the_env_does_not_have_is_an_error_not_an_adhoc_turn(plugin_site, tmp_path, arith_registry):
+    path, value = _turn_file(tmp_path, arith_registry, task_id="no-such-task")
+    r = _run("verify", "--turn", str(path), "--candidate", str(value),
+             env=cli_env(plugin_site, PIVOTGYM_LOAD_PLUGINS="arith"))
+    assert r.returncode == 1 and "no-such-task" in r.stderr and "hint:" in r.stderr and "Traceback" not in r.stderr

@@ -5,7 +5,12 @@ A turn file is JSON: ``{"messages": [chat messages before the turn], "expert": <
 assistant message, its text, or a list of ``{"name", "arguments"}`` calls. A :class:`~pivotgym.types.Turn`
 record (``prefix`` instead of ``messages``) is read too. The turn is judged through
 :meth:`pivotgym.verify.VerifyContext.from_turn`, the same public API a program uses; without ``task_id``
-the verifier judges from the expert's action alone.
+the turn is *ad-hoc*: the verifier judges from the messages and the expert's action alone (a verifier that
+needs the env state says so, see :meth:`pivotgym.verify.VerifyContext.env`).
+
+Every verdict is printed; the command then exits 1 when any verdict is undecided (the verifier raised,
+returned no ``Verdict``, or could not judge; :func:`pivotgym.verify.undecided_reason`), so a script can tell
+"judged wrong" (reward 0, exit 0) from "not judged".
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from typing import Any, Optional
 import typer
 
 from pivotgym.cli.output import CLIError, emit_json, table
-from pivotgym.verify import VerifyContext, verify_safely
+from pivotgym.errors import TaskNotFound
+from pivotgym.verify import VerifyContext, undecided_reason, verify_safely
 
 TURN_HELP = ('JSON file: {"messages": [...], "expert": message | text | [{"name", "arguments"}], '
              '"tools": [...] (optional), "task_id": (optional)}')
@@ -47,13 +53,17 @@ def load_turn(path: Path) -> dict[str, Any]:
             "task_id": data.get("task_id")}
 
 
-def verify_turn(env_id: str, turn: Mapping[str, Any], candidates: list[str], verifier: str = "functional") -> list[dict[str, Any]]:
-    """Verdicts (as dicts) of each candidate for one turn, with the env's functional (or named) verifier."""
+def verify_turn(env_id: str, turn: Mapping[str, Any], candidates: list[str],
+                verifier: str = "functional") -> list[dict[str, Any]]:
+    """Verdicts (as dicts) of each candidate for one turn, with the env's functional (or named) verifier;
+    ``undecided`` is why a verdict is not a judgement (None for a judgement)."""
     from pivotgym.registry import get_registry
 
     registry = get_registry()
     registry.env_spec(env_id)  # an unknown env id fails here, with the list of ids
     judge = registry.make_verifier(registry.verifier_name_for(env_id, verifier))
+    if turn.get("task_id") is not None:  # a typo must not turn into an ad-hoc turn judged without its task
+        registry.make(env_id).get_task(str(turn["task_id"]))
     context = VerifyContext.from_turn(env_id, turn["messages"], turn["expert"], tools=turn.get("tools"),
                                       task_id=turn.get("task_id"))
     out = []
@@ -61,6 +71,7 @@ def verify_turn(env_id: str, turn: Mapping[str, Any], candidates: list[str], ver
         verdict = verify_safely(judge, context, text)
         out.append({"candidate": text, "reward": verdict.reward, "equivalent": verdict.equivalent,
                     "reason": verdict.reason, "code": verdict.components.get("code", verdict.reason.split(": ")[0]),
+                    "undecided": undecided_reason(verdict),
                     "verifier": {"name": judge.name, "version": judge.version},
                     "components": verdict.components})
     return out
@@ -100,14 +111,22 @@ def verify_cmd(
         raise CLIError("no candidate to judge", hint="pass --candidate TEXT (repeatable) or --candidates FILE")
     try:
         results = verify_turn(env_id, data, texts, verifier)
+    except TaskNotFound as exc:
+        raise CLIError(str(exc), hint="drop \"task_id\" to judge the turn ad-hoc, or use an id from "
+                       f"`pivotgym expert {env_id}` output") from None
     except ValueError as exc:
         raise CLIError(str(exc), hint="see `pivotgym verify --help` for the turn file format") from None
     if as_json:
         emit_json(results)
-        return
-    rows = [[f"{r['reward']:g}", r["code"], r["reason"][:90], r["candidate"].replace("\n", " ")[:60]]
-            for r in results]
-    typer.echo(table(rows, ["reward", "code", "reason", "candidate"]))
+    else:
+        rows = [[f"{r['reward']:g}", r["code"], r["reason"][:90], r["candidate"].replace("\n", " ")[:60]]
+                for r in results]
+        typer.echo(table(rows, ["reward", "code", "reason", "candidate"]))
+    undecided = [r for r in results if r["undecided"]]
+    if undecided:
+        typer.echo(f"error: {len(undecided)} of {len(results)} verdict(s) undecided, not judgements: "
+                   f"{undecided[0]['undecided']}", err=True)
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

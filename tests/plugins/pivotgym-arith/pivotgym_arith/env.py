@@ -109,6 +109,9 @@ class ValueVerifier:
             got = evaluate(candidate)
         except ValueError as exc:
             return Verdict.fail(f"unparseable: {exc}", parse=False)
+        if context.known_task() is None:  # an ad-hoc turn (no task to step from): the value alone decides
+            same = got == expected
+            return Verdict(float(same), same, "same_value" if same else "different_value", {"value": str(got)})
         env = context.env()
         _obs, _r, _term, _trunc, info = env.step(candidate)
         if got == expected and info.get("correct", True) and "error" not in info:
