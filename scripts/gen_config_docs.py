@@ -32,7 +32,10 @@ SECTIONS = [
     ("pivotgym.train.config", "PivotConfig", "`pivotgym train pivot`"),
     ("pivotgym.train.config", "SFTConfig", "`pivotgym train sft`"),
     ("pivotgym.train.config", "E2EConfig", "`pivotgym train e2e`"),
-    ("pivotgym.experiment", "ExperimentConfig", "`pivotgym experiment CONFIG`"),
+    ("pivotgym.experiment.config", "ExperimentConfig", "`pivotgym experiment CONFIG`"),
+    ("pivotgym.experiment.config", "EvalSection", "experiment `eval:`"),
+    ("pivotgym.experiment.config", "CurveSection", "experiment `curve:`"),
+    ("pivotgym.experiment.config", "ProfileSection", "experiment `profile:`"),
 ]
 
 #: fields that are not configuration (set by the loader)
@@ -99,6 +102,8 @@ def _yaml_value(value: Any) -> str:
         return value if value else '""'
     if isinstance(value, tuple | list):
         return "[" + ", ".join(_yaml_value(v) for v in value) + "]"
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # a section: its fields' defaults
+        return _yaml_value(dataclasses.asdict(value))
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k}: {_yaml_value(v)}" for k, v in value.items()) + "}"
     return json.dumps(value, default=str)

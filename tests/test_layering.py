@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("declarative envs", ["pivotgym.bigbench", "pivotgym.declarative"]),
     ("default plugin", ["pivotgym.builtins"]),
     ("plugin manager and registry", ["pivotgym.plugins", "pivotgym.registry"]),
-    ("services on the registry", ["pivotgym.checker", "pivotgym.eval", "pivotgym.suite", "pivotgym.report",
+    ("services on the registry", ["pivotgym.checker", "pivotgym.eval", "pivotgym.suite",
                                   "pivotgym.pivot", "pivotgym.train"]),
     ("workflows", ["pivotgym.experiment"]),
     ("package facade", ["pivotgym"]),

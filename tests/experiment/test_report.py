@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pivotgym.report import markdown_table, pct, plot_bars, plot_curves, ratio_text, reach_ratio, time_to_reach
+from pivotgym.experiment.plots import plot_bars, plot_curves
+from pivotgym.experiment.report import markdown_table, pct, ratio_text
+from pivotgym.experiment.stats import reach_ratio, time_to_reach
 
 E2E = [{"turns": 0, "seconds": 0, "score": 0.1}, {"turns": 100, "seconds": 50, "score": 0.3},
        {"turns": 200, "seconds": 100, "score": 0.5}]
@@ -40,7 +42,7 @@ PIVOT_FAST = curve([40, 60, 80, 100], [[0] * N, [1] * 6 + [0] * 6, [1] * 7 + [0]
 
 
 def test_bootstrap_reproduces_a_consistent_speedup_over_seeds():
-    from pivotgym.report import REPRODUCED, bootstrap_cost_ratio
+    from pivotgym.experiment.stats import REPRODUCED, bootstrap_cost_ratio
 
     result = bootstrap_cost_ratio([PIVOT_FAST] * 3, [E2E_SLOW] * 3, "turns", resamples=500)
     assert result["ratio"] == pytest.approx(300 / 60)
@@ -55,7 +57,7 @@ FLAT_E2E = curve([0, 100, 200], [[1] + [0] * (N - 1)] * 3)  # E2E RL never rises
 @pytest.mark.parametrize("pivot, e2e", [(PIVOT_FAST, FLAT_E2E), (curve([40, 60], [[0] * N] * 2), FLAT_E2E),
                                         (E2E_SLOW, E2E_SLOW)], ids=["flat-e2e", "both-flat", "identical"])
 def test_flat_or_identical_curves_are_not_measurable(pivot, e2e):
-    from pivotgym.report import NOT_MEASURABLE, bootstrap_cost_ratio
+    from pivotgym.experiment.stats import NOT_MEASURABLE, bootstrap_cost_ratio
 
     result = bootstrap_cost_ratio([pivot], [e2e], "turns", resamples=300)
     assert result["ratio"] == 1.0 and result["verdict"] == NOT_MEASURABLE, result
@@ -65,7 +67,7 @@ def test_flat_or_identical_curves_are_not_measurable(pivot, e2e):
 def test_a_single_lucky_task_is_not_enough():
     """The old report quoted a ratio from one crossing; here PivotRL is ahead only through one task, so the
     interval over tasks must include 1x."""
-    from pivotgym.report import NOT_MEASURABLE, bootstrap_cost_ratio, cost_ratio
+    from pivotgym.experiment.stats import NOT_MEASURABLE, bootstrap_cost_ratio, cost_ratio
 
     e2e = curve([0, 100, 200], [[0] * N, [0] * N, [1] + [0] * (N - 1)])
     pivot = curve([50, 60, 70], [[0] * N, [1] + [0] * (N - 1), [1] + [0] * (N - 1)])
@@ -75,7 +77,7 @@ def test_a_single_lucky_task_is_not_enough():
 
 
 def test_pivotrl_costlier_is_contradicted_and_never_reaching_counts_as_zero():
-    from pivotgym.report import CONTRADICTED, bootstrap_cost_ratio, cost_ratio
+    from pivotgym.experiment.stats import CONTRADICTED, bootstrap_cost_ratio, cost_ratio
 
     late = curve([400, 500, 600], [[0] * N, [0] * N, [1] * 6 + [0] * 6])
     assert bootstrap_cost_ratio([late], [E2E_SLOW], resamples=300)["verdict"] == CONTRADICTED
@@ -84,7 +86,7 @@ def test_pivotrl_costlier_is_contradicted_and_never_reaching_counts_as_zero():
 
 
 def test_bootstrap_rejects_curves_without_per_task_scores():
-    from pivotgym.report import bootstrap_cost_ratio
+    from pivotgym.experiment.stats import bootstrap_cost_ratio
 
     with pytest.raises(ValueError, match="per_task"):
         bootstrap_cost_ratio([PIVOT], [E2E])
@@ -95,7 +97,7 @@ def test_bootstrap_rejects_curves_without_per_task_scores():
 
 
 def test_mean_difference_interval_and_verdicts():
-    from pivotgym.report import CONTRADICTED, NOT_MEASURABLE, REPRODUCED, bootstrap_mean_difference
+    from pivotgym.experiment.stats import CONTRADICTED, NOT_MEASURABLE, REPRODUCED, bootstrap_mean_difference
 
     better = {f"t{i}": 1.0 if i < 30 else 0.0 for i in range(60)}
     worse = {f"t{i}": 1.0 if i < 10 else 0.0 for i in range(60)}
@@ -127,7 +129,7 @@ def test_plots_are_real_pngs(tmp_path):
 
 
 def _ood_summary(sft_minus_base: tuple[float, float, float], pivot_minus_sft: tuple[float, float, float]) -> dict:
-    from pivotgym.report import CONTRADICTED, NOT_MEASURABLE, REPRODUCED
+    from pivotgym.experiment.stats import CONTRADICTED, NOT_MEASURABLE, REPRODUCED
 
     def diff(d: float, lo: float, hi: float) -> dict:
         verdict = REPRODUCED if lo > 0 else CONTRADICTED if hi < 0 else NOT_MEASURABLE
@@ -144,7 +146,7 @@ def _ood_summary(sft_minus_base: tuple[float, float, float], pivot_minus_sft: tu
     ((-0.01, -0.08, 0.06), (0.01, -0.05, 0.07), "not measurable", "includes 0"),
 ])
 def test_ood_retention_claim_reads_the_sign_of_each_difference(sft_minus_base, pivot_minus_sft, verdict, side):
-    from pivotgym.report import _claims
+    from pivotgym.experiment.report import _claims
 
     line = next(c for c in _claims(_ood_summary(sft_minus_base, pivot_minus_sft)) if "OOD retained" in c)
     assert f"SFT regresses**: {verdict}" in line

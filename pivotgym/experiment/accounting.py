@@ -1,0 +1,83 @@
+"""What each training run spent (data, optimiser steps, tokens, rollout turns, wall-clock), and the step
+arithmetic that matches continued SFT to PivotRL."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pivotgym.experiment.config import ExperimentConfig
+from pivotgym.experiment.layout import METHOD_LABELS, RunLayout
+from pivotgym.eval import write_json
+
+__all__ = ["ACCOUNTED", "accounting_table", "matched_sft_steps", "optimizer_steps", "rl_total_steps",
+           "write_accounting"]
+
+#: the methods of the cost table, in its row order
+ACCOUNTED = ("sft", "sft-more", "pivot", "e2e")
+
+
+def optimizer_steps(section: Mapping[str, Any], steps: int | None = None) -> int:
+    """Optimiser steps a trainer section spends: ``steps`` x ``updates_per_batch`` (1 for SFT)."""
+    return int(section.get("steps", 0) if steps is None else steps) * int(section.get("updates_per_batch", 1))
+
+
+def rl_total_steps(config: ExperimentConfig) -> int:
+    """Optimiser steps from the base model to the end of PivotRL (SFT's included when RL starts from SFT)."""
+    sft = optimizer_steps(config.sft) if config.rl_init == "sft" else 0
+    return sft + optimizer_steps(config.pivot)
+
+
+def matched_sft_steps(config: ExperimentConfig) -> int:
+    """Extra SFT steps (continuing the SFT model) that give continued SFT as many optimiser steps as the
+    PivotRL row; 0 when SFT alone already has as many."""
+    return max(0, rl_total_steps(config) - optimizer_steps(config.sft))
+
+
+def write_accounting(path: Path, *, method: str, start: str, data: str, summary: Mapping[str, Any],
+                     optimizer_steps: int, extra_turns: int = 0, extra_seconds: float = 0.0,
+                     tasks: int | None = None) -> dict[str, Any]:
+    """What one training run spent, from its trainer summary, written to ``path``: a row of the report's
+    side-by-side table.
+
+    ``rollout_turns`` counts every generated training turn (kept, filtered and profiling; ``extra_turns``
+    adds profiling done outside the trainer); ``wall_seconds`` excludes evaluation and adds
+    ``extra_seconds`` (profiling)."""
+    c = summary.get("counters", {})
+    row = {"method": method, "start": start, "data": data, "tasks": tasks, "optimizer_steps": optimizer_steps,
+           "steps": int(summary.get("steps", 0)), "tokens_trained": int(c.get("tokens_trained", 0)),
+           "tokens_generated": int(c.get("tokens_generated", 0)),
+           "rollout_turns": int(c.get("total_turns", 0)) + extra_turns,
+           "profiling_turns": int(c.get("profiling_turns", 0)) + extra_turns,
+           "wall_seconds": float(c.get("wall_seconds", 0.0)) - float(c.get("seconds_eval", 0.0)) + extra_seconds}
+    write_json(path, row)
+    return row
+
+
+def _read(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def accounting_table(layout: RunLayout, seeds: Sequence[int]) -> tuple[list[list[Any]], dict[str, Any]]:
+    """Rows of the side-by-side cost table (mean over seeds) from each run's ``accounting.json``; "from base"
+    adds SFT's cost to a run that starts from the SFT model."""
+    def mean(rows: Sequence[Mapping[str, Any]], key: str) -> float:
+        return sum(float(r[key]) for r in rows) / len(rows)
+
+    table, data = [], {}
+    sft_rows = [r for s in seeds if (r := _read(layout.accounting("sft", s)))]
+    for tag in ACCOUNTED:
+        rows = [r for s in seeds if (r := _read(layout.accounting(tag, s)))]
+        if not rows:
+            continue
+        from_sft = str(rows[0].get("start", "")).lower() == "sft" and bool(sft_rows)
+        row = {k: mean(rows, k) for k in ("optimizer_steps", "tokens_trained", "rollout_turns", "wall_seconds")}
+        total = {k: row[k] + (mean(sft_rows, k) if from_sft else 0.0) for k in row}
+        data[tag] = {**row, "from_base": total, "start": rows[0].get("start"), "data": rows[0].get("data"),
+                     "seeds": len(rows)}
+        table.append([METHOD_LABELS[tag], rows[0].get("start"), rows[0].get("data"), f"{row['optimizer_steps']:.0f}",
+                      f"{total['optimizer_steps']:.0f}", f"{total['tokens_trained']:.0f}",
+                      f"{row['rollout_turns']:.0f}", f"{row['wall_seconds']:.0f}", f"{total['wall_seconds']:.0f}"])
+    return table, data

@@ -1,0 +1,272 @@
+"""The experiment config: one YAML file parsed whole into checked dataclasses before anything runs.
+
+:func:`load_experiment` reads the file with :func:`pivotgym.config.read_yaml` and builds
+:class:`ExperimentConfig` with :func:`pivotgym.config.build`, so an unknown key anywhere (``select: {max_maen:
+0.5}``, ``eval: {limt: 3}``, ``profile: {kk: 4}``), a value of the wrong type or a value outside its allowed
+set fails with ``FILE:LINE: dotted.key: ...`` and a did-you-mean before a model is loaded or a run folder is
+created. The trainer sections (``sft``, ``pivot``, ``e2e``) override some fields of the trainer configs the
+stages build later, so they are checked as partial mappings of :class:`~pivotgym.train.config.SFTConfig`,
+:class:`~pivotgym.train.config.PivotConfig` and :class:`~pivotgym.train.config.E2EConfig`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pivotgym.config import INTERNAL, Source, build, check_section, did_you_mean, read_yaml
+from pivotgym.errors import ConfigError, RegistryError
+from pivotgym.pivot.adaptive import AdaptiveK
+from pivotgym.pivot.select import SelectionRule
+
+__all__ = ["ABLATIONS", "CURVE_METRICS", "CurveSection", "EvalSection", "ExperimentConfig", "ExperimentError",
+           "ProfileSection", "RL_INITS", "TRAINER_SECTIONS", "check_ids", "load_experiment"]
+
+#: the experiment's errors are config errors (one error type for every config file)
+ExperimentError = ConfigError
+
+#: the in-domain learning curves' y axis (``curve.metric``): ``episodes`` = success of one greedy episode per
+#: test task; ``turns`` = turn accuracy, the share of held-out expert states (every turn of the expert
+#: trajectories of the test tasks) where the greedy action passes the functional verifier, per task
+CURVE_METRICS = ("episodes", "turns")
+#: the extra PivotRL runs of the ablation stage
+ABLATIONS = ("random_turns", "exact_reward")
+#: where PivotRL and E2E RL start
+RL_INITS = ("base", "sft")
+
+
+@dataclass
+class EvalSection:
+    """Suite evaluation options (``eval:``)."""
+
+    #: items per suite member (null: every item)
+    limit: int | None = None
+    #: a suite-wide cap on new tokens per turn; an env's own limit is never lengthened (null: the env's own)
+    max_new_tokens: int | None = None
+    #: prompts per sampler call
+    batch_size: int = 8
+    #: with `curve.metric: turns`, also run the greedy episodes and report their success beside turn accuracy
+    episodes: bool = True
+
+
+@dataclass
+class CurveSection:
+    """The in-domain learning curves (``curve:``)."""
+
+    #: `episodes` (success of one greedy episode per test task) or `turns` (turn accuracy on the held-out
+    #: expert states of the test tasks)
+    metric: str = "episodes"
+    #: a curve point every N training steps (and after the last)
+    every: int = 1
+    #: the first N test tasks (null: all)
+    tasks: int | None = None
+    #: turn cap of the greedy episodes (null: the env's own)
+    max_turns: int | None = None
+
+
+@dataclass
+class ProfileSection:
+    """Profiler options (``profile:``): the sampling of the K actions per expert turn plus the fields of
+    :class:`~pivotgym.pivot.profile.ProfileConfig` an experiment may set (``verifier`` is the stage's)."""
+
+    #: samples per expert turn
+    k: int = 8
+    #: sampling temperature of the frozen reference
+    temperature: float = 1.0
+    #: nucleus sampling threshold
+    top_p: float = 1.0
+    #: new tokens per sample; only shortens the env's own limit (null: the env's own limit)
+    max_new_tokens: int | None = None
+    #: profiling seed (null: the training seed)
+    seed: int | None = None
+    #: samples per sampler call for fixed K (null: all K at once)
+    block: int | None = None
+    #: adaptive K (`max_mean`, `min_pass_rate`, `delta`, `block`, `settle_mean`, `min_unanimous`; null: fixed K)
+    adaptive: AdaptiveK | None = None
+    #: seconds one verification may take before it counts as failed
+    timeout: float | None = 60.0
+    #: states profiled together per round
+    chunk: int = 16
+    #: threshold of the progress bar's running pivot share (selection is `select:`)
+    pivot_max_mean: float = 0.6
+
+    #: the fields that are sampling parameters rather than :class:`ProfileConfig` fields
+    SAMPLING = ("temperature", "top_p", "max_new_tokens")
+
+    def profiler_kwargs(self, seed: int) -> dict[str, Any]:
+        """The :func:`~pivotgym.pivot.profile.profile_trajectories` keyword arguments of this section, less
+        ``params`` (the stage builds them with the env's generation cap); ``seed`` fills an unset seed."""
+        kwargs = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in self.SAMPLING}
+        kwargs["seed"] = seed if self.seed is None else self.seed
+        return kwargs
+
+
+#: the trainer config each trainer section overrides
+TRAINER_SECTIONS = ("sft", "pivot", "e2e")
+
+
+def _trainer_class(section: str) -> type:
+    from pivotgym.train.config import E2EConfig, PivotConfig, SFTConfig
+
+    return {"sft": SFTConfig, "pivot": PivotConfig, "e2e": E2EConfig}[section]
+
+
+@dataclass
+class ExperimentConfig:
+    """An experiment YAML (see ``examples/configs/quickstart.yaml`` for every field with comments)."""
+
+    #: the run's name: stages write under `runs/<name>/` (unless another output folder is given)
+    name: str
+    #: the target env (e.g. `planning/blocks-v0`); its test split is the in-domain member
+    env: str
+    #: the base model: a bundled alias, a local folder or a cached hub id
+    model: str = "smollm2-135m"
+    #: the registered sampler that generates with the base model and the SFT model (`pivotgym plugins` lists them)
+    sampler: str = "hf"
+    #: training seeds (a single number means one seed); each trains every method once
+    seeds: list[int] = field(default_factory=lambda: [0])
+    #: expert trajectories taken from the train split, the data of SFT, PivotRL and E2E RL (null: all)
+    train_tasks: int | None = 32
+    #: OOD members of the suite (env ids or ENV@SPLIT); the in-domain member is `<env>@test`
+    ood: list[str] = field(default_factory=list)
+    #: or: a registered suite name whose members are used instead of `<env>@test` + `ood`
+    suite: str | None = None
+    #: suite evaluation options: `limit`, `max_new_tokens`, `batch_size`, `episodes` (table `EvalSection`)
+    eval: EvalSection = field(default_factory=EvalSection)
+    #: in-domain learning curves: `metric`, `every`, `tasks`, `max_turns` (table `CurveSection`)
+    curve: CurveSection = field(default_factory=CurveSection)
+    #: profiler options: `k`, `temperature`, `max_new_tokens`, ... (table `ProfileSection`)
+    profile: ProfileSection = field(default_factory=ProfileSection)
+    #: pivot selection rule, the fields of `SelectionRule`: `min_var`, `max_mean`, `min_mean`, `top_n`,
+    #: `per_env`, `max_failed_share`
+    select: SelectionRule = field(default_factory=SelectionRule)
+    #: `SFTConfig` fields for the SFT stage
+    sft: dict[str, Any] = field(default_factory=dict)
+    #: `PivotConfig` fields for the PivotRL stage
+    pivot: dict[str, Any] = field(default_factory=dict)
+    #: `E2EConfig` fields for the end-to-end RL stage
+    e2e: dict[str, Any] = field(default_factory=dict)
+    #: extra PivotRL runs: `random_turns` (as many random profiled turns instead of the pivots),
+    #: `exact_reward` (profiled and trained with the exact-match verifier)
+    ablations: list[str] = field(default_factory=lambda: list(ABLATIONS))
+    #: the matched SFT baseline (stage `sft-more`: SFT continued for PivotRL's extra optimiser steps); false
+    #: skips it
+    matched_sft: bool = True
+    #: where profiling and verification fan out: `process` (local pool), `serial` or `ray`
+    executor: str = "process"
+    #: keep each training stage's `checkpoints/` when it finishes (false: deleted once the stage is done)
+    keep_checkpoints: bool = False
+    #: where PivotRL and E2E RL start (and what profiles the turns): ``base`` (the paper's comparison: every
+    #: method from the same base model) or ``sft`` (from the SFT model: for a base model whose samples never
+    #: pass the verifier, so that profiling finds pivots and RL has a signal)
+    rl_init: str = "base"
+    #: the file the config was read from (set by the loader)
+    path: Path | None = field(default=None, metadata={INTERNAL: True})
+
+    def __post_init__(self) -> None:
+        # sections given as mappings (ExperimentConfig(curve={"metric": "turns"})) are checked and built like a file
+        for name, section in (("eval", EvalSection), ("curve", CurveSection), ("profile", ProfileSection),
+                              ("select", SelectionRule)):
+            value = getattr(self, name)
+            if value is None or isinstance(value, Mapping):
+                setattr(self, name, build(section, value or {}, prefix=(name,)))
+        for name in TRAINER_SECTIONS:
+            setattr(self, name, check_section(_trainer_class(name), getattr(self, name) or {}, prefix=(name,)))
+        check_choices(self)
+
+    @property
+    def members(self) -> dict[str, str]:
+        """Suite member -> role (``in_domain`` or ``ood``)."""
+        if self.suite:
+            from pivotgym.registry import get_registry
+
+            return dict(get_registry().suite(self.suite).members)
+        return {f"{self.env}@test": "in_domain", **{m: "ood" for m in self.ood}}
+
+    @property
+    def in_domain(self) -> list[str]:
+        return [k for k, r in self.members.items() if r == "in_domain"]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as plain JSON values (what ``config.json`` records)."""
+        data = dataclasses.asdict(self)
+        data["path"] = str(self.path) if self.path else None
+        return data
+
+
+def _choice_error(source: Source, keys: tuple[str, ...], value: Any, choices: tuple[str, ...]) -> ConfigError:
+    return source.error(keys, f"must be one of {', '.join(choices)}, got {value!r}{did_you_mean(str(value), choices)}")
+
+
+def check_choices(config: Any, source: Source = Source()) -> None:
+    """Raise :class:`ConfigError` at the first value outside its allowed set: ``curve.metric``, ``rl_init``,
+    ``ablations``, ``name``/``env`` (non-empty). ``config`` is an :class:`ExperimentConfig` or the raw mapping
+    of a file (so errors carry the file's line)."""
+    def get(obj: Any, key: str, default: Any = None) -> Any:
+        return obj.get(key, default) if isinstance(obj, Mapping) else getattr(obj, key, default)
+
+    for key in ("name", "env"):
+        if not get(config, key):
+            raise source.error((key,), "must not be empty")
+    metric = get(get(config, "curve") or {}, "metric", "episodes")
+    if metric not in CURVE_METRICS:
+        raise _choice_error(source, ("curve", "metric"), metric, CURVE_METRICS)
+    rl_init = get(config, "rl_init", "base")
+    if rl_init not in RL_INITS:
+        raise _choice_error(source, ("rl_init",), rl_init, RL_INITS)
+    for i, ablation in enumerate(get(config, "ablations") or []):
+        if ablation not in ABLATIONS:
+            raise _choice_error(source, ("ablations", str(i)), ablation, ABLATIONS)
+
+
+def load_experiment(path: str | Path) -> ExperimentConfig:
+    """Read an experiment YAML and check it whole (keys, types, allowed values of every section)."""
+    data, source = read_yaml(path, what="experiment config")
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a YAML mapping of key: value")
+    if "seeds" in data and not isinstance(data["seeds"], list):
+        data["seeds"] = [data["seeds"]]  # `seeds: 3` means [3]
+    check_section(ExperimentConfig, data, source)  # keys and types of the whole file, sections included
+    for name in TRAINER_SECTIONS:
+        check_section(_trainer_class(name), data.get(name), source, (name,))
+    check_choices(data, source)
+    config = build(ExperimentConfig, data, source)
+    config.path = Path(path)
+    return config
+
+
+def check_ids(config: ExperimentConfig) -> None:
+    """Raise :class:`ConfigError` naming the file and field when the config names an env, suite or sampler
+    that is not installed; run before anything is written, so a typo leaves no empty run folder behind."""
+    from pivotgym.registry import get_registry
+    from pivotgym.eval import Member
+
+    registry = get_registry()
+    where = f"{config.path}: " if config.path else ""
+
+    def sampler() -> None:
+        if config.sampler not in registry.samplers:
+            raise RegistryError(f"unknown sampler {config.sampler!r}{did_you_mean(config.sampler, registry.samplers)}. "
+                                "Run `pivotgym plugins` to list what is installed.")
+
+    checks: list[tuple[str, Callable[[], Any]]] = [("env", lambda: registry.env_spec(config.env)), ("sampler", sampler)]
+    if config.suite:
+        checks.append(("suite", lambda: registry.suite(config.suite or "")))
+    checks += [(f"ood[{i}]", lambda m=m: registry.env_spec(Member.parse(m, "ood").env_id))
+               for i, m in enumerate(config.ood)]
+    for field_name, check in checks:
+        try:
+            check()
+        except RegistryError as exc:
+            raise ConfigError(f"{where}{field_name}: {exc}") from None
+    if config.suite:
+        for key in config.members:
+            try:
+                registry.env_spec(Member.parse(key, "ood").env_id)
+            except RegistryError as exc:
+                raise ConfigError(f"{where}suite {config.suite!r} member {key!r}: {exc}") from None

@@ -1,0 +1,165 @@
+"""Stage fingerprints: what each stage's results depend on, recorded next to them, so that a rerun under a
+changed config stops instead of mixing results of two configs.
+
+A stage's inputs are a flat mapping of dotted names to values: its slice of the config (``pivot.steps``,
+``eval.limit``, ...; the trainer sections filled in with the trainer defaults, so writing a default out changes
+nothing), the fingerprints of the stages it uses (``upstream.sft``), the verifiers that judge it
+(``verifiers.<name>``: version) and the model. The fingerprint is a hash of those inputs. ``stages/<stage>-s<seed>.json``
+keeps both, written when the stage starts (so a stage interrupted halfway is tied to its inputs too) and
+marked ``done`` when it ends. Code and library versions are provenance (``config.json``), not inputs: a code
+change does not block a rerun.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pivotgym.errors import StageChanged
+from pivotgym.experiment.accounting import matched_sft_steps
+from pivotgym.experiment.config import TRAINER_SECTIONS, ExperimentConfig, _trainer_class
+from pivotgym.experiment.layout import STAGES, RunLayout, upstream
+
+__all__ = ["StageRecord", "changed_fields", "check_record", "fingerprint", "stage_inputs", "verifier_versions"]
+
+#: trainer fields that do not change results (display and logging)
+NOT_INPUTS = ("progress", "report_to")
+#: the config fields every evaluating stage depends on (what the suite and the curve measure, and how)
+EVALUATION = ("env", "ood", "suite", "sampler", "eval", "curve.metric", "curve.tasks", "curve.max_turns")
+#: per stage: the config fields (a section name means every field of it) its results depend on
+SLICES: dict[str, tuple[str, ...]] = {
+    "base": ("model", *EVALUATION),
+    "expert": ("env", "train_tasks"),
+    "sft": ("model", "sft", "rl_init", *EVALUATION),
+    "profile": ("model", "rl_init", "env", "sampler", "profile", "select"),
+    "pivot": ("model", "rl_init", "pivot", "curve.every", *EVALUATION),
+    "e2e": ("model", "rl_init", "e2e", "curve.every", *EVALUATION),
+    "sft-more": ("model", "sft", "matched_sft", *EVALUATION),
+    "ablation": ("model", "rl_init", "ablations", "pivot", "profile", "select", *EVALUATION),
+}
+
+
+def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> None:
+    if isinstance(value, Mapping) and value:
+        for key in sorted(value):
+            _flatten(value[key], f"{prefix}.{key}" if prefix else str(key), out)
+    else:
+        out[prefix] = list(value) if isinstance(value, tuple) else value
+
+
+def config_values(config: ExperimentConfig) -> dict[str, Any]:
+    """Every config field as a dotted name -> value, trainer sections completed with the trainer defaults."""
+    data = config.to_dict()
+    data.pop("path", None)
+    for name in TRAINER_SECTIONS:
+        defaults = {f.name: (f.default if f.default is not dataclasses.MISSING else f.default_factory())  # type: ignore[misc]
+                    for f in dataclasses.fields(_trainer_class(name)) if f.name not in NOT_INPUTS}
+        data[name] = {**defaults, **{k: v for k, v in config.__dict__[name].items() if k not in NOT_INPUTS}}
+    flat: dict[str, Any] = {}
+    _flatten(json.loads(json.dumps(data, default=str)), "", flat)
+    return flat
+
+
+def verifier_versions(env_id: str) -> dict[str, str]:
+    """``{name: version}`` of the env's functional and exact-match verifiers (``unknown`` when one cannot be
+    built)."""
+    from pivotgym.registry import get_registry
+
+    registry = get_registry()
+    out = {}
+    for kind in ("functional", "exact"):
+        name = registry.verifier_name_for(env_id, kind)
+        try:
+            out[name] = str(registry.make_verifier(name).version)
+        except Exception:  # noqa: BLE001 - a verifier that cannot be built is recorded as such, not fatal here
+            out[name] = "unknown"
+    return out
+
+
+def stage_inputs(config: ExperimentConfig, stage: str, seed: int | None, upstream_prints: Mapping[str, str],
+                 verifiers: Mapping[str, str]) -> dict[str, Any]:
+    """The inputs of one stage run (dotted name -> value); ``upstream_prints`` maps each upstream stage to its
+    fingerprint (same seed)."""
+    values = config_values(config)
+    inputs = {k: v for k, v in values.items() if any(k == s or k.startswith(s + ".") for s in SLICES[stage])}
+    if stage == "sft-more":
+        inputs["sft-more.steps"] = matched_sft_steps(config)
+    if seed is not None:
+        inputs["seed"] = seed
+    if stage not in ("expert",):
+        inputs.update({f"verifiers.{name}": version for name, version in sorted(verifiers.items())})
+    inputs.update({f"upstream.{name}": upstream_prints[name] for name in upstream(stage, config.rl_init)})
+    return inputs
+
+
+def fingerprint(inputs: Mapping[str, Any]) -> str:
+    """A short hash of ``inputs``."""
+    text = json.dumps(inputs, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+@dataclasses.dataclass
+class StageRecord:
+    """What ``stages/<stage>[-s<seed>].json`` holds."""
+
+    stage: str
+    seed: int | None
+    fingerprint: str
+    inputs: dict[str, Any]
+    #: ``running`` (written when the stage starts) or ``done``
+    status: str = "running"
+
+    def write(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True, default=str), encoding="utf-8")
+        tmp.replace(path)
+
+    @classmethod
+    def read(cls, path: Path) -> StageRecord | None:
+        if not path.exists():
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return cls(**{f.name: data.get(f.name) for f in dataclasses.fields(cls)})
+
+
+def changed_fields(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """``name: old -> new`` for every input that differs (``(unset)`` for one that is new or gone)."""
+    def show(mapping: Mapping[str, Any], key: str) -> str:
+        return json.dumps(mapping[key], default=str) if key in mapping else "(unset)"
+
+    keys = sorted(set(old) | set(new), key=lambda k: (k.startswith("upstream."), k))
+    return [f"{k}: {show(old, k)} -> {show(new, k)}" for k in keys if old.get(k, ...) != new.get(k, ...)]
+
+
+def check_record(layout: RunLayout, stage: str, seed: int | None, inputs: Mapping[str, Any],
+                 config_path: Path | None) -> None:
+    """Raise :class:`~pivotgym.errors.StageChanged` when ``stage`` (``seed``) already ran (or started) under
+    other inputs: the message names the stage, the seed and each changed field, and says how to proceed."""
+    record = StageRecord.read(layout.record(stage, seed))
+    if record is None or record.fingerprint == fingerprint(inputs):
+        return
+    changes = changed_fields(record.inputs or {}, inputs)
+    own = [c for c in changes if not c.startswith("upstream.")] or changes
+    which = f"stage {stage}" + (f" (seed {seed})" if seed is not None else "")
+    config = str(config_path) if config_path else "CONFIG"
+    raise StageChanged(
+        f"{which} already ran in {layout.root} under other inputs: {'; '.join(own)}. Rerun it and the stages that "
+        f"use it with `pivotgym experiment {config} --rerun {stage}`, or start a new run folder with "
+        f"`--out DIR`", hint=f"--rerun {stage} recomputes {stage} and its downstream stages")
+
+
+def stage_plan(seeds: Iterable[int]) -> list[tuple[str, int | None]]:
+    """Every (stage, seed) run of an experiment in run order (the report excluded)."""
+    seeds = list(seeds)
+    plan: list[tuple[str, int | None]] = [("base", None), ("expert", None)]
+    plan += [("sft", s) for s in seeds]
+    for s in seeds:
+        plan += [("profile", s), ("pivot", s), ("e2e", s), ("sft-more", s)]
+    plan += [("ablation", s) for s in seeds]
+    assert {stage for stage, _ in plan} == set(STAGES) - {"report"}
+    return plan

@@ -1,0 +1,105 @@
+"""``run_experiment``: check every stage's fingerprint against the run folder, then run (or resume) the
+stages and write the report."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pivotgym.errors import ConfigError
+from pivotgym.experiment.config import ExperimentConfig, check_ids
+from pivotgym.experiment.fingerprint import (StageRecord, check_record, fingerprint, stage_inputs, stage_plan,
+                                             verifier_versions)
+from pivotgym.experiment.layout import STAGES, RunLayout, downstream, upstream
+from pivotgym.eval import write_json
+
+__all__ = ["run_experiment"]
+
+
+def _check_stage_names(names: Sequence[str], option: str) -> None:
+    unknown = [s for s in names if s not in STAGES]
+    if unknown:
+        raise ConfigError(f"{option}: unknown stage(s) {', '.join(unknown)}; stages are {', '.join(STAGES)}")
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    elif path.exists():
+        path.unlink()
+
+
+def run_experiment(config: ExperimentConfig, out_dir: str | Path | None = None,
+                   stages: Sequence[str] | None = None, rerun: Sequence[str] = ()) -> dict[str, Any]:
+    """Run (or resume) every stage of ``config`` in ``out_dir`` (default ``runs/<name>``) and write the
+    report; returns the summary (also ``summary.json``).
+
+    ``stages`` limits which stages run. A finished stage whose fingerprint matches is skipped; one whose
+    fingerprint differs (the config changed since it ran) raises :class:`~pivotgym.errors.StageChanged`
+    before anything runs or is written, unless ``rerun`` names it or a stage upstream of it: those stages
+    are deleted and recomputed, with everything downstream of them."""
+    from pivotgym.experiment.provenance import collect
+    from pivotgym.experiment.report import write_experiment_report
+    from pivotgym.experiment.run import Run
+
+    chosen = list(stages or STAGES)
+    _check_stage_names(chosen, "stages")
+    _check_stage_names(rerun, "--rerun")
+    check_ids(config)  # before the run folder exists
+    layout = RunLayout(Path(out_dir) if out_dir else Path("runs") / config.name)
+    redo = set(downstream(rerun, config.rl_init))
+
+    # every fingerprint first: a changed stage stops the run before a model loads or a file is written
+    verifiers = verifier_versions(config.env)
+    plan = stage_plan(config.seeds)
+    inputs: dict[tuple[str, int | None], dict[str, Any]] = {}
+    prints: dict[tuple[str, int | None], str] = {}
+    for stage, seed in plan:
+        ups = {}
+        for name in upstream(stage, config.rl_init):
+            ups[name] = prints[(name, None) if (name, None) in prints else (name, seed)]
+        inputs[(stage, seed)] = stage_inputs(config, stage, seed, ups, verifiers)
+        prints[(stage, seed)] = fingerprint(inputs[(stage, seed)])
+        if stage not in redo:
+            check_record(layout, stage, seed, inputs[(stage, seed)], config.path)
+
+    layout.make_dirs()
+    for stage, seed in plan:  # --rerun: the stage's old outputs go, so it cannot skip any of them
+        if stage in redo:
+            for path in [*layout.outputs(stage, seed), layout.record(stage, seed)]:
+                _remove(path)
+    write_json(layout.config, {**config.to_dict(), "provenance": collect(config.sampler)})
+    timings: dict[str, float] = json.loads(layout.timings.read_text()) if layout.timings.exists() else {}
+    run = Run(config, layout.root)
+    from pivotgym.experiment.stages import STAGE_FUNCTIONS
+
+    try:
+        for stage, seed in plan:
+            if stage not in chosen:
+                continue
+            which = stage if seed is None else f"{stage} (seed {seed})"
+            path = layout.record(stage, seed)
+            record = StageRecord.read(path)
+            if record is not None and record.status == "done":
+                print(f"[experiment] stage {which}: done, skipped", flush=True)
+                continue
+            print(f"[experiment] stage {which}", flush=True)
+            started = time.perf_counter()
+            StageRecord(stage, seed, prints[(stage, seed)], inputs[(stage, seed)]).write(path)
+            function = STAGE_FUNCTIONS[stage]
+            function(run) if seed is None else function(run, seed)
+            StageRecord(stage, seed, prints[(stage, seed)], inputs[(stage, seed)], status="done").write(path)
+            elapsed = time.perf_counter() - started
+            timings[stage] = timings.get(stage, 0.0) + elapsed
+            write_json(layout.timings, timings)
+            print(f"[experiment] stage {which}: done in {elapsed:.0f} s", flush=True)
+    finally:
+        run.close()
+    if "report" not in chosen:
+        return {"name": config.name, "root": str(layout.root)}
+    return write_experiment_report(layout, config)
+

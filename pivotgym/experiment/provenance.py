@@ -1,0 +1,83 @@
+"""Provenance: everything a run's numbers depend on besides its config, recorded in ``config.json`` and the
+report (code revision and whether the checkout had local changes, Python and library versions, every
+plugin's version, torch threads, dtype, device, sampler backend)."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+from collections.abc import Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+__all__ = ["code_revision", "collect", "provenance_lines"]
+
+UNKNOWN = "unknown"
+
+
+def _git(*args: str, cwd: Path) -> str | None:
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def code_revision(path: Path | None = None) -> dict[str, Any]:
+    """``{"revision", "dirty"}`` of the git checkout holding ``path`` (default: the pivotgym package):
+    ``dirty`` is True when tracked or untracked files differ from the commit; both ``unknown`` outside a
+    checkout (an installed wheel)."""
+    here = path or Path(__file__).resolve().parent
+    revision = _git("rev-parse", "HEAD", cwd=here)
+    if revision is None:
+        return {"revision": UNKNOWN, "dirty": UNKNOWN}
+    status = _git("status", "--porcelain", "--untracked-files=normal", cwd=here)
+    return {"revision": revision.strip(), "dirty": UNKNOWN if status is None else bool(status.strip())}
+
+
+def _version(distribution: str) -> str:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return UNKNOWN
+
+
+def collect(sampler: str) -> dict[str, Any]:
+    """The provenance of a run about to start with sampler backend ``sampler``."""
+    import torch
+
+    from pivotgym._version import __version__
+    from pivotgym.registry import get_registry
+    from pivotgym.sampling.models import default_device, default_dtype
+
+    device = default_device()
+    plugins = {name: info.version or UNKNOWN for name, info in sorted(get_registry().plugins.infos.items())}
+    return {
+        "code": code_revision(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "versions": {"pivotgym": __version__, "torch": torch.__version__, "transformers": _version("transformers")},
+        "plugins": plugins,
+        "torch_threads": torch.get_num_threads(),
+        "device": device,
+        "dtype": str(default_dtype(device)).removeprefix("torch."),
+        "sampler": sampler,
+    }
+
+
+def provenance_lines(provenance: Mapping[str, Any]) -> list[str]:
+    """Markdown bullet lines of a provenance mapping (the report's "Provenance" section)."""
+    code = provenance.get("code", {})
+    versions = provenance.get("versions", {})
+    plugins = provenance.get("plugins", {})
+    dirty = code.get("dirty")
+    state = " (with uncommitted changes)" if dirty is True else "" if dirty is False else " (dirty: unknown)"
+    return [
+        f"- code: revision `{code.get('revision', UNKNOWN)}`{state}",
+        f"- Python {provenance.get('python', UNKNOWN)} on {provenance.get('platform', UNKNOWN)}; "
+        + ", ".join(f"{k} {v}" for k, v in versions.items()),
+        "- plugins: " + (", ".join(f"{k} {v}" for k, v in plugins.items()) or "none"),
+        f"- torch threads {provenance.get('torch_threads', UNKNOWN)}, device {provenance.get('device', UNKNOWN)}, "
+        f"dtype {provenance.get('dtype', UNKNOWN)}, sampler `{provenance.get('sampler', UNKNOWN)}`",
+    ]

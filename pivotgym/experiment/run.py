@@ -1,0 +1,247 @@
+"""The shared state of one experiment run and its in-domain measurements (learning-curve points and the
+suite evaluation of each model)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pivotgym.errors import ConfigError
+from pivotgym.experiment.config import ExperimentConfig
+from pivotgym.experiment.layout import RunLayout
+from pivotgym.jsonl import read_jsonl, read_trajectories, write_jsonl
+from pivotgym.eval import write_json
+
+__all__ = ["Run"]
+
+
+class Run:
+    """Paths (:class:`RunLayout`), samplers, the verification executor and the in-domain measurements of one
+    experiment run."""
+
+    def __init__(self, config: ExperimentConfig, root: str | Path) -> None:
+        self.config = config
+        self.layout = RunLayout(root)
+        self.layout.make_dirs()
+        self._base_sampler: Any = None
+        self._curve_tasks: list[Any] | None = None
+        self._held_out: list[Any] | None = None
+        self._executor: Any = None
+        self._greedy: Any = None
+
+    @property
+    def root(self) -> Path:
+        return self.layout.root
+
+    @property
+    def curve_metric(self) -> str:
+        """``episodes`` or ``turns`` (see :data:`~pivotgym.experiment.config.CURVE_METRICS`)."""
+        return self.config.curve.metric
+
+    def executor(self) -> Any:
+        """One verification executor for every turn-accuracy evaluation of the run (workers stay warm and
+        keep their per-process verifier caches)."""
+        from pivotgym.execution import make_executor
+
+        if self._executor is None:
+            self._executor = make_executor(self.config.executor, timeout=60.0)
+        return self._executor
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.close()
+            self._executor = None
+
+    def make_sampler(self, model: str | Path) -> Any:
+        """A sampler of ``model`` from the sampler registry (``config.sampler``, default ``hf``)."""
+        from pivotgym.registry import get_registry
+
+        return get_registry().make_sampler(self.config.sampler, str(model), max_batch_size=32)
+
+    def base_sampler(self) -> Any:
+        if self._base_sampler is None:
+            self._base_sampler = self.make_sampler(self.config.model)
+        return self._base_sampler
+
+    def rl_model(self, seed: int) -> str:
+        """The model PivotRL and E2E RL start from (and that profiles the turns) for ``seed``."""
+        return self.config.model if self.config.rl_init == "base" else str(self.layout.model("sft", seed))
+
+    def rl_sampler(self, seed: int) -> Any:
+        """A sampler of :meth:`rl_model` (the base sampler is shared)."""
+        return self.base_sampler() if self.config.rl_init == "base" else self.make_sampler(self.rl_model(seed))
+
+    def env(self, **kwargs: Any) -> Any:
+        from pivotgym.registry import make
+
+        return make(self.config.env, **kwargs)
+
+    def curve_tasks(self) -> list[Any]:
+        """The first ``curve.tasks`` test tasks (all of them when unset)."""
+        if self._curve_tasks is None:
+            tasks = list(self.env().tasks("test"))
+            cap = self.config.curve.tasks
+            self._curve_tasks = tasks if cap is None else tasks[:cap]
+        return self._curve_tasks
+
+    def held_out_trajectories(self) -> list[Any]:
+        """Expert trajectories of the curve tasks (test split), written once to ``data/test-expert.jsonl``:
+        the states of the turn-accuracy metric. Never trained on: SFT, PivotRL and E2E RL see the train split."""
+        if self._held_out is None:
+            path = self.layout.held_out
+            if not path.exists():
+                wanted = {t.id for t in self.curve_tasks()}
+                trajs = [t for t in self.env().expert_trajectories("test") if t.task_id in wanted and t.reward > 0]
+                if not trajs:
+                    raise ConfigError(f"{self.config.env}: no successful expert trajectory on the test split, so "
+                                      "turn accuracy has no states; use curve.metric: episodes")
+                write_jsonl(path, trajs)
+            self._held_out = read_trajectories(path)
+        return self._held_out
+
+    def generation_cap(self, cap: int | None) -> int:
+        """New tokens per turn in the target env: its own limit, which ``cap`` can only shorten."""
+        from pivotgym.eval import generation_cap
+
+        return generation_cap(self.env(), cap)
+
+    def greedy_params(self) -> Any:
+        """Greedy decoding for the in-domain measurements, capped like the suite caps a member: the env's own
+        ``max_new_tokens``, which ``eval.max_new_tokens`` can only shorten."""
+        from pivotgym.sampling.base import SamplingParams
+
+        if self._greedy is None:
+            self._greedy = SamplingParams(temperature=0.0,
+                                          max_new_tokens=self.generation_cap(self.config.eval.max_new_tokens))
+        return self._greedy
+
+    def turn_accuracy_per_task(self, sampler: Any) -> tuple[list[float], dict[str, int]]:
+        """Per test task (in :meth:`held_out_trajectories` order) the turn accuracy of ``sampler``
+        (:func:`pivotgym.eval.turns.turn_accuracy`), and ``{"states", "failed"}``."""
+        from pivotgym.eval.turns import turn_accuracy
+
+        result = turn_accuracy(sampler, self.held_out_trajectories(), self.greedy_params(), executor=self.executor(),
+                               chunk=max(16, self.config.eval.batch_size))
+        return result.per_task, {"states": result.states, "failed": result.failed}
+
+    def in_domain_per_task(self, sampler: Any) -> list[float]:
+        """Outcome score (capped at 1) of one greedy episode per curve task, in task order."""
+        from pivotgym.eval import greedy_episodes
+
+        kwargs = {"max_turns": self.config.curve.max_turns} if self.config.curve.max_turns else {}
+        rows = greedy_episodes(sampler, lambda: self.env(**kwargs), self.curve_tasks(), self.greedy_params(),
+                               batch_size=self.config.eval.batch_size, progress=True, desc="greedy episodes")
+        return [min(1.0, float(r["reward"])) for r in rows]
+
+    def curve_point(self, sampler: Any) -> dict[str, Any]:
+        """``{"score", "per_task", "tasks"}`` of ``sampler`` on the curve tasks (the learning curves' y axis),
+        by :attr:`curve_metric` (turn accuracy points also carry ``states`` and ``failed``)."""
+        extra: dict[str, int] = {}
+        if self.curve_metric == "turns":
+            per_task, extra = self.turn_accuracy_per_task(sampler)
+        else:
+            per_task = self.in_domain_per_task(sampler)
+        return {"score": sum(per_task) / max(1, len(per_task)), "per_task": per_task, "tasks": len(per_task),
+                "metric": self.curve_metric, **extra}
+
+    def curve_point_from_eval(self, result: Path) -> dict[str, Any] | None:
+        """The curve point read from a suite evaluation's items when that evaluation ran the same measurement
+        on every curve task (see :meth:`evaluate`); None otherwise. Saves a second, identical in-domain
+        evaluation of base and SFT."""
+        items = self.layout.items(result)
+        if self.config.suite or not items.exists():
+            return None
+        member = f"{self.config.env}@test"
+        rows = [r for r in read_jsonl(items) if r.get("member") == member]
+        turns = self.curve_metric == "turns"
+        if any((r.get("metric") == "turn_accuracy") != turns for r in rows):
+            return None  # written under the other curve metric
+        rewards = {r["task_id"]: float(r["reward"]) for r in rows}
+        ids = self._curve_task_ids()
+        if not all(i in rewards for i in ids):
+            return None
+        per_task = [min(1.0, rewards[i]) for i in ids]
+        return {"score": sum(per_task) / max(1, len(per_task)), "per_task": per_task, "tasks": len(per_task),
+                "metric": self.curve_metric, "from": str(items.name)}
+
+    def start_point(self, sampler: Any, result: Path) -> dict[str, Any]:
+        """The curve point of a just-evaluated model: read from its evaluation when possible, else measured."""
+        return self.curve_point_from_eval(result) or self.curve_point(sampler)
+
+    @property
+    def _in_domain_metric(self) -> str:
+        return "turn_accuracy" if self.curve_metric == "turns" else "success"
+
+    def _curve_task_ids(self) -> list[str]:
+        """Task ids of a curve point's ``per_task`` scores, in order."""
+        if self.curve_metric == "turns":
+            return list(dict.fromkeys(t.task_id for t in self.held_out_trajectories()))
+        return [t.id for t in self.curve_tasks()]
+
+    def rl_start_point(self, seed: int) -> dict[str, Any]:
+        """Curve score and per-task scores of :meth:`rl_model` (the learning curves' first point)."""
+        path = self.layout.curve_start("base") if self.config.rl_init == "base" else self.layout.curve_start("sft", seed)
+        return json.loads(path.read_text())
+
+    def expert_task_ids(self) -> list[str]:
+        """Task ids of the expert trajectories (first-seen order): the data of SFT, PivotRL and E2E RL."""
+        return list(dict.fromkeys(t.task_id for t in read_trajectories(self.layout.expert)))
+
+    def evaluate(self, sampler: Any, out: Path, members: Sequence[str] | None = None,
+                 in_domain: list[float] | None = None) -> dict[str, Any]:
+        """The suite evaluation written to ``out`` (and its items beside it, :meth:`RunLayout.items`).
+
+        Unless the config names a registered suite, the in-domain member ``<env>@test`` is scored by the same
+        measurement as the learning curves whenever the curves are not the suite's plain episodes
+        (``curve.metric: turns``, or a ``curve.max_turns`` cap the suite runner does not know), so the table and
+        the curves measure one thing; ``in_domain`` passes those per-task scores when they were just measured
+        (a learning curve's last point, same model) instead of measuring again. With ``curve.metric: turns``
+        the capped greedy episodes are also run (``eval.episodes``) and reported as the member
+        ``<env>@test:episodes`` with role ``episodes``, beside turn accuracy rather than averaged into it."""
+        from pivotgym.eval import evaluate_suite, role_averages, summarize
+
+        ev, curve = self.config.eval, self.config.curve
+        kwargs = {"limit": ev.limit, "max_new_tokens": ev.max_new_tokens, "model": out.stem,
+                  "batch_size": ev.batch_size, "progress": True, "name": self.config.suite or self.config.name}
+        per_task, member = in_domain, f"{self.config.env}@test"
+        chosen = list(self.config.members) if members is None else list(members)
+        custom = self.curve_metric == "turns" or bool(curve.max_turns)
+        if self.config.suite or not custom or member not in chosen:
+            return evaluate_suite(self.config.members, sampler, out, members=members, **kwargs)
+        others = [m for m in chosen if m != member]
+        part = self.layout.ood_part(out)
+        result = (evaluate_suite(self.config.members, sampler, part, members=others, **kwargs) if others else
+                  {"suite": kwargs["name"], "model": out.stem, "scores": {}, "role": {}})
+        scores: dict[str, Any] = {}
+        roles: dict[str, str] = {}
+        rows: list[dict[str, Any]] = []
+        metric = self._in_domain_metric
+        started = time.perf_counter()
+        point = self.curve_point(sampler) if per_task is None else {"per_task": list(per_task)}
+        scores[member] = {**summarize(point["per_task"], metric), "seconds": round(time.perf_counter() - started, 2),
+                          **{k: point[k] for k in ("states", "failed") if k in point}}
+        roles[member] = "in_domain"
+        rows += [{"member": member, "task_id": t, "reward": r, "metric": metric}
+                 for t, r in zip(self._curve_task_ids(), point["per_task"])]
+        if self.curve_metric == "turns" and ev.episodes:
+            started = time.perf_counter()
+            episodes = self.in_domain_per_task(sampler)
+            key = f"{member}:episodes"
+            scores[key] = {**summarize(episodes, "success"), "seconds": round(time.perf_counter() - started, 2)}
+            roles[key] = "episodes"
+            rows += [{"member": key, "task_id": t.id, "reward": r, "metric": "success"}
+                     for t, r in zip(self.curve_tasks(), episodes)]
+        if curve.max_turns:
+            for key in scores:
+                if key.endswith(":episodes") or metric == "success":
+                    scores[key]["max_turns"] = curve.max_turns
+        result["scores"] = {**scores, **result["scores"]}
+        result["role"] = {**roles, **result["role"]}
+        result["averages"] = role_averages(result["scores"], result["role"])
+        ood_items = self.layout.items(part)
+        write_jsonl(self.layout.items(out), rows + (read_jsonl(ood_items) if ood_items.exists() else []))
+        write_json(out, result)
+        return result

@@ -1,0 +1,280 @@
+"""The experiment's stages. Each writes the outputs :meth:`RunLayout.outputs` lists for it and skips the
+outputs that already exist, so a stage interrupted halfway resumes where it stopped (whether a finished stage
+runs at all is the pipeline's decision, from its fingerprint record)."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pivotgym.errors import ConfigError
+from pivotgym.experiment.accounting import matched_sft_steps, optimizer_steps, write_accounting
+from pivotgym.experiment.layout import ABLATION_TAGS, METHOD_LABELS
+from pivotgym.experiment.run import Run
+from pivotgym.jsonl import read_jsonl, read_profiles, read_trajectories, write_jsonl, write_pivot_set
+from pivotgym.eval import write_json
+
+__all__ = ["STAGE_FUNCTIONS", "expert_task_e2e", "stage_ablation", "stage_base", "stage_e2e", "stage_expert",
+           "stage_pivot", "stage_profile", "stage_sft", "stage_sft_more", "trainer_kwargs"]
+
+
+def _done(*paths: Path) -> bool:
+    return all(p.exists() for p in paths)
+
+
+def trainer_kwargs(run: Run, section: Mapping[str, Any], seed: int, out: Path, model: str | None = None
+                   ) -> dict[str, Any]:
+    """The trainer config of one training run: the experiment's defaults, then the config's section."""
+    # the experiment saves the models it needs itself (models/sft-s<seed>); a final/ folder per stage would
+    # add ~0.5 GB each and its save time to the stage's wall-clock
+    return {"model": model or run.config.model, "seed": seed, "output_dir": str(out), "report_to": ["jsonl"],
+            "resume": "never", "save_final_model": False, **section}
+
+
+def _cleanup(run: Run, out: Path) -> None:
+    if not run.config.keep_checkpoints:
+        shutil.rmtree(out / "checkpoints", ignore_errors=True)
+
+
+def _fit_with_curve(run: Run, trainer: Any, start: dict[str, Any],
+                    extra_seconds: float = 0.0) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Train, scoring the in-domain curve tasks every ``curve.every`` steps and after the last one.
+
+    x values: ``turns`` = the trainer's ``total_turns`` (rollout + filtered + profiling turns); ``seconds`` =
+    its wall-clock minus evaluation time, plus ``extra_seconds`` (the profiling time, for PivotRL). Each point
+    keeps ``per_task`` scores (same task order in every point) for the report's bootstrap.
+    """
+    every = max(1, run.config.curve.every)
+    curve = [{"step": 0, **start}]
+
+    def record(tr: Any, row: dict[str, Any]) -> None:
+        if row["step"] % every == 0 or row["step"] >= tr.config.steps:
+            with tr.counters.time("eval"):
+                point = run.curve_point(tr.sampler)
+            seconds = row["wall_seconds"] - row.get("seconds_eval", 0.0) + extra_seconds
+            curve.append({"step": row["step"], "turns": float(row["total_turns"]), "seconds": seconds, **point})
+
+    summary = trainer.fit(callbacks=[record])
+    return summary, curve
+
+
+def _start(run: Run, seed: int) -> dict[str, Any]:
+    return {k: v for k, v in run.rl_start_point(seed).items() if k in ("score", "per_task", "tasks")}
+
+
+# ----------------------------------------------------------------------------------------- stages
+def stage_base(run: Run) -> None:
+    """Evaluate the base model on the suite; its curve score is the learning curves' start (``rl_init: base``)."""
+    out, curve0 = run.layout.result("base"), run.layout.curve_start("base")
+    if not _done(out):
+        run.evaluate(run.base_sampler(), out)
+    if not _done(curve0):
+        write_json(curve0, run.curve_point_from_eval(out) or run.curve_point(run.base_sampler()))
+
+
+def stage_expert(run: Run) -> None:
+    """Expert trajectories on the train split (the successful ones of the first ``train_tasks`` tasks)."""
+    out = run.layout.expert
+    if _done(out):
+        return
+    trajs = [t for t in run.env().expert_trajectories("train", limit=run.config.train_tasks) if t.reward > 0]
+    if not trajs:
+        raise ConfigError(f"{run.config.env}: no successful expert trajectory on the train split")
+    write_jsonl(out, trajs)
+
+
+def stage_sft(run: Run, seed: int) -> None:
+    """The SFT baseline on the expert trajectories, then its suite evaluation."""
+    from pivotgym.train import SFTConfig, SFTTrainer
+
+    layout = run.layout
+    out_dir, result, curve0 = layout.train_dir("sft", seed), layout.result("sft", seed), layout.curve_start("sft", seed)
+    if _done(result):
+        if run.config.rl_init == "sft" and not _done(curve0):  # interrupted between evaluation and curve score
+            write_json(curve0, run.curve_point_from_eval(result) or run.curve_point(run.rl_sampler(seed)))
+        return
+    cfg = SFTConfig.from_dict({**trainer_kwargs(run, run.config.sft, seed, out_dir),
+                               "trajectories": str(layout.expert)})
+    trainer = SFTTrainer(cfg)
+    summary = trainer.fit()
+    write_json(layout.trainer_summary("sft", seed), summary)
+    tasks = len(run.expert_task_ids())
+    write_accounting(layout.accounting("sft", seed), method=METHOD_LABELS["sft"], start="base",
+                     data=f"{tasks} expert trajectories", summary=summary,
+                     optimizer_steps=optimizer_steps(run.config.sft, summary["steps"]), tasks=tasks)
+    if run.config.rl_init == "sft" or run.config.matched_sft:
+        trainer.save_final_model(layout.model("sft", seed))
+    run.evaluate(trainer.sampler, result)
+    if run.config.rl_init == "sft":
+        write_json(curve0, run.start_point(trainer.sampler, result))
+    _cleanup(run, out_dir)
+
+
+def stage_sft_more(run: Run, seed: int) -> None:
+    """Continued SFT: the SFT model trained :func:`matched_sft_steps` more SFT steps on the same expert
+    trajectories, so its optimiser steps from the base model equal PivotRL's (SFT's included)."""
+    from pivotgym.train import SFTConfig, SFTTrainer
+
+    layout = run.layout
+    extra = matched_sft_steps(run.config)
+    out_dir, result = layout.train_dir("sft-more", seed), layout.result("sft-more", seed)
+    if not run.config.matched_sft or extra == 0 or _done(result):
+        return
+    start = layout.model("sft", seed)
+    if not (start / "config.json").exists():
+        raise ConfigError(f"{start} is missing: rerun the sft stage (pivotgym experiment CONFIG --rerun sft)")
+    section = {**run.config.sft, "steps": extra}
+    cfg = SFTConfig.from_dict({**trainer_kwargs(run, section, seed, out_dir, str(start)),
+                               "trajectories": str(layout.expert)})
+    trainer = SFTTrainer(cfg)
+    summary = trainer.fit()
+    write_json(layout.trainer_summary("sft-more", seed), summary)
+    tasks = len(run.expert_task_ids())
+    write_accounting(layout.accounting("sft-more", seed), method=METHOD_LABELS["sft-more"], start="SFT",
+                     summary=summary, optimizer_steps=extra, data=f"{tasks} expert trajectories", tasks=tasks)
+    run.evaluate(trainer.sampler, result)
+    _cleanup(run, out_dir)
+
+
+def stage_profile(run: Run, seed: int, verifier: str = "functional") -> None:
+    """Profile every expert turn with the frozen RL start model, then select pivots (and random turns).
+
+    Samples are capped by the env's own generation limit, which ``profile.max_new_tokens`` can only shorten."""
+    from pivotgym.pivot.profile import profile_trajectories
+    from pivotgym.pivot.select import select_pivots
+    from pivotgym.sampling.base import SamplingParams
+    from pivotgym.types import PivotSet
+
+    layout, section = run.layout, run.config.profile
+    profiles_path, meta_path = layout.profiles(verifier, seed), layout.profiles_meta(verifier, seed)
+    if not _done(meta_path):
+        params = SamplingParams(temperature=section.temperature, top_p=section.top_p,
+                                max_new_tokens=run.generation_cap(section.max_new_tokens))
+        started = time.perf_counter()
+        result = profile_trajectories(read_trajectories(layout.expert), run.rl_sampler(seed), out=profiles_path,
+                                      executor=run.config.executor, params=params, verifier=verifier,
+                                      **section.profiler_kwargs(seed))
+        write_json(meta_path, {"seconds": time.perf_counter() - started, "stats": result.stats,
+                               "turns": sum(pr.k for pr in result.profiles)})
+    pivots_path, selection_path = layout.pivots(verifier, seed), layout.selection(verifier, seed)
+    if not _done(pivots_path, selection_path):
+        profiles = read_profiles(profiles_path)
+        pivot_set = select_pivots(profiles, run.config.select)
+        write_pivot_set(pivots_path, pivot_set)
+        write_json(selection_path, {"rule": pivot_set.rule, "stats": pivot_set.stats, "pivots": len(pivot_set.pivots)})
+        if verifier == "functional":
+            rng = random.Random(seed)
+            chosen = rng.sample(profiles, min(len(profiles), max(1, len(pivot_set.pivots))))
+            write_pivot_set(layout.pivots("random", seed),
+                            PivotSet(rule={"random_turns": len(chosen), "seed": seed}, pivots=chosen))
+
+
+def _pivot_run(run: Run, seed: int, tag: str, pivots: Path, verifier: str, full_eval: bool) -> None:
+    """One PivotRL run on ``pivots``; ``full_eval``: a learning curve and the whole suite (else the final
+    in-domain score only, for the ablations)."""
+    from pivotgym.train import PivotConfig, PivotTrainer
+
+    layout = run.layout
+    out_dir, result = layout.train_dir(tag, seed), layout.result(tag, seed)
+    if _done(result, layout.curve(tag, seed)):
+        return
+    if not read_jsonl(pivots):
+        write_json(layout.curve(tag, seed), [])
+        write_json(result, {"suite": "inline", "model": tag, "scores": {}, "role": {}, "skipped": "no pivots"})
+        return
+    profiled = "functional" if verifier == "functional" else "exact"
+    meta = json.loads(layout.profiles_meta(profiled, seed).read_text())
+    cfg = PivotConfig.from_dict({**trainer_kwargs(run, run.config.pivot, seed, out_dir, run.rl_model(seed)),
+                                 "pivots": str(pivots), "trajectories": str(layout.expert),
+                                 "profiles": str(layout.profiles(profiled, seed)), "verifier": verifier})
+    trainer = PivotTrainer(cfg)
+    if full_eval:
+        start = {"turns": float(meta["turns"]), "seconds": float(meta["seconds"]), **_start(run, seed)}
+        summary, curve = _fit_with_curve(run, trainer, start, extra_seconds=float(meta["seconds"]))
+    else:  # ablations: only the final in-domain score is reported, so no curve evaluations
+        summary, curve = trainer.fit(), []
+    write_json(layout.trainer_summary(tag, seed), summary)
+    in_trainer = int(summary.get("counters", {}).get("profiling_turns", 0))
+    tasks = len(run.expert_task_ids())
+    write_accounting(layout.accounting(tag, seed), method=METHOD_LABELS[tag], start=run.config.rl_init,
+                     data=f"{len(read_jsonl(pivots))} profiled turns of {tasks} expert trajectories", summary=summary,
+                     optimizer_steps=optimizer_steps(run.config.pivot, summary["steps"]),
+                     extra_turns=0 if in_trainer else int(meta["turns"]), extra_seconds=float(meta["seconds"]),
+                     tasks=tasks)
+    write_json(layout.curve(tag, seed), curve)
+    last = curve[-1].get("per_task") if curve and curve[-1]["step"] == summary["steps"] else None
+    run.evaluate(trainer.sampler, result, members=None if full_eval else run.config.in_domain, in_domain=last)
+    _cleanup(run, out_dir)
+
+
+def stage_pivot(run: Run, seed: int) -> None:
+    """PivotRL on the functional pivots: a learning curve, then the suite evaluation."""
+    _pivot_run(run, seed, "pivot", run.layout.pivots("functional", seed), "functional", True)
+
+
+def expert_task_e2e(config: Any, task_ids: Sequence[str], **kwargs: Any) -> Any:
+    """An :class:`~pivotgym.train.E2ETrainer` that samples only ``task_ids`` (in that order, reshuffled
+    each epoch by the trainer's seed): E2E RL on exactly the tasks SFT and PivotRL learn from. Raises
+    ConfigError when one of them is not in the trainer's split."""
+    from pivotgym.train import E2ETrainer
+    from pivotgym.train.loop import DataOrder
+
+    wanted = list(dict.fromkeys(task_ids))
+
+    class ExpertTaskE2E(E2ETrainer):
+        def setup_data(self) -> None:
+            super().setup_data()
+            missing = sorted(set(wanted) - set(self.task_ids))
+            if missing or not wanted:
+                raise ConfigError(f"E2E RL: expert task(s) {missing or wanted} are not in {config.env_id}'s "
+                                  f"{config.split!r} split; rerun the expert stage (--rerun expert)")
+            self.task_ids = list(wanted)
+            self.order = DataOrder(len(self.task_ids), config.seed)
+
+    return ExpertTaskE2E(config, **kwargs)
+
+
+def stage_e2e(run: Run, seed: int) -> None:
+    """End-to-end RL on exactly the expert tasks: a learning curve, then the suite evaluation."""
+    from pivotgym.train import E2EConfig
+
+    layout = run.layout
+    out_dir, result = layout.train_dir("e2e", seed), layout.result("e2e", seed)
+    if _done(result, layout.curve("e2e", seed)):
+        return
+    cfg = E2EConfig.from_dict({**trainer_kwargs(run, run.config.e2e, seed, out_dir, run.rl_model(seed)),
+                               "env_id": run.config.env})
+    task_ids = run.expert_task_ids()
+    trainer = expert_task_e2e(cfg, task_ids)
+    summary, curve = _fit_with_curve(run, trainer, {"turns": 0.0, "seconds": 0.0, **_start(run, seed)})
+    write_json(layout.trainer_summary("e2e", seed), summary)
+    write_json(layout.task_ids("e2e", seed), list(trainer.task_ids))
+    write_accounting(layout.accounting("e2e", seed), method=METHOD_LABELS["e2e"], start=run.config.rl_init,
+                     summary=summary, data=f"episodes on the {len(task_ids)} expert tasks",
+                     optimizer_steps=optimizer_steps(run.config.e2e, summary["steps"]), tasks=len(task_ids))
+    write_json(layout.curve("e2e", seed), curve)
+    last = curve[-1].get("per_task") if curve and curve[-1]["step"] == summary["steps"] else None
+    run.evaluate(trainer.sampler, result, in_domain=last)
+    _cleanup(run, out_dir)
+
+
+def stage_ablation(run: Run, seed: int) -> None:
+    """PivotRL on as many random profiled turns, and PivotRL profiled and trained with exact-match rewards."""
+    layout = run.layout
+    if "random_turns" in run.config.ablations:
+        _pivot_run(run, seed, ABLATION_TAGS["random_turns"], layout.pivots("random", seed), "functional", False)
+    if "exact_reward" in run.config.ablations:
+        stage_profile(run, seed, verifier="exact")
+        _pivot_run(run, seed, ABLATION_TAGS["exact_reward"], layout.pivots("exact", seed), "exact", False)
+
+
+#: stage name -> its function (seedless stages take the run only)
+STAGE_FUNCTIONS: dict[str, Callable[..., None]] = {
+    "base": stage_base, "expert": stage_expert, "sft": stage_sft, "profile": stage_profile, "pivot": stage_pivot,
+    "e2e": stage_e2e, "sft-more": stage_sft_more, "ablation": stage_ablation,
+}

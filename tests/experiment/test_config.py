@@ -1,0 +1,87 @@
+"""The experiment config is checked whole, before anything runs or any folder is created."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+
+from pivotgym.errors import ConfigError
+from pivotgym.experiment import ExperimentConfig, ExperimentError, load_experiment, run_experiment
+from pivotgym.experiment.config import ProfileSection
+
+HEAD = "name: x\nenv: arith/chain-v0\n"
+
+
+@pytest.mark.parametrize("section, line, dotted, suggestion", [
+    ("select: {max_maen: 0.5}", 3, "select.max_maen", "max_mean"),
+    ("eval: {limt: 3}", 3, "eval.limt", "limit"),
+    ("curve: {metrc: turns}", 3, "curve.metrc", "metric"),
+    ("pivot:\n  steps: 2\n  group_sise: 4", 5, "pivot.group_sise", "group_size"),
+    ("profile: {kk: 4}", 3, "profile.kk", "k"),
+])
+def test_a_misspelt_key_in_any_section_fails_before_anything_runs(section, line, dotted, suggestion, tmp_path,
+                                                                  monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "exp.yaml"
+    path.write_text(HEAD + section + "\n")
+    with pytest.raises(ConfigError) as info:
+        run_experiment(load_experiment(path))
+    message = str(info.value)
+    assert message.startswith(f"{path}:{line}: {dotted}: unknown key"), message
+    assert f"did you mean {suggestion!r}" in message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exp.yaml"]  # no run folder
+
+
+def test_experiment_error_is_the_config_error():
+    assert ExperimentError is ConfigError
+
+
+@pytest.mark.parametrize("text, pattern", [
+    ("curve: {metric: loss}", r"exp.yaml:3: curve.metric: must be one of episodes, turns, got 'loss'"),
+    ("seeds: many", r"exp.yaml:3: seeds\[0\]: expected an integer, got 'many'"),
+    ("rl_init: sfft", r"exp.yaml:3: rl_init: must be one of base, sft, got 'sfft' \(did you mean 'sft'\?\)"),
+    ("ablations: [random_turns, exact]", r"exp.yaml:3: ablations.1: must be one of random_turns, exact_reward"),
+    ("sft: {steps: ten}", r"exp.yaml:3: sft.steps: expected an integer, got 'ten'"),
+    ("profile: {adaptive: {delta: x}}", r"exp.yaml:3: profile.adaptive.delta: expected a number"),
+])
+def test_bad_values_name_the_file_line_and_field(text, pattern, tmp_path):
+    path = tmp_path / "exp.yaml"
+    path.write_text(HEAD + text + "\n")
+    with pytest.raises(ConfigError, match=pattern):
+        load_experiment(path)
+
+
+def test_sections_given_as_mappings_are_checked_too():
+    config = ExperimentConfig(name="x", env="a/b-v0", curve={"metric": "turns"}, select={"max_mean": 0.5})
+    assert config.curve.metric == "turns" and config.select.max_mean == 0.5
+    with pytest.raises(ConfigError, match=r"eval.limt: unknown key \(did you mean 'limit'\?\)"):
+        ExperimentConfig(name="x", env="a/b-v0", eval={"limt": 3})
+    with pytest.raises(ConfigError, match="pivot.group_sise: unknown key"):
+        ExperimentConfig(name="x", env="a/b-v0", pivot={"group_sise": 4})
+
+
+def test_profile_section_matches_what_the_profiler_accepts():
+    """Every profile field is a ProfileConfig field or a sampling parameter, and profiler_kwargs builds one."""
+    from pivotgym.pivot.profile import ProfileConfig
+    from pivotgym.sampling.base import SamplingParams
+
+    names = {f.name for f in dataclasses.fields(ProfileSection)}
+    profiler = {f.name for f in dataclasses.fields(ProfileConfig)}
+    sampling = {f.name for f in dataclasses.fields(SamplingParams)}
+    assert set(ProfileSection.SAMPLING) <= sampling
+    assert names - set(ProfileSection.SAMPLING) <= profiler
+    assert profiler - names == {"params", "verifier"}  # the stage sets these two
+    section = ProfileSection(k=4, seed=None)
+    config = ProfileConfig(**section.profiler_kwargs(seed=7), params=SamplingParams())
+    assert config.k == 4 and config.seed == 7
+
+
+def test_a_sampler_outside_the_registry_is_named(tmp_path):
+    from pivotgym.experiment import check_ids
+
+    path = tmp_path / "exp.yaml"
+    path.write_text("name: x\nenv: general/navigate-v0\nsampler: hff\n")
+    with pytest.raises(ConfigError, match=re.escape(f"{path}: sampler: unknown sampler 'hff' (did you mean 'hf'?)")):
+        check_ids(load_experiment(path))
