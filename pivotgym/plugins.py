@@ -41,6 +41,9 @@ class PluginInfo:
     distribution: str | None = None
     errors: list[str] = field(default_factory=list)
     tracebacks: list[str] = field(default_factory=list)
+    #: why the plugin may lack ids it provides: ``"load"`` when it could not be imported or registered, else the
+    #: name of each hook that raised, with the first message of each
+    failures: dict[str, str] = field(default_factory=dict)
 
     @property
     def error(self) -> str | None:
@@ -50,6 +53,16 @@ class PluginInfo:
         self.errors.append(message)
         if tb:
             self.tracebacks.append(tb)
+
+    def fail(self, where: str, message: str, tb: str | None = None) -> None:
+        """Record an error that kept the plugin from registering everything: ``where`` is ``"load"`` or a hook."""
+        self.failures.setdefault(where, message)
+        self.record(message, tb)
+
+    def failure_for(self, hook_name: str) -> str | None:
+        """Why ids this plugin registers through ``hook_name`` may be missing (a failed load or that hook
+        raising), else None."""
+        return self.failures.get("load") or self.failures.get(hook_name)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -94,7 +107,7 @@ class PluginManager:
         try:
             self.pm.register(plugin, name=name)
         except Exception as exc:  # noqa: BLE001 - pluggy validation errors name the bad hook
-            info.record(f"could not register: {exc}", traceback.format_exc())
+            info.fail("load", f"could not register: {exc}", traceback.format_exc())
 
     def load_builtins(self) -> None:
         import pivotgym.builtins as builtins
@@ -119,7 +132,8 @@ class PluginManager:
                 continue
             if ep.name in self.infos:
                 first = self.infos[ep.name].distribution
-                self.infos[ep.name].record(f"entry point name {ep.name!r} is declared by both {first} and {_dist_name(ep)}")
+                self.infos[ep.name].record(
+                    f"entry point name {ep.name!r} is declared by both {first} and {_dist_name(ep)}")
                 continue
             info = self.infos.setdefault(ep.name, PluginInfo(name=ep.name, module=ep.value))
             info.distribution = _dist_name(ep)
@@ -127,14 +141,15 @@ class PluginManager:
             try:
                 plugin = ep.load()
             except BaseException as exc:  # noqa: BLE001 - SystemExit from a broken import counts too
-                info.record(f"import failed: {exc!r}", traceback.format_exc())
+                info.fail("load", f"import failed: {exc!r}", traceback.format_exc())
                 continue
             loaded.append((ep.name, plugin, info))
         for name, plugin, info in reversed(loaded):
             self.add(plugin, name, version=info.version, distribution=info.distribution)
         if allow:
             for name in sorted(allow - set(self.infos)):
-                self.infos[name] = PluginInfo(name=name, errors=[f"{ENV_LOAD_ONLY} names {name!r}, which is not installed"])
+                missing = self.infos[name] = PluginInfo(name=name)
+                missing.fail("load", f"{ENV_LOAD_ONLY} names {name!r}, which is not installed")
 
     def load_module(self, module_name: str, name: str | None = None) -> None:
         """Load a plugin from a module path (for programmatic use and tests)."""
@@ -142,8 +157,8 @@ class PluginManager:
         try:
             module = importlib.import_module(module_name)
         except BaseException as exc:  # noqa: BLE001
-            self.infos.setdefault(name, PluginInfo(name=name, module=module_name)).record(
-                f"import failed: {exc!r}", traceback.format_exc()
+            self.infos.setdefault(name, PluginInfo(name=name, module=module_name)).fail(
+                "load", f"import failed: {exc!r}", traceback.format_exc()
             )
             return
         self.add(module, name)
@@ -170,8 +185,8 @@ class PluginManager:
                 caller(**kwargs_for(name))
             except Exception as exc:  # noqa: BLE001 - one broken plugin must not hide the others
                 culprit = _raised_by(exc, impls) or name
-                self.infos.setdefault(culprit, PluginInfo(name=culprit)).record(
-                    f"{hook_name} raised {exc!r}", traceback.format_exc())
+                self.infos.setdefault(culprit, PluginInfo(name=culprit)).fail(
+                    hook_name, f"{hook_name} raised {exc!r}", traceback.format_exc())
         return order
 
 

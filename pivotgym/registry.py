@@ -7,20 +7,20 @@ strings (imported on first use, so loading plugins stays cheap).
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import re
 import threading
-import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium
 
+from pivotgym.errors import RegistryError
 from pivotgym.plugins import PluginInfo, PluginManager
 from pivotgym.sandbox import set_sandbox_maker
 from pivotgym.verify import set_env_maker
-from pivotgym.errors import RegistryError
 
 Factory = Callable[..., Any] | str
 
@@ -198,7 +198,7 @@ class Registry:
         info = self.plugins.infos.get(plugin)
         if info is None or not info.distribution:
             return False
-        return re.sub(r"[-_.]+", "-", info.distribution).lower() in FIRST_PARTY_DISTRIBUTIONS
+        return _normal(info.distribution) in FIRST_PARTY_DISTRIBUTIONS
 
     def _dist(self, plugin: str) -> str:
         info = self.plugins.infos.get(plugin)
@@ -252,7 +252,7 @@ class Registry:
         try:
             return self.envs[env_id]
         except KeyError:
-            raise RegistryError(_unknown("env", env_id, self.envs, "pivotgym envs")) from None
+            raise RegistryError(self._unknown("env", env_id, self.envs, "pivotgym envs")) from None
 
     def usable_env_spec(self, env_id: str) -> EnvSpec:
         """The spec of an env that may be built and judged (``env_spec`` plus its :attr:`EnvSpec.problem`)."""
@@ -263,7 +263,7 @@ class Registry:
 
     def make(self, env_id: str, **kwargs: Any) -> Any:
         spec = self.usable_env_spec(env_id)
-        env = resolve(spec.factory)(**{**spec.kwargs, **kwargs})
+        env = _load_factory("env", env_id, spec.plugin, spec.factory)(**{**spec.kwargs, **kwargs})
         env.env_id = env_id
         env.default_verifier = spec.verifier
         return env
@@ -273,26 +273,30 @@ class Registry:
             return table[name]
         except KeyError:
             command = "pivotgym verifiers" if what == "verifier" else "pivotgym plugins"
-            raise RegistryError(_unknown(what, name, table, command)) from None
+            raise RegistryError(self._unknown(what, name, table, command)) from None
+
+    def _make_entry(self, table: Mapping[str, Entry], what: str, name: str, *args: Any, **kwargs: Any) -> Any:
+        entry = self._entry(table, what, name)
+        return _load_factory(what, name, entry.plugin, entry.factory)(*args, **kwargs)
 
     def make_verifier(self, name: str, **kwargs: Any) -> Any:
-        return resolve(self._entry(self.verifiers, "verifier", name).factory)(**kwargs)
+        return self._make_entry(self.verifiers, "verifier", name, **kwargs)
 
     def envs_using(self, verifier: str) -> list[str]:
         """The ids of the envs whose functional or exact-match verifier is ``verifier``, sorted."""
         return sorted(spec.id for spec in self.envs.values() if verifier in (spec.verifier, spec.exact_verifier))
 
     def make_sampler(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        return resolve(self._entry(self.samplers, "sampler", name).factory)(*args, **kwargs)
+        return self._make_entry(self.samplers, "sampler", name, *args, **kwargs)
 
     def make_sandbox(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        return resolve(self._entry(self.sandboxes, "sandbox", name).factory)(*args, **kwargs)
+        return self._make_entry(self.sandboxes, "sandbox", name, *args, **kwargs)
 
     def suite(self, name: str) -> SuiteSpec:
         try:
             return self.suites[name]
         except KeyError:
-            raise RegistryError(_unknown("suite", name, self.suites, "pivotgym suites")) from None
+            raise RegistryError(self._unknown("suite", name, self.suites, "pivotgym suites")) from None
 
     def verifier_name_for(self, env_id: str, kind: str = "functional") -> str:
         """The name of an env's functional verifier (``kind="functional"``) or its exact-match one."""
@@ -303,13 +307,64 @@ class Registry:
             return kind  # an explicit verifier name
         return spec.verifier or spec.exact_verifier
 
+    def _unknown(self, what: str, name: str, table: Mapping[str, Any], command: str) -> str:
+        """The error for an unknown id: close matches and the listing command, and, when a plugin that failed to
+        load (or whose hook for this kind raised) may be what provides it, that plugin and where its traceback is.
 
-def _unknown(what: str, name: str, table: Mapping[str, Any], command: str) -> str:
-    import difflib
+        A failed plugin is named when the id's namespace (``arith`` in ``arith/chain-v0``) is the plugin's name
+        or distribution, or else when no registered id is close to the one asked for.
+        """
+        close = difflib.get_close_matches(name, list(table), n=3)
+        message = f"unknown {what} {name!r}."
+        if close:
+            message += f" Did you mean {', '.join(close)}?"
+        message += f" Run `{command}` to list what is installed."
+        hook = f"register_{_KIND_OF[what]}"
+        failed = {info.name: reason for info in self.plugins.infos.values() if (reason := info.failure_for(hook))}
+        namespace = _normal(name.split("/", 1)[0]) if "/" in name else None
+        owners = [plugin for plugin in failed if namespace and namespace in self._namespaces(plugin)]
+        if owners:
+            plugin = owners[0]
+            return (f"unknown {what} {name!r}: plugin {plugin!r}, which provides the {namespace!r} ids, failed to "
+                    f"load ({_short(failed[plugin])}); `pivotgym plugins` shows its traceback. Fix, upgrade or "
+                    f"reinstall it.")
+        if failed and not close:
+            names = ", ".join(repr(p) for p in sorted(failed))
+            message += (f" Plugin(s) {names} failed to load and may provide it; `pivotgym plugins` shows the "
+                        f"traceback.")
+        return message
 
-    close = difflib.get_close_matches(name, list(table), n=3)
-    hint = f" Did you mean {', '.join(close)}?" if close else ""
-    return f"unknown {what} {name!r}.{hint} Run `{command}` to list what is installed."
+    def _namespaces(self, plugin: str) -> set[str]:
+        """The id namespaces a plugin is taken to own: its name and its distribution's without ``pivotgym-``."""
+        info = self.plugins.infos.get(plugin)
+        names = {plugin, info.distribution if info and info.distribution else ""}
+        return {_normal(n).removeprefix("pivotgym-") for n in names if n}
+
+
+#: the hook kind behind each word an error uses
+_KIND_OF = {"env": "environments", "verifier": "verifiers", "suite": "suites", "sampler": "samplers",
+            "sandbox": "sandboxes"}
+
+
+def _normal(name: str) -> str:
+    """A distribution or namespace name compared case- and separator-insensitively (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _short(reason: str, limit: int = 160) -> str:
+    """The first line of a failure message, cut to ``limit`` characters."""
+    first = reason.splitlines()[0] if reason else ""
+    return first if len(first) <= limit else first[: limit - 3] + "..."
+
+
+def _load_factory(what: str, name: str, plugin: str, factory: Factory) -> Callable[..., Any]:
+    """``resolve(factory)``, with an error naming the id and its plugin when the factory path is wrong."""
+    try:
+        return resolve(factory)
+    except (ImportError, AttributeError, RegistryError) as exc:
+        raise RegistryError(
+            f"{what} {name!r} of plugin {plugin!r}: cannot load its factory {factory!r} ({exc}); fix the "
+            f"'package.module:Name' path the plugin registers, or install what that module imports") from exc
 
 
 # -------------------------------------------------------------------- the process-wide registry

@@ -184,7 +184,7 @@ def test_train_command_error_is_one_line_naming_file_and_field(kind, text, expec
 def test_train_command_with_a_missing_config_is_one_line(no_model, capsys, tmp_path):
     path = tmp_path / "none.yaml"
     assert main(["train", "sft", "-c", str(path)]) == 1
-    assert _error_lines(capsys) == [f"error: config file {path} does not exist"]
+    assert _error_lines(capsys) == [f"error: config file {path} does not exist (hint: check the path)"]
 
 
 def test_train_config_accepts_ints_for_floats_and_null_for_optionals(tmp_path):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -12,7 +11,7 @@ from pivotgym.cli.output import emit_json
 
 def check_cmd(
     env_id: str = typer.Argument(..., help="Environment id, e.g. planning/blocks-v0 (`all` checks every env)."),
-    verifier: Optional[str] = typer.Option(None, help="Verifier name (default: the env's functional verifier)."),
+    verifier: str | None = typer.Option(None, help="Verifier name (default: the env's functional verifier)."),
     n_experts: int = typer.Option(1, help="Expert trajectories to replay and verify."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
@@ -38,7 +37,7 @@ def expert_cmd(
     env_id: str = typer.Argument(..., help="Environment id."),
     split: str = typer.Option("train", help="Task split."),
     out: Path = typer.Option(..., help="Output JSONL file of trajectories."),
-    limit: Optional[int] = typer.Option(None, help="At most this many trajectories."),
+    limit: int | None = typer.Option(None, help="At most this many trajectories."),
 ) -> None:
     """Write expert trajectories for a split (from a solver or shipped data)."""
     from tqdm import tqdm

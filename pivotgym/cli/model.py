@@ -29,8 +29,14 @@ def pull_cmd(
 ) -> None:
     """Convert a bundled model's GGUF into a cached safetensors folder, or download a hub id into the Hugging
     Face cache (naming it is the opt-in to download; instant when already there)."""
-    from pivotgym.sampling.models import (BUNDLED_MODELS, DEFAULT_MODEL, ModelError, cached_hub_model,
-                                          is_converted, pull_model)
+    from pivotgym.sampling.models import (
+        BUNDLED_MODELS,
+        DEFAULT_MODEL,
+        ModelError,
+        cached_hub_model,
+        is_converted,
+        pull_model,
+    )
 
     alias = name or DEFAULT_MODEL
     bundled = alias in BUNDLED_MODELS

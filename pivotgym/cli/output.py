@@ -11,13 +11,14 @@ from typing import Any
 
 import typer
 
+from pivotgym.errors import PivotgymError
 
-class CLIError(Exception):
+
+class CLIError(PivotgymError):
     """An error meant for the user: printed as one ``error:`` line, with the optional hint on the same line."""
 
     def __init__(self, message: str, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.hint = hint
+        super().__init__(message, hint=hint)
 
 
 def emit_json(data: Any) -> None:
@@ -35,16 +36,14 @@ def table(rows: list[list[Any]], header: list[str]) -> str:
 
 
 def hint_for(exc: BaseException) -> str | None:
-    """What to do about ``exc``, when its message does not already say it."""
-    from pivotgym.jsonl import JsonlError
-    from pivotgym.registry import RegistryError
+    """What to do about ``exc``, when its message does not already say it.
 
-    if isinstance(exc, CLIError):
+    An error raised on purpose (:class:`~pivotgym.errors.PivotgymError`, :class:`CLIError` included) carries
+    its own ``hint``, or none when the message names the fix; anything else may be a bug, so the hint is the
+    traceback.
+    """
+    if isinstance(exc, PivotgymError):
         return exc.hint
-    if isinstance(exc, RegistryError):
-        return None  # the message already says how to list what exists
-    if isinstance(exc, JsonlError):
-        return None  # the message names the file, the line and the field to fix
     if isinstance(exc, FileNotFoundError):
         return "check the path"
     return "run again with --debug for the traceback"

@@ -8,7 +8,7 @@ eval curve) at the end; ``--json`` prints it as JSON.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -21,13 +21,44 @@ TRAINERS = {
 }
 
 
+#: config fields that name input files, and the command that writes each
+DATA_FIELDS = {"pivots": "pivotgym select", "trajectories": "pivotgym expert", "profiles": "pivotgym profile"}
+
+
 def run_training(kind: str, config_path: Path, **overrides: Any) -> dict[str, Any]:
-    """Load the config for ``kind``, build its trainer and fit; returns the summary."""
+    """Load the config for ``kind``, check its inputs, build its trainer and fit; returns the summary."""
     from pivotgym.train import trainer_class
     from pivotgym.train.config import load_config
 
     config = load_config(config_path, kind, **overrides)
+    check_inputs(config, config_path)  # before the trainer loads a model: a typo costs no minutes
     return trainer_class(kind)(config).fit()
+
+
+def check_inputs(config: Any, config_path: Path) -> None:
+    """Fail fast on what the config names but this machine lacks: a data file (``pivots``, ``trajectories``,
+    ``profiles``) or an env id (``env_id``). The error is ``FILE:LINE: field: what is wrong``."""
+    from pivotgym.config import read_yaml
+    from pivotgym.errors import RegistryError
+    from pivotgym.registry import get_registry
+
+    problem: tuple[str, str, str | None] | None = None
+    for name, command in DATA_FIELDS.items():
+        value = getattr(config, name, None)
+        if value and not Path(value).is_file():
+            what = "is a folder, not a file" if Path(value).is_dir() else "does not exist"
+            problem = (name, f"{value} {what}", f"check the path; `{command}` writes this file")
+            break
+    env_id = getattr(config, "env_id", None)
+    if problem is None and env_id:
+        try:
+            get_registry().env_spec(env_id)
+        except RegistryError as exc:
+            problem = ("env_id", str(exc), None)
+    if problem is not None:
+        field, message, hint = problem
+        _data, source = read_yaml(config_path)
+        raise source.error([field], message, hint=hint)
 
 
 def register(app: typer.Typer) -> None:
@@ -38,11 +69,12 @@ def register(app: typer.Typer) -> None:
     def make_command(kind: str) -> None:
         @train_app.command(kind, help=TRAINERS[kind])
         def command(
-            config: Path = typer.Option(..., "--config", "-c", help="YAML config (keys = the trainer's Config fields)."),
-            steps: Optional[int] = typer.Option(None, help="Override `steps`."),
-            output_dir: Optional[str] = typer.Option(None, help="Override `output_dir`."),
-            model: Optional[str] = typer.Option(None, help="Override `model` (alias or local folder)."),
-            resume: Optional[str] = typer.Option(None, help="auto | never | a checkpoint folder."),
+            config: Path = typer.Option(..., "--config", "-c",
+                                        help="YAML config (keys = the trainer's Config fields)."),
+            steps: int | None = typer.Option(None, help="Override `steps`."),
+            output_dir: str | None = typer.Option(None, help="Override `output_dir`."),
+            model: str | None = typer.Option(None, help="Override `model` (alias or local folder)."),
+            resume: str | None = typer.Option(None, help="auto | never | a checkpoint folder."),
             as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
         ) -> None:
             from pivotgym.train.config import ConfigError
@@ -50,13 +82,14 @@ def register(app: typer.Typer) -> None:
             try:
                 summary = run_training(kind, config, steps=steps, output_dir=output_dir, model=model, resume=resume)
             except ConfigError as exc:
-                raise CLIError(str(exc)) from None  # one line: the message names the file and the field
+                raise CLIError(str(exc), hint=exc.hint) from None  # one line: the message names file and field
             if as_json:
                 emit_json(summary)
                 return
             counters = summary["counters"]
             final = summary.get("final_eval") or {}
-            typer.echo(f"{kind}: {summary['steps']} steps in {counters['wall_seconds']:.1f}s -> {summary['output_dir']}")
+            typer.echo(f"{kind}: {summary['steps']} steps in {counters['wall_seconds']:.1f}s "
+                       f"-> {summary['output_dir']}")
             typer.echo(f"  turns: {counters['rollout_turns']} trained, {counters['filtered_turns']} filtered, "
                        f"{counters['profiling_turns']} profiling (total {counters['total_turns']})")
             typer.echo(f"  tokens: {counters['tokens_generated']} generated, {counters['tokens_trained']} trained")

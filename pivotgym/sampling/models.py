@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
 from pivotgym.errors import ModelError
 
 if TYPE_CHECKING:  # heavy imports stay lazy: `pivotgym --help` must not import torch
@@ -108,6 +109,20 @@ def not_found_message(name: str) -> str:
     return (f"model {name!r} is not found locally (not a bundled model ({', '.join(sorted(BUNDLED_MODELS))}), "
             f"not a local folder, not in the Hugging Face cache); get it with `pivotgym model pull {name}`, "
             f"or set {ALLOW_DOWNLOADS_ENV}=1 to let it download from the Hugging Face hub")
+
+
+def missing_path_message(name: str, path: Path, hub_id: bool = False) -> str:
+    """The one-line error for a ``--model`` folder that does not exist: the folder, close names beside it, and
+    (when the name could also be a hub id, ``hub_id``) how to fetch that instead."""
+    import difflib
+
+    siblings = [p.name for p in path.parent.iterdir() if p.is_dir()] if path.parent.is_dir() else []
+    close = difflib.get_close_matches(path.name, siblings, n=3)
+    near = f" (did you mean {', '.join(str(path.parent / c) for c in close)}?)" if close else ""
+    where = f"{path.parent} holds no folder {path.name!r}" if path.parent.is_dir() else f"{path.parent} does not exist"
+    also = f"; if you meant the hub id, get it with `pivotgym model pull {name}`" if hub_id else ""
+    return (f"model folder {name!r} does not exist: {where}{near}; use a run folder, a local model folder, or "
+            f"{DEFAULT_MODEL!r}{also}")
 
 
 def cached_hub_model(name: str) -> Path | None:
@@ -323,11 +338,12 @@ def resolve_model(name_or_path: str | os.PathLike[str] | None = None, progress: 
                          f"model folder (saved with save_pretrained, e.g. a training run's final/), a "
                          f"training checkpoint folder (checkpoints/step-N), or use {DEFAULT_MODEL!r}")
     if _looks_like_path(name):
-        raise ModelError(f"model path {name!r} does not exist; use {DEFAULT_MODEL!r}, a local model folder, "
-                         f"or a hub id like 'HuggingFaceTB/SmolLM2-135M-Instruct'")
+        raise ModelError(missing_path_message(name, path))
     cached = cached_hub_model(name)
     if cached is not None:
         return str(cached)
+    if path.parent != Path(".") and path.parent.is_dir():  # `runs/typo`: a folder was meant, not a hub id
+        raise ModelError(missing_path_message(name, path, hub_id=True))
     if downloads_allowed():
         return name  # transformers downloads it (the user opted in)
     raise ModelError(not_found_message(name))
