@@ -10,8 +10,8 @@ from pivotgym.cli.output import CLIError
 def check_suite(suite: str, members: list[str] | None = None) -> None:
     """Fail fast, before a model loads: ``suite`` must be registered, ``members`` must be among its members
     and every chosen member's env must be installed. Raises a one-line error naming the unknown id."""
-    from pivotgym.registry import RegistryError, get_registry
     from pivotgym.eval import suite_members
+    from pivotgym.registry import RegistryError, get_registry
 
     name, all_members = suite_members(suite)  # RegistryError: names the suite and `pivotgym suites`
     keys = [m.key for m in all_members]

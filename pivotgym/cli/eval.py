@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -28,13 +28,13 @@ def eval_cmd(
     suite: str = typer.Option(..., "--suite", help="Suite name (`pivotgym suites` lists them)."),
     model: str = typer.Option("smollm2-135m", help="Bundled alias, local model folder, or hub id."),
     out: Path = typer.Option(..., help="Output JSON (items are appended to OUT.items.jsonl; reruns resume)."),
-    limit: Optional[int] = typer.Option(None, help="At most N tasks per member."),
+    limit: int | None = typer.Option(None, help="At most N tasks per member."),
     member: list[str] = typer.Option([], "--member", help="Evaluate only this member (repeatable)."),
-    max_new_tokens: Optional[int] = typer.Option(None, help="Generation cap (default: per env)."),
+    max_new_tokens: int | None = typer.Option(None, help="Generation cap (default: per env)."),
     batch_size: int = typer.Option(8, help="Prompts generated together."),
     seed: int = typer.Option(0, help="Sampling seed (generation is greedy; recorded in the result)."),
     sampler: str = typer.Option("hf", "--sampler", help="Sampler backend (`pivotgym plugins` lists them)."),
-    device: Optional[str] = typer.Option(None, help="cpu or cuda (default: cuda when present)."),
+    device: str | None = typer.Option(None, help="cpu or cuda (default: cuda when present)."),
     transcripts: bool = typer.Option(True, "--transcripts/--no-transcripts",
                                      help="Record each episode's messages and per-turn rewards in OUT.items.jsonl."),
     as_json: bool = typer.Option(False, "--json", help="Print the result JSON."),
@@ -66,10 +66,9 @@ def make_sampler(name: str, model: str, **options: Any) -> Any:
     from pivotgym.sampling.models import ModelError, resolve_model
 
     registry = get_registry()
-    entry = registry.samplers.get(name)
-    if entry is None:
+    if name not in registry.samplers:
         registry.make_sampler(name)  # RegistryError: names the sampler and what is registered
-    factory = resolve(entry.factory)
+    factory = resolve(registry.samplers[name].factory)
     params = inspect.signature(factory).parameters
     named = {k for k, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
     if options.get("device") is not None and "device" not in named:

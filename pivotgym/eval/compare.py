@@ -45,8 +45,8 @@ def mismatches(base: Mapping[str, Any], trained: Mapping[str, Any]) -> list[str]
 def _row(key: str, role: str, b: Mapping[str, Any], t: Mapping[str, Any]) -> dict[str, Any]:
     """One member's comparison: values, difference, its interval and whether that interval is paired."""
     delta = t["value"] - b["value"]
-    b_items, t_items = b.get("per_item"), t.get("per_item")
-    paired = bool(b_items) and b_items is not None and t_items is not None and set(b_items) == set(t_items)
+    b_items, t_items = b.get("per_item") or {}, t.get("per_item") or {}
+    paired = bool(b_items) and set(b_items) == set(t_items)
     if paired:
         interval = paired_interval(b_items, t_items)
     elif b.get("ci95") and t.get("ci95"):

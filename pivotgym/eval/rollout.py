@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, ContextManager
+from typing import Any
 
 from pivotgym.sampling.base import SamplingParams, sample_seeded
 
@@ -80,7 +81,7 @@ def step_record(completion: Any, reward: float, terminated: bool, truncated: boo
 def run_episodes(sampler: Any, make_env: Callable[[], Any], task_ids: Sequence[str], params: SamplingParams, *,
                  n: int = 1, seeds: SeedFn | None = None, batch_size: int | None = None,
                  max_turns: int | None = None, tokens: bool = False, transcripts: bool = False,
-                 timer: Callable[[str], ContextManager[Any]] | None = None,
+                 timer: Callable[[str], AbstractContextManager[Any]] | None = None,
                  progress: bool = False, desc: str = "episodes") -> list[list[Episode]]:
     """``n`` episodes of each task in ``task_ids`` (one list per task, in order), see the module docstring.
 
@@ -105,7 +106,7 @@ def run_episodes(sampler: Any, make_env: Callable[[], Any], task_ids: Sequence[s
 
 def _run_group(sampler: Any, make_env: Callable[[], Any], task_ids: Sequence[str], group: Sequence[int],
                params: SamplingParams, n: int, seeds: SeedFn | None, max_turns: int | None, tokens: bool,
-               transcripts: bool, phase: Callable[[str], ContextManager[Any]], bar: Any) -> list[list[Episode]]:
+               transcripts: bool, phase: Callable[[str], AbstractContextManager[Any]], bar: Any) -> list[list[Episode]]:
     """The episodes of the tasks ``group`` (indices into ``task_ids``), all advancing together."""
     envs = [[make_env() for _ in range(n)] for _ in group]
     episodes = [[Episode(task_ids[g]) for _ in range(n)] for g in group]

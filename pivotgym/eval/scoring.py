@@ -86,12 +86,12 @@ def generate_single(sampler: Any, env: Any, tasks: Sequence[Any], params: Sampli
     return results
 
 
-def score_member(env: Any, env_id: str, tasks: Sequence[Any], sampler: Any, tokens: int | None, *, seed: int = 0,
+def score_member(env: Any, env_id: str, tasks: Sequence[Any], sampler: Any, tokens: int, *, seed: int = 0,
                  batch_size: int = 8, transcripts: bool = False, progress: bool = False,
                  desc: str = "") -> tuple[str, list[dict[str, Any]]]:
     """(metric, one row per task) of one member's ``tasks`` on ``env`` (an instance of ``env_id``).
 
-    ``tokens`` is the per-turn cap from :func:`generation_cap` (None for log-likelihood scoring). Each row has
+    ``tokens`` is the per-turn cap from :func:`generation_cap` (unused by log-likelihood scoring). Each row has
     ``reward`` (the task's score) and the scorer's own fields; ``progress`` shows a tqdm bar over the tasks."""
     from tqdm.auto import tqdm
 

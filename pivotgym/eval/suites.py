@@ -141,15 +141,16 @@ def evaluate_suite(
             env = make(member.env_id)
             tasks = member_tasks(env, member, (limits or {}).get(member.key, limit))
             loglik = isinstance(env, DeclarativeEnv) and env.config.scoring == "loglik"
-            tokens = None if loglik else generation_cap(env, max_new_tokens)
+            tokens = generation_cap(env, max_new_tokens)
             # an item is reused only when it was generated with the same per-turn cap (an env's own limit may
             # have changed since; items written before caps were recorded are scored again, once)
-            todo = [t for t in tasks if done.get((member.key, t.id), {}).get("max_new_tokens", "?") != tokens]
+            recorded = None if loglik else tokens  # a loglik item generates nothing: no cap recorded
+            todo = [t for t in tasks if done.get((member.key, t.id), {}).get("max_new_tokens", "?") != recorded]
             metric, rows = score_member(env, member.env_id, todo, sampler, tokens, seed=seed, batch_size=batch_size,
                                         transcripts=transcripts, progress=progress, desc=member.key)
             for task, row in zip(todo, rows):
                 record = {"member": member.key, "task_id": task.id, "fingerprint": fingerprint, "metric": metric,
-                          "max_new_tokens": tokens, **row}
+                          "max_new_tokens": recorded, **row}
                 done[(member.key, task.id)] = record
                 if appender:
                     appender.write(record)
@@ -158,7 +159,7 @@ def evaluate_suite(
                                   "seconds": round(time.perf_counter() - started, 2)}
             extra = [done[(member.key, t.id)].get("acc_norm") for t in tasks]
             if extra and all(v is not None for v in extra):
-                scores[member.key]["acc_norm"] = sum(extra) / len(extra)
+                scores[member.key]["acc_norm"] = sum(float(v or 0.0) for v in extra) / len(extra)
             roles[member.key] = member.role
     finally:
         if appender:

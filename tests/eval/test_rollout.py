@@ -14,7 +14,7 @@ from pivotgym.eval import evaluate_suite, run_episodes
 from pivotgym.jsonl import read_jsonl
 from pivotgym.registry import EnvSpec, get_registry, make
 from pivotgym.sampling.base import SamplingParams
-from pivotgym.types import Completion, message
+from pivotgym.types import Completion
 
 PARAMS = SamplingParams(temperature=0.0, max_new_tokens=4)
 

@@ -8,8 +8,8 @@ import math
 import pytest
 
 from pivotgym.cli import main
-from pivotgym.jsonl import read_jsonl
 from pivotgym.eval import ci95, compare, evaluate_suite, format_comparison, loglik_scores, summarize
+from pivotgym.jsonl import read_jsonl
 
 
 @pytest.fixture(scope="module")

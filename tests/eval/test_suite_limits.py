@@ -7,9 +7,9 @@ import pytest
 from core_helpers import CounterEnv
 
 from pivotgym.env import DEFAULT_MAX_NEW_TOKENS
+from pivotgym.eval import evaluate_suite, generation_cap
 from pivotgym.jsonl import read_jsonl
 from pivotgym.registry import EnvSpec, get_registry, make
-from pivotgym.eval import evaluate_suite, generation_cap
 from pivotgym.types import Completion
 
 

@@ -8,9 +8,9 @@ import json
 import pytest
 from core_helpers import CounterEnv
 
+from pivotgym.eval import evaluate_suite
 from pivotgym.jsonl import read_jsonl
 from pivotgym.registry import EnvSpec, get_registry
-from pivotgym.eval import evaluate_suite
 from pivotgym.types import Completion
 
 MEMBER = "test/counter-v0@test"
