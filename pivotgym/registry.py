@@ -312,7 +312,8 @@ class Registry:
         load (or whose hook for this kind raised) may be what provides it, that plugin and where its traceback is.
 
         A failed plugin is named when the id's namespace (``arith`` in ``arith/chain-v0``) is the plugin's name
-        or distribution, or else when no registered id is close to the one asked for.
+        or distribution or its failure message quotes the id, or else when no registered id is close to the one
+        asked for.
         """
         close = difflib.get_close_matches(name, list(table), n=3)
         message = f"unknown {what} {name!r}."
@@ -322,7 +323,8 @@ class Registry:
         hook = f"register_{_KIND_OF[what]}"
         failed = {info.name: reason for info in self.plugins.infos.values() if (reason := info.failure_for(hook))}
         namespace = _normal(name.split("/", 1)[0]) if "/" in name else None
-        owners = [plugin for plugin in failed if namespace and namespace in self._namespaces(plugin)]
+        owners = [plugin for plugin in failed
+                  if namespace and namespace in self._namespaces(plugin) or repr(name) in failed[plugin]]
         if owners:
             plugin = owners[0]
             return (f"unknown {what} {name!r}: plugin {plugin!r}, which provides the {namespace!r} ids, failed to "

@@ -53,3 +53,15 @@ def test_readme_command_block_lists_every_command():
     documented = set(re.findall(r"^pivotgym (?:--\S+ )*([a-z][\w-]*)", block, flags=re.M))
     assert {"suites", "eval", "envs"} <= commands
     assert sorted(commands - documented) == []
+
+
+def test_tasks_lists_task_ids_by_split(plugin_site):
+    env = cli_env(plugin_site, PIVOTGYM_LOAD_PLUGINS="arith")
+    r = _run("tasks", "arith/chain-v0", "--split", "test", "--limit", "2", "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == [{"id": "test-100", "split": "test"}, {"id": "test-101", "split": "test"}]
+    r = _run("tasks", "arith/chain-v0", env=env)
+    ids = [line.split() for line in r.stdout.splitlines()[2:]]
+    assert len(ids) == 30 and ids[0] == ["train-0", "train"] and ids[-1] == ["test-109", "test"]
+    r = _run("tasks", "arith/chain-v0", "--split", "ood", env=env)
+    assert r.returncode == 1 and "has no split(s) ['ood']; its splits are ['train', 'test']" in r.stderr

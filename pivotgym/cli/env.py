@@ -1,4 +1,4 @@
-"""``pivotgym check`` and ``pivotgym expert``: commands on one registered environment."""
+"""``pivotgym check``, ``pivotgym expert`` and ``pivotgym tasks``: commands on one registered environment."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from pivotgym.cli.output import emit_json
+from pivotgym.cli.output import CLIError, emit_json, table
 
 
 def check_cmd(
@@ -54,7 +54,29 @@ def expert_cmd(
     typer.echo(f"wrote {len(trajs)} trajectories ({solved} successful) to {out}")
 
 
+def tasks_cmd(
+    env_id: str = typer.Argument(..., help="Environment id."),
+    split: list[str] = typer.Option([], "--split", help="Only this split (repeatable; default: every split)."),
+    limit: int | None = typer.Option(None, help="At most this many tasks per split."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """List an env's task ids by split (the ids `reset(options={"task_id": ...})` and `verify` take)."""
+    from pivotgym.registry import make
+
+    env = make(env_id)
+    unknown = [s for s in split if s not in env.splits]
+    if unknown:
+        raise CLIError(f"{env_id} has no split(s) {unknown}; its splits are {list(env.splits)}")
+    rows = [{"id": task.id, "split": name}
+            for name in (split or env.splits) for task in env.tasks(name)[:limit]]
+    if as_json:
+        emit_json(rows)
+        return
+    typer.echo(table([[r["id"], r["split"]] for r in rows], ["task id", "split"]))
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``check`` and ``expert``."""
+    """Add ``check``, ``expert`` and ``tasks``."""
     app.command("check")(check_cmd)
     app.command("expert")(expert_cmd)
+    app.command("tasks")(tasks_cmd)
