@@ -19,6 +19,7 @@ __all__ = [
     "InvalidAction",
     "JsonlError",
     "ModelError",
+    "ParseError",
     "PivotgymError",
     "RecordError",
     "RegistryError",
@@ -109,3 +110,8 @@ class AdhocTurn(TaskNotFound):
 class ResultMismatch(PivotgymError, ValueError):
     """Two results cannot be compared: they come from different suites, or a member was scored with a
     different metric or on different items; the message names the first such member and what differs."""
+
+
+class ParseError(PivotgymError, ValueError):
+    """Assistant text that tries to call a tool but cannot be read (or hostile input: deep nesting, huge
+    integers, lone surrogates); the message says what is wrong and how to write the call."""

@@ -22,7 +22,7 @@ ROOT = "pivotgym"
 #: submodules, except the root package ``pivotgym`` (the facade), which names only itself.
 LAYERS: list[tuple[str, list[str]]] = [
     ("records and tools", ["pivotgym._version", "pivotgym.errors", "pivotgym.config", "pivotgym.types", "pivotgym.spaces", "pivotgym.hookspecs",
-                           "pivotgym.jsonl", "pivotgym.execution", "pivotgym.sandbox"]),
+                           "pivotgym.jsonl", "pivotgym.execution", "pivotgym.sandbox", "pivotgym.parsing"]),
     ("envs, verifiers, samplers", ["pivotgym.env", "pivotgym.verify", "pivotgym.sampling"]),
     ("declarative envs", ["pivotgym.bigbench", "pivotgym.declarative"]),
     ("default plugin", ["pivotgym.builtins"]),

@@ -1,9 +1,11 @@
 """The SWE env's tools: parsing a tool call from assistant text, and the file tools themselves.
 
 An action is one tool call, written as ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` (a bare
-JSON object or a fenced ``json`` block also parse). Any string parses to a tool call or to an
-:class:`InvalidAction` with a fix-it message: deep nesting, integers too long to convert, lone surrogates and
-NUL bytes included.
+JSON object or a fenced ``json`` block, also inside prose, parse too). Reading is the core's ``<tool_call>``
+codec (:mod:`pivotgym.parsing`, with its hardening against hostile text) narrowed to this env's language: no
+python call syntax, no ``NaN``, a block cut before its ``</tool_call>`` still read. Any string parses to a
+tool call or to an :class:`InvalidAction` with a fix-it message: deep nesting, integers too long to convert,
+lone surrogates and NUL bytes included.
 
 The file tools run in the host process, as the host user, on a directory that sandboxed code writes into, so
 they treat every path as hostile:
@@ -22,7 +24,6 @@ they treat every path as hostile:
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import secrets
@@ -34,6 +35,7 @@ from typing import Any
 import regex
 
 from pivotgym import InvalidAction
+from pivotgym.parsing import ParseError, ToolCallCodec, render_calls
 from pivotgym.types import Message, ToolCall, tool_calls_of
 
 VIEW_MAX_LINES = 120
@@ -81,8 +83,9 @@ TOOLS: dict[str, dict[str, Any]] = {
 
 FORMAT_HINT = ('Write exactly one tool call: <tool_call>{"name": "view", "arguments": {"path": "pkg/mod.py", '
                '"start": 1, "end": 40}}</tool_call>. Tools: ' + ", ".join(TOOLS) + ".")
-_TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
-_FENCED = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.S)
+#: the core codec, narrowed to what this env reads (see the module docstring)
+CODEC = ToolCallCodec(hint=FORMAT_HINT, python=False, fences_in_prose=True, json_constants=False,
+                      require_closing_tag=False)
 
 
 def tool_schemas() -> list[dict[str, Any]]:
@@ -93,19 +96,16 @@ def parse_tool_call(text: Any) -> ToolCall:
     """The single tool call in ``text``; :class:`InvalidAction` with a fix-it message otherwise."""
     if not isinstance(text, str) or not text.strip():
         raise InvalidAction(f"Empty action. {FORMAT_HINT}", code="parse_error")
-    found = _TAGGED.findall(text) or _FENCED.findall(text)
-    blobs = found if found else [text.strip()]
-    if len(blobs) != 1:
-        raise InvalidAction(f"Found {len(blobs)} tool calls; send one per turn. {FORMAT_HINT}", code="parse_error")
-    data = _loads(blobs[0])
-    if not isinstance(data, dict) or not isinstance(data.get("name"), str):
-        raise InvalidAction(f'A tool call is a JSON object with "name" and "arguments". {FORMAT_HINT}', code="parse_error")
-    args = data.get("arguments", data.get("parameters", {}))
-    if isinstance(args, str):
-        args = _loads(args) if args.strip() else {}
-    if not isinstance(args, dict):
-        raise InvalidAction('"arguments" must be a JSON object.', code="parse_error")
-    name = data["name"]
+    try:
+        parsed = CODEC.parse(text)
+    except ParseError as exc:
+        raise InvalidAction(str(exc), code="parse_error") from None
+    if not parsed.calls:
+        raise InvalidAction(f"The reply holds no tool call. {FORMAT_HINT}", code="parse_error")
+    if len(parsed.calls) != 1:
+        raise InvalidAction(f"Found {len(parsed.calls)} tool calls; send one per turn. {FORMAT_HINT}",
+                            code="parse_error")
+    name, args = parsed.calls[0].name, parsed.calls[0].arguments
     if name not in TOOLS:
         raise InvalidAction(f"Unknown tool {name!r}; the tools are {', '.join(TOOLS)}.", code="unknown_tool")
     params = TOOLS[name]["parameters"]
@@ -126,22 +126,6 @@ def parse_tool_call(text: Any) -> ToolCall:
     return ToolCall(name=name, arguments=dict(args))
 
 
-def _loads(text: str) -> Any:
-    """``json.loads`` whose every failure is an :class:`InvalidAction` (nesting, huge integers, NaN...)."""
-    try:
-        return json.loads(text, parse_constant=_no_constant)
-    except json.JSONDecodeError as exc:
-        raise InvalidAction(f"The tool call is not valid JSON ({exc.msg} at char {exc.pos}). {FORMAT_HINT}",
-                            code="parse_error") from None
-    except (ValueError, RecursionError, MemoryError) as exc:  # integer over 4300 digits, nesting too deep
-        reason = "it is nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(";")[0]
-        raise InvalidAction(f"The tool call could not be read ({reason}). {FORMAT_HINT}", code="parse_error") from None
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
 def check_text(value: str, what: str) -> str:
     """Refuse text that cannot reach a file or a process intact: NUL bytes and lone surrogates."""
     if "\x00" in value:
@@ -157,10 +141,7 @@ def check_text(value: str, what: str) -> str:
 def render_tool_call(msg: Message) -> str:
     """The text a policy emits for an assistant message with a tool call (inverse of the parser)."""
     calls = tool_calls_of(msg)
-    if not calls:
-        return msg.get("content") or ""
-    call = calls[0]
-    return "<tool_call>" + json.dumps({"name": call.name, "arguments": call.arguments}, ensure_ascii=False) + "</tool_call>"
+    return render_calls(calls[:1]) if calls else (msg.get("content") or "")
 
 
 def resolve(root: Path, rel: str, *, must_exist: bool = True) -> Path:
