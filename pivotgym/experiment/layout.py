@@ -49,7 +49,7 @@ def upstream(stage: str, rl_init: str) -> tuple[str, ...]:
         "pivot": ("profile", start),
         "e2e": ("expert", start),
         "sft-more": ("sft", "pivot"),  # continued SFT matches PivotRL's optimiser steps
-        "ablation": ("profile", start),
+        "ablation": ("profile", "pivot", start),  # its variants are compared with PivotRL, same trainer config
         "report": tuple(s for s in STAGES if s != "report"),
     }
     return tuple(dict.fromkeys(graph[stage]))

@@ -13,17 +13,6 @@ from pivotgym.experiment import ExperimentError, load_experiment, run_experiment
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "configs"
 
 
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from pivotgym.sampling.testing import tiny_llama
-
-    model, tokenizer = tiny_llama(seed=2)
-    path = tmp_path_factory.mktemp("tiny-model")
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
-
-
 def test_shipped_configs_parse():
     for name in ("quickstart.yaml", "quickstart-tooluse.yaml", "paper.yaml"):
         config = load_experiment(EXAMPLES / name)

@@ -1,0 +1,67 @@
+"""Resume notices config changes: each stage's fingerprint is checked before anything runs; ``--rerun STAGE``
+recomputes that stage and its downstream stages and keeps the upstream ones."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pivotgym.errors import StageChanged
+from pivotgym.experiment import downstream, load_experiment, run_experiment, upstream
+from pivotgym.experiment.layout import STAGES
+
+
+def test_the_dependency_graph_runs_one_way():
+    assert downstream(["pivot"], "sft") == ["pivot", "sft-more", "ablation", "report"]
+    assert downstream(["sft"], "base") == ["sft", "sft-more", "report"]
+    assert downstream(["sft"], "sft") == ["sft", "profile", "pivot", "e2e", "sft-more", "ablation", "report"]
+    assert downstream(["base"], "base") == ["base", "pivot", "e2e", "sft-more", "ablation", "report"]
+    assert downstream(["expert"], "base") == [s for s in STAGES if s != "base"]
+    for stage in STAGES:  # every upstream stage runs earlier
+        assert all(STAGES.index(u) < STAGES.index(stage) for u in upstream(stage, "sft") + upstream(stage, "base"))
+
+
+def _mtimes(root: Path, *patterns: str) -> dict[Path, float]:
+    return {p: p.stat().st_mtime_ns for pattern in patterns for p in root.glob(pattern)}
+
+
+def test_a_changed_stage_stops_the_rerun_until_told_to_recompute_it(mini_experiment, arith_registry, tmp_path,
+                                                                     capsys):
+    from pivotgym.cli import main
+
+    root = tmp_path / "run"
+    path = mini_experiment(tmp_path / "mini.yaml")
+    run_experiment(load_experiment(path), out_dir=root)
+    assert json.loads((root / "stages" / "pivot-s0.json").read_text())["status"] == "done"
+    assert json.loads((root / "train" / "sft-more-s0" / "accounting.json").read_text())["optimizer_steps"] == 2
+    recorded = (root / "config.json").read_text()
+    upstream_files = ("eval/base*", "eval/sft-s0*", "eval/e2e-s0*", "data/*", "train/sft-s0/*", "train/e2e-s0/*")
+    kept = _mtimes(root, *upstream_files)
+
+    mini_experiment(path, pivot={"steps": 3})
+    with pytest.raises(StageChanged) as info:
+        run_experiment(load_experiment(path), out_dir=root)
+    message = str(info.value)
+    assert "stage pivot (seed 0)" in message and "pivot.steps: 2 -> 3" in message
+    assert f"pivotgym experiment {path} --rerun pivot" in message and "--out" in message
+    assert (root / "config.json").read_text() == recorded  # not overwritten by the changed config
+    capsys.readouterr()
+    assert main(["experiment", str(path), "--out", str(root)]) == 1  # the command says the same in one line
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pivot.steps: 2 -> 3" in err[0] and "--rerun pivot" in err[0]
+
+    assert main(["experiment", str(path), "--out", str(root), "--rerun", "pivot"]) == 0
+    curve = json.loads((root / "train" / "pivot-s0" / "curve.json").read_text())
+    assert [p["step"] for p in curve] == [0, 1, 2, 3]  # PivotRL recomputed with 3 steps
+    assert json.loads((root / "train" / "sft-more-s0" / "accounting.json").read_text())["optimizer_steps"] == 3
+    assert _mtimes(root, *upstream_files) == kept  # base, expert, SFT, profile and E2E RL untouched
+    assert json.loads((root / "config.json").read_text())["pivot"]["steps"] == 3
+    run_experiment(load_experiment(path), out_dir=root)  # and the next plain rerun finds nothing changed
+
+    mini_experiment(path, pivot={"steps": 3}, sft={"progress": True})  # a display option is not an input
+    run_experiment(load_experiment(path), out_dir=root)
+    mini_experiment(path, pivot={"steps": 3}, sft={"steps": 2})  # a change upstream names the first stage it touches
+    with pytest.raises(StageChanged, match=r"stage sft \(seed 0\).*sft\.steps: 1 -> 2.*--rerun sft"):
+        run_experiment(load_experiment(path), out_dir=root)
