@@ -10,7 +10,8 @@ def register_verifiers(register: Register) -> None:
     register("exact", "pivotgym.verify:ExactMatchVerifier",
              description="reward 1 only for the expert's exact text (whitespace-normalised); the ablation baseline")
     register("declarative/answer", "pivotgym.declarative:AnswerVerifier",
-             description="YAML envs: credits any reply the task's own scorer accepts (option letter or text, 3 for three)")
+             description="YAML envs: credits any reply the task's own scorer accepts (option letter or text, "
+                         "3 for three)")
 
 
 @hookimpl

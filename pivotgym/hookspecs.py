@@ -21,7 +21,7 @@ Register = Callable[..., Any]
 
 @hookspec
 def register_environments(register: Register) -> None:
-    """Register envs: ``register(id, factory, *, verifier=None, exact_verifier="exact", splits=None, description="", **kwargs)``."""
+    """Envs: ``register(id, factory, *, verifier=None, exact_verifier="exact", splits=None, description="", **kw)``."""
 
 
 @hookspec
@@ -41,4 +41,4 @@ def register_sandboxes(register: Register) -> None:
 
 @hookspec
 def register_samplers(register: Register) -> None:
-    """Register sampler backends: ``register(name, factory, *, description="")``; ``factory(model, **kw)`` returns a Sampler."""
+    """Register samplers: ``register(name, factory, *, description="")``; ``factory(model, **kw)`` is a Sampler."""

@@ -219,7 +219,8 @@ def test_profile_row_with_a_mistyped_field_names_file_line_and_field(tmp_path):
     path.write_text(json.dumps({"trajectory_id": "t", "turn": "first", "env_id": "e", "task_id": "x", "k": 2,
                                 "rewards": [1.0, 0.0], "mean": 0.5, "var": 0.25, "reasons": [], "reference": {},
                                 "verifier": {}, "key": "k"}) + "\n")
-    with pytest.raises(JsonlError, match=r"profiles\.jsonl:1: TurnProfile row: turn: expected an integer, got 'first'$"):
+    with pytest.raises(JsonlError,
+                       match=r"profiles\.jsonl:1: TurnProfile row: turn: expected an integer, got 'first'$"):
         read_profiles(path)
 
 

@@ -53,9 +53,10 @@ def main(argv: list[str] | None = None) -> int:
         typer.echo("aborted", err=True)
         return 130
     except Exception as exc:  # noqa: BLE001 - the user gets one clear line, not a traceback
-        if callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None), int):
-            exc.show()  # a usage error from click/typer: it prints its own usage line
-            return exc.exit_code
+        show, code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
+        if callable(show) and isinstance(code, int):
+            show()  # a usage error from click/typer (typer vendors click): it prints its own usage line
+            return code
         if _state["debug"]:
             raise
         typer.echo(error_line(exc), err=True)
