@@ -327,13 +327,13 @@ class Registry:
                   if namespace and namespace in self._namespaces(plugin) or repr(name) in failed[plugin]]
         if owners:
             plugin = owners[0]
-            return (f"unknown {what} {name!r}: plugin {plugin!r}, which provides the {namespace!r} ids, failed to "
-                    f"load ({_short(failed[plugin])}); `pivotgym plugins` shows its traceback. Fix, upgrade or "
+            return (f"unknown {what} {name!r}: plugin {plugin!r}, which provides it, could not register its ids "
+                    f"({_short(failed[plugin])}); `pivotgym plugins` shows its traceback. Fix, upgrade or "
                     f"reinstall it.")
         if failed and not close:
-            names = ", ".join(repr(p) for p in sorted(failed))
-            message += (f" Plugin(s) {names} failed to load and may provide it; `pivotgym plugins` shows the "
-                        f"traceback.")
+            reasons = "; ".join(f"{p!r}: {_short(failed[p])}" for p in sorted(failed))
+            message += (f" These plugins could not register all their ids and may provide it: {reasons} "
+                        f"(`pivotgym plugins` shows the tracebacks).")
         return message
 
     def _namespaces(self, plugin: str) -> set[str]:

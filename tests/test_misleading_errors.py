@@ -34,7 +34,8 @@ def test_an_env_of_a_plugin_that_failed_to_import_names_that_plugin_not_unknown_
     with pytest.raises(RegistryError) as info:
         registry.make("lights/out-v0")
     message = str(info.value)
-    assert "plugin 'lights'" in message and "failed to load" in message and "ModuleNotFoundError" in message
+    assert message.startswith("unknown env 'lights/out-v0': plugin 'lights', which provides it, could not register")
+    assert "import failed: ModuleNotFoundError" in message
     assert "`pivotgym plugins` shows its traceback" in message
 
 
@@ -50,7 +51,8 @@ def test_a_raising_register_hook_is_named_when_no_env_matches():
         registry.make("general/navigate-v0")
     message = str(info.value)
     assert message.startswith("unknown env 'general/navigate-v0'.")
-    assert "'yaml-envs' failed to load" in message and "pivotgym plugins" in message
+    assert "could not register all their ids and may provide it: 'yaml-envs': register_environments raised " \
+           "ValueError('bad enum value in envs/x.yaml')" in message and "pivotgym plugins" in message
     # a close match is the likelier explanation: then only the match is offered
     with pytest.raises(RegistryError) as info:
         registry.make("other/env-v1")
@@ -77,7 +79,8 @@ def test_cli_check_of_an_env_whose_plugin_failed_to_import(plugin_site):
                        text=True, env=cli_env(plugin_site))
     assert r.returncode == 1
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: unknown env 'broken/lights-v0': plugin 'broken-import'")
+    assert len(lines) == 1
+    assert lines[0].startswith("error: unknown env 'broken/lights-v0': plugin 'broken-import', which provides it")
     assert "ModuleNotFoundError" in lines[0] and "pivotgym plugins" in lines[0]
 
 
@@ -191,3 +194,24 @@ def test_hint_for_uses_the_hint_an_error_carries():
     assert hint_for(FileNotFoundError("nope")) == "check the path"
     assert hint_for(RuntimeError("boom")) == "run again with --debug for the traceback"
     assert error_line(ConfigError("bad\nvalue", hint="fix it")) == "error: bad value (hint: fix it)"
+
+
+def test_a_yaml_env_file_that_fails_its_check_is_named_when_its_env_is_asked_for(tmp_path, monkeypatch):
+    """The builtins plugin registers every good YAML file and then reports the bad ones; the bad file's env
+    id is then explained by that report (file and line), not called unknown."""
+    from pivotgym.registry import get_registry, reset_registry
+
+    (tmp_path / "thing.yaml").write_text("id: mine/thing-v0\nsource: {type: inline}\nprompt: {template: '{input}'}\n"
+                                         "answer: {type: numbr}\n")
+    monkeypatch.setenv("PIVOTGYM_ENV_PATH", str(tmp_path))
+    monkeypatch.setenv("PIVOTGYM_DISABLE_PLUGIN_AUTOLOAD", "1")
+    reset_registry()
+    try:
+        registry = get_registry()
+        assert "general/navigate-v0" in registry.envs  # the good files still load
+        with pytest.raises(RegistryError) as info:
+            registry.make("mine/thing-v0")
+    finally:
+        reset_registry()
+    message = str(info.value)
+    assert "'builtins': register_environments raised" in message and str(tmp_path / "thing.yaml") in message
