@@ -1,6 +1,7 @@
 """Scoring the tasks of one suite member: greedy replies judged by a YAML env's scorer, log-likelihood of
-multiple-choice options, or greedy episodes (:mod:`pivotgym.eval.rollout`) for any other env; and the
-per-turn generation cap every one of them uses (:func:`generation_cap`)."""
+multiple-choice options, greedy episodes (:mod:`pivotgym.eval.rollout`), or turn accuracy on the tasks'
+expert states (:mod:`pivotgym.eval.turns`); and the per-turn generation cap every one of them uses
+(:func:`generation_cap`)."""
 
 from __future__ import annotations
 
@@ -10,20 +11,16 @@ from typing import Any
 from pivotgym.eval.rollout import greedy_episodes, step_record
 from pivotgym.sampling.base import SamplingParams
 
+#: what a suite member may ask to be measured by (``ENV_ID[@SPLIT]:MEASURE``) and the metric each reports
+MEASURES = {"episodes": "success", "turns": "turn_accuracy"}
+
 
 def generation_cap(env: Any, suite_cap: int | None = None) -> int:
-    """New tokens per turn for ``env`` in a suite: the env's own limit (a YAML env's ``max_new_tokens``, an
-    :class:`~pivotgym.env.AgentEnv`'s ``max_new_tokens`` attribute), which ``suite_cap`` can only shorten; an
-    env without one gets ``suite_cap``, else :data:`~pivotgym.env.DEFAULT_MAX_NEW_TOKENS`."""
-    from pivotgym.declarative import DeclarativeEnv
-    from pivotgym.env import DEFAULT_MAX_NEW_TOKENS, check_max_new_tokens
+    """New tokens per turn for ``env`` in a suite: the one rule of :func:`pivotgym.env.generation_cap` (the
+    env's own limit, which ``suite_cap`` can only shorten), shared with profiling and training."""
+    from pivotgym.env import generation_cap as env_generation_cap
 
-    own = check_max_new_tokens(getattr(env, "max_new_tokens", None), getattr(env, "env_id", type(env).__name__))
-    if own is None and isinstance(env, DeclarativeEnv):
-        own = int(env.config.max_new_tokens)  # the answer format's length (4 tokens for a letter)
-    if own is None:
-        return int(suite_cap) if suite_cap else DEFAULT_MAX_NEW_TOKENS
-    return min(int(suite_cap), own) if suite_cap else own
+    return env_generation_cap(env, suite_cap)
 
 
 def loglik_scores(sampler: Any, requests: Sequence[tuple[str, list[str], int]],
@@ -87,25 +84,32 @@ def generate_single(sampler: Any, env: Any, tasks: Sequence[Any], params: Sampli
 
 
 def score_member(env: Any, env_id: str, tasks: Sequence[Any], sampler: Any, tokens: int, *, seed: int = 0,
-                 batch_size: int = 8, transcripts: bool = False, progress: bool = False,
-                 desc: str = "") -> tuple[str, list[dict[str, Any]]]:
+                 batch_size: int = 8, transcripts: bool = False, progress: bool = False, desc: str = "",
+                 measure: str | None = None) -> tuple[str, list[dict[str, Any] | None]]:
     """(metric, one row per task) of one member's ``tasks`` on ``env`` (an instance of ``env_id``).
 
-    ``tokens`` is the per-turn cap from :func:`generation_cap` (unused by log-likelihood scoring). Each row has
-    ``reward`` (the task's score) and the scorer's own fields; ``progress`` shows a tqdm bar over the tasks."""
+    ``measure`` is the member's choice (:data:`MEASURES`): ``"episodes"`` (greedy episodes, metric
+    ``success``), ``"turns"`` (:func:`turn_accuracy_rows`, metric ``turn_accuracy``), or None for the env's
+    default (a YAML env's own scorer, else episodes). ``tokens`` is the per-turn cap from
+    :func:`generation_cap` (unused by log-likelihood scoring). Each row has ``reward`` (the task's score) and
+    the scorer's own fields; a row is None for a task that cannot be measured (turn accuracy of a task without
+    a successful expert trajectory). ``progress`` shows a tqdm bar over the tasks (or their states)."""
     from tqdm.auto import tqdm
 
     from pivotgym.declarative import DeclarativeEnv
     from pivotgym.registry import make
 
-    if isinstance(env, DeclarativeEnv):
+    params = SamplingParams(temperature=0.0, max_new_tokens=tokens, seed=seed)
+    if measure == "turns":
+        return MEASURES["turns"], turn_accuracy_rows(env, tasks, sampler, params, chunk=max(16, batch_size),
+                                                     progress=progress)
+    if isinstance(env, DeclarativeEnv) and measure is None:
         if env.config.scoring == "loglik":
             if not tasks:
                 return "acc", []
             rows = loglik_scores(sampler, [env.loglik_request(t) for t in tasks], batch_size=max(batch_size, 16))
             return "acc", [{"reward": r["acc"], "acc_norm": r["acc_norm"]} for r in rows]
-        params = SamplingParams(temperature=0.0, max_new_tokens=tokens, seed=seed)
-        out: list[dict[str, Any]] = []
+        out: list[dict[str, Any] | None] = []
         with tqdm(total=len(tasks), desc=desc, unit="item", disable=not progress or not tasks, leave=False,
                   dynamic_ncols=True) as bar:
             for start in range(0, len(tasks), batch_size):
@@ -113,10 +117,36 @@ def score_member(env: Any, env_id: str, tasks: Sequence[Any], sampler: Any, toke
                 out += generate_single(sampler, env, batch, params, transcripts=transcripts)
                 bar.update(len(batch))
         return env.config.metric, out
-    params = SamplingParams(temperature=0.0, max_new_tokens=tokens, seed=seed)
-    rows = greedy_episodes(sampler, lambda: make(env_id), tasks, params, batch_size=batch_size,
-                           transcripts=transcripts, progress=progress and bool(tasks), desc=desc)
-    return "success", rows
+    episodes: list[dict[str, Any] | None] = [*greedy_episodes(
+        sampler, lambda: make(env_id), tasks, params, batch_size=batch_size, transcripts=transcripts,
+        progress=progress and bool(tasks), desc=desc)]
+    return MEASURES["episodes"], episodes
 
 
-__all__ = ["generate_single", "generation_cap", "loglik_scores", "score_member"]
+def turn_accuracy_rows(env: Any, tasks: Sequence[Any], sampler: Any, params: SamplingParams, *, chunk: int = 16,
+                       progress: bool = False) -> list[dict[str, Any] | None]:
+    """Per task, its turn accuracy (:func:`pivotgym.eval.turns.turn_accuracy`): one greedy action from each
+    state of the task's expert trajectory, judged by the env's functional verifier. A row is ``{"reward":
+    share of passing states, "states", "failed"}`` (failed verifications are left out of the share), or None
+    when the task has no successful expert trajectory (no states to measure)."""
+    from pivotgym.eval.turns import turn_accuracy
+
+    if not tasks:
+        return []
+    wanted = {t.id for t in tasks}
+    split = tasks[0].split
+    trajectories = [t for t in env.expert_trajectories(split, limit=len(tasks))
+                    if t.task_id in wanted and t.reward > 0]
+    if not trajectories:
+        return [None] * len(tasks)
+    result = turn_accuracy(sampler, trajectories, params, chunk=chunk, progress=progress)
+    states: dict[str, int] = {}
+    for trajectory in trajectories:
+        states[trajectory.task_id] = states.get(trajectory.task_id, 0) + len(trajectory.turns())
+    scores = dict(zip(result.task_ids, result.per_task))
+    return [{"reward": scores[t.id], "states": states[t.id], "failed": result.failed_by_task.get(t.id, 0)}
+            if t.id in scores else None for t in tasks]
+
+
+__all__ = ["MEASURES", "generate_single", "generation_cap", "loglik_scores", "score_member",
+           "turn_accuracy_rows"]

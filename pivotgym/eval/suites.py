@@ -20,6 +20,19 @@ How a member is scored depends on the env (:mod:`pivotgym.eval.scoring`):
   can only shorten it. An env that declares none gets the suite-wide cap, else
   :data:`pivotgym.env.DEFAULT_MAX_NEW_TOKENS` (256).
 
+A member key may end in ``:MEASURE`` to choose the measurement instead (:data:`~pivotgym.eval.scoring.MEASURES`):
+
+* ``ENV_ID[@SPLIT]:turns`` - **turn accuracy** (metric ``turn_accuracy``), PivotRL's own unit: each task's
+  expert trajectory is replayed (:meth:`~pivotgym.env.AgentEnv.expert_trajectories`; tasks without a
+  successful one are skipped and counted in the score's ``skipped``), the model answers every expert state
+  once greedily, and the env's functional verifier judges the answer against the expert's action
+  (:mod:`pivotgym.eval.turns`). An item's score is the share of its task's states that pass; items also carry
+  ``states`` and ``failed`` (failed verifications, left out of the share), and the member's score sums them;
+* ``ENV_ID[@SPLIT]:episodes`` - greedy episodes (metric ``success``) even for an env that scores otherwise.
+
+So one suite can hold ``planning/blocks-v0@test: in_domain`` and ``planning/blocks-v0@test:turns: in_domain``
+side by side: two members, two metrics, on the same tasks.
+
 Every scored item is appended to ``<out>.items.jsonl`` as it finishes; a rerun with the same model, suite and
 settings skips the items already there, so an interrupted evaluation resumes where it stopped. An item is
 ``{"member", "task_id", "fingerprint", "metric", "reward", "max_new_tokens", ...}`` (an episode also has
@@ -42,8 +55,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pivotgym.errors import ConfigError
 from pivotgym.eval.io import write_json
-from pivotgym.eval.scoring import generation_cap, score_member
+from pivotgym.eval.scoring import MEASURES, generation_cap, score_member
 from pivotgym.eval.stats import role_averages, summarize
 from pivotgym.jsonl import JsonlAppender, iter_jsonl
 from pivotgym.types import content_hash
@@ -51,18 +65,26 @@ from pivotgym.types import content_hash
 
 @dataclass(frozen=True)
 class Member:
-    """One suite member: ``key`` as written in the suite (``ENV_ID`` or ``ENV_ID@SPLIT``) and its role."""
+    """One suite member: ``key`` as written in the suite (``ENV_ID``, ``ENV_ID@SPLIT``, either with a
+    ``:MEASURE`` suffix), its role, and the measure it asks for (None: the env's default scoring)."""
 
     key: str
     env_id: str
     split: str | None
     role: str
+    measure: str | None = None
 
     @classmethod
     def parse(cls, key: str, role: str) -> Member:
-        """The member written ``key`` (``ENV_ID`` or ``ENV_ID@SPLIT``) with ``role``."""
-        env_id, _, split = key.partition("@")
-        return cls(key, env_id, split or None, role)
+        """The member written ``key`` with ``role``; an unknown ``:MEASURE`` suffix is a :class:`ConfigError`."""
+        name, measure = key, None
+        if ":" in key:
+            name, _, measure = key.rpartition(":")
+            if measure not in MEASURES:
+                raise ConfigError(f"suite member {key!r}: unknown measure {measure!r} after ':'; use one of "
+                                  f"{', '.join(':' + m for m in MEASURES)}")
+        env_id, _, split = name.partition("@")
+        return cls(key, env_id, split or None, role, measure)
 
 
 def suite_members(suite: str | Mapping[str, str]) -> tuple[str, list[Member]]:
@@ -147,19 +169,21 @@ def evaluate_suite(
             recorded = None if loglik else tokens  # a loglik item generates nothing: no cap recorded
             todo = [t for t in tasks if done.get((member.key, t.id), {}).get("max_new_tokens", "?") != recorded]
             metric, rows = score_member(env, member.env_id, todo, sampler, tokens, seed=seed, batch_size=batch_size,
-                                        transcripts=transcripts, progress=progress, desc=member.key)
-            for task, row in zip(todo, rows):
+                                        transcripts=transcripts, progress=progress, desc=member.key,
+                                        measure=member.measure)
+            for task, scored_row in zip(todo, rows):
+                if scored_row is None:
+                    continue  # not measurable (e.g. no expert states); tried again on a rerun
                 record = {"member": member.key, "task_id": task.id, "fingerprint": fingerprint, "metric": metric,
-                          "max_new_tokens": recorded, **row}
+                          "max_new_tokens": recorded, **scored_row}
                 done[(member.key, task.id)] = record
                 if appender:
                     appender.write(record)
-            values = [float(done[(member.key, t.id)]["reward"]) for t in tasks]
-            scores[member.key] = {**summarize(values, metric, [t.id for t in tasks]),
-                                  "seconds": round(time.perf_counter() - started, 2)}
-            extra = [done[(member.key, t.id)].get("acc_norm") for t in tasks]
-            if extra and all(v is not None for v in extra):
-                scores[member.key]["acc_norm"] = sum(float(v or 0.0) for v in extra) / len(extra)
+            scored = [done[(member.key, t.id)] for t in tasks if (member.key, t.id) in done]
+            score = summarize([float(r["reward"]) for r in scored], metric, [r["task_id"] for r in scored])
+            scores[member.key] = {**score, **_totals(scored), "seconds": round(time.perf_counter() - started, 2)}
+            if len(scored) < len(tasks):
+                scores[member.key]["skipped"] = len(tasks) - len(scored)
             roles[member.key] = member.role
     finally:
         if appender:
@@ -169,6 +193,18 @@ def evaluate_suite(
     if out:
         write_json(out, result)
     return result
+
+
+def _totals(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A member score's extra fields from its items: the mean ``acc_norm`` of loglik items, the summed
+    ``states`` and ``failed`` of turn-accuracy items (each only when every item has it)."""
+    out: dict[str, Any] = {}
+    if rows and all(r.get("acc_norm") is not None for r in rows):
+        out["acc_norm"] = sum(float(r["acc_norm"]) for r in rows) / len(rows)
+    for key in ("states", "failed"):
+        if rows and all(r.get(key) is not None for r in rows):
+            out[key] = sum(int(r[key]) for r in rows)
+    return out
 
 
 __all__ = ["Member", "evaluate_suite", "member_tasks", "suite_members"]
