@@ -185,3 +185,26 @@ def test_an_env_may_use_a_verifier_that_another_plugin_registered_alone():
     pm = _manager(("user", None, user), ("lib", None, _plugin("lib", "verifiers", "shared/v")))
     registry = Registry.from_plugins(pm)
     assert registry.verifier_name_for("user/env-v0") == "shared/v" and pm.infos["user"].error is None
+
+
+def test_envs_shows_an_env_disabled_for_a_lost_verifier_id(capsys):
+    import json
+
+    from pivotgym.cli import main
+    from pivotgym.registry import reset_registry
+
+    arith = types.ModuleType("arith")
+    arith.register_environments = pivotgym.hookimpl(
+        lambda register: register("arith/chain-v0", "arith:Env", verifier="arith/value"))
+    arith.register_verifiers = pivotgym.hookimpl(lambda register: register("arith/value", "arith:Value"))
+    pm = _manager(("arith", "pivotgym-arith", arith),
+                  ("thief", "thief-dist", _plugin("thief", "verifiers", "arith/value", tryfirst=True)))
+    reset_registry(Registry.from_plugins(pm))
+    try:
+        assert main(["envs"]) == 0
+        row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("arith/chain-v0"))
+        assert "arith/value (DISABLED: see `pivotgym plugins`)" in row
+        assert main(["envs", "--json"]) == 0
+        assert "plugin 'thief' owns that id" in json.loads(capsys.readouterr().out)[0]["error"]
+    finally:
+        reset_registry()

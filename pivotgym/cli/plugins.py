@@ -46,7 +46,8 @@ def envs_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-readabl
     if as_json:
         emit_json([s.to_dict() for s in specs])
         return
-    rows = [[s.id, s.plugin, s.verifier or "-", ",".join(s.resolved_splits())] for s in specs]
+    rows = [[s.id, s.plugin, (s.verifier or "-") + (" (DISABLED: see `pivotgym plugins`)" if s.problem else ""),
+             ",".join(s.resolved_splits())] for s in specs]
     typer.echo(table(rows, ["id", "plugin", "verifier", "splits"]))
 
 
