@@ -4,8 +4,8 @@ import sys
 
 import gymnasium as gym
 import pytest
-
 from core_helpers import cli_env
+
 from pivotgym.plugins import PluginManager
 from pivotgym.registry import Registry, RegistryError
 
@@ -153,7 +153,8 @@ def test_first_party_ids_win_in_either_load_order(first_party_first):
 
 def test_between_third_parties_the_one_called_first_keeps_the_id_and_the_later_is_named():
     # pluggy calls the most recently registered plugin first: here "a"
-    registry, pm = _registry_of(("b", "dist-b", _env_plugin("x/y-v0", "b")), ("a", "dist-a", _env_plugin("x/y-v0", "a")))
+    registry, pm = _registry_of(("b", "dist-b", _env_plugin("x/y-v0", "b")),
+                                ("a", "dist-a", _env_plugin("x/y-v0", "a")))
     assert registry.env_spec("x/y-v0").factory == "a:Env"
     assert pm.infos["a"].error is None and "'a'" in pm.infos["b"].error and "lost" in pm.infos["b"].error
     # a distribution merely *named* like a first-party one only counts when it is exactly that name
@@ -196,3 +197,16 @@ def test_an_unknown_verifier_on_the_command_line_points_to_pivotgym_verifiers(pl
     assert r.returncode == 1
     assert "unknown verifier 'arith/valeu'" in r.stderr and "Did you mean arith/value" in r.stderr
     assert "pivotgym verifiers" in r.stderr
+
+
+def test_entry_point_hooks_are_called_in_name_order_then_the_builtins(plugin_site, monkeypatch):
+    monkeypatch.syspath_prepend(str(plugin_site))
+    monkeypatch.delenv("PIVOTGYM_LOAD_PLUGINS", raising=False)
+    monkeypatch.delenv("PIVOTGYM_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    pm = PluginManager()
+    pm.load_builtins()
+    pm.load_entry_points()
+    called = pm.call_each("register_verifiers", lambda owner: {"register": lambda *args, **kwargs: None})
+    assert called[-1] == "builtins" and called[:-1] == sorted(called[:-1])
+    assert {"arith", "hijack", "broken-hook"} <= set(called)
+    assert list(pm.infos)[0] == "builtins" and list(pm.infos)[1:] == sorted(list(pm.infos)[1:])  # listing order
