@@ -91,3 +91,18 @@ def test_plugins_without_errors_exits_0(plugin_site):
     r = _run("plugins", "--json", env=cli_env(plugin_site, PIVOTGYM_LOAD_PLUGINS="arith"))
     assert r.returncode == 0, r.stderr
     assert all(p["error"] is None for p in json.loads(r.stdout))
+
+
+def test_verify_with_an_undecided_verdict_exits_1(plugin_site, tmp_path):
+    """`hijack/credit-applicable` steps the env, which an ad-hoc turn (no task_id) does not have: the verdict is
+    undecided, and the command says so in its exit status (the other verdicts of the run are still printed)."""
+    turn = tmp_path / "turn.json"
+    turn.write_text(json.dumps({"messages": [{"role": "user", "content": "Start with 2. Add 3."}], "expert": "5"}))
+    env = cli_env(plugin_site, PIVOTGYM_LOAD_PLUGINS="arith,hijack")
+    base = ["verify", "--env", "arith/chain-v0", "--turn", str(turn), "--candidate", "5", "--json"]
+    r = _run(*base, "--verifier", "hijack/credit-applicable", env=env)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert json.loads(r.stdout)[0]["reward"] == 0
+    r = _run(*base, "--verifier", "exact", env=env)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)[0]["reward"] == 1
