@@ -89,7 +89,7 @@ def run_episodes(sampler: Any, make_env: Callable[[], Any], task_ids: Sequence[s
     after ``max_turns`` turns when given. ``tokens`` sends token ids (``sampler.encode`` of the env's prompt)
     and records each turn's (prompt ids, completion ids) in :attr:`Episode.turns`; otherwise the sampler gets
     the chat messages. ``timer(name)`` wraps the ``"generation"`` and ``"verification"`` (env) phases.
-    ``progress`` shows a tqdm bar over finished episodes."""
+    ``progress`` shows a tqdm bar over finished episodes, with the current turn and live episodes beside it."""
     from tqdm.auto import tqdm
 
     phase = timer or (lambda _name: contextlib.nullcontext())
@@ -126,6 +126,7 @@ def _run_group(sampler: Any, make_env: Callable[[], Any], task_ids: Sequence[str
                 single.extend((p, j, q) for j, q in zip(live, prompts))
         if not shared and not single:
             break
+        bar.set_postfix(turn=turn + 1, live=len(single) + n * len(shared))  # moves while episodes are long
         with phase("generation"):
             shared_out = _sample(sampler, [q for _, q in shared], n, params, seeds,
                                  [(group[p], turn, 0) for p, _ in shared])
