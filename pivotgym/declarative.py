@@ -567,6 +567,8 @@ class DeclarativeEnv(AgentEnv):
         self.env_id = config.id
         self.splits = tuple(config.splits)
         self._rows: list[dict[str, Any]] | None = None
+        if kwargs.get("max_new_tokens") is None:  # the answer format's length is the env's own limit
+            kwargs["max_new_tokens"] = config.max_new_tokens
         super().__init__(**kwargs)
         self.env_id = config.id
 

@@ -21,9 +21,10 @@ bound its own actions (sandbox deadlines, regex timeouts, no blocking opens), an
 should be reset before reuse, since the abandoned step may still be touching its state.
 
 The generation length: ``max_new_tokens`` is how many tokens one assistant turn of this env needs at most (a
-PDDL action: a few dozen; a tool call: a few hundred). Evaluation (:func:`pivotgym.suite.evaluate_suite`)
-generates at most that many tokens per turn; a suite-wide cap can only shorten it. ``None`` (the default)
-states no limit of its own: the caller's cap applies (the suite's, else :data:`DEFAULT_MAX_NEW_TOKENS`).
+PDDL action: a few dozen; a tool call: a few hundred). Evaluation, profiling and RL training generate at most
+that many tokens per turn (:func:`generation_cap`, the one rule): a suite-wide, profiler or trainer cap can
+only shorten it. ``None`` (the default) states no limit of its own: the caller's cap applies, else
+:data:`DEFAULT_MAX_NEW_TOKENS`.
 Set it as a class attribute, or per instance with ``make(env_id, max_new_tokens=N)`` (or the registration's
 keyword arguments).
 """
@@ -337,6 +338,17 @@ def check_max_new_tokens(value: Any, owner: str) -> int | None:
     return value
 
 
+def generation_cap(env: Any, cap: int | None = None) -> int:
+    """New tokens per assistant turn for ``env``: its own ``max_new_tokens``, which ``cap`` (a suite's, the
+    profiler's or a trainer's setting) can only shorten; an env without one gets ``cap``, else
+    :data:`DEFAULT_MAX_NEW_TOKENS`. Evaluation, profiling and training all use this rule, so none of them
+    samples what another would cut off."""
+    own = check_max_new_tokens(getattr(env, "max_new_tokens", None), getattr(env, "env_id", type(env).__name__))
+    if own is None:
+        return int(cap) if cap else DEFAULT_MAX_NEW_TOKENS
+    return min(int(cap), own) if cap else own
+
+
 class _StepTimeout(Exception):
     pass
 
@@ -387,4 +399,4 @@ def _copy_messages(messages: Sequence[Message]) -> list[Message]:
 
 
 __all__ = ["DEFAULT_MAX_NEW_TOKENS", "DEFAULT_STEP_TIMEOUT", "AgentEnv", "InvalidAction", "StepOutcome", "TaskNotFound",
-           "check_max_new_tokens"]
+           "check_max_new_tokens", "generation_cap"]

@@ -35,7 +35,9 @@ def profile_cmd(
     sampler: str = typer.Option("hf", help="Sampler backend registered by a plugin (hf, vllm, ...)."),
     temperature: float = typer.Option(1.0, help="Sampling temperature."),
     top_p: float = typer.Option(1.0, help="Nucleus sampling threshold."),
-    max_new_tokens: int = typer.Option(128, help="Tokens per sampled action."),
+    max_new_tokens: Optional[int] = typer.Option(None, min=1, help="A cap on tokens per sampled action; it only "
+                                                 "shortens each env's own limit (default: the env's own, as "
+                                                 "in evaluation)."),
     seed: int = typer.Option(0, help="Seed; each state's sampling seeds are derived from it and the state's key."),
     adaptive: bool = typer.Option(False, "--adaptive", help="Stop sampling a state once its pivot decision is settled."),
     max_mean: float = typer.Option(0.6, help="λ: the mean a pivot must stay below (used by --adaptive)."),
@@ -58,6 +60,11 @@ def profile_cmd(
 
     trajs = _read_trajectories(trajectories)
     check_envs((t.env_id for t in trajs), str(trajectories))  # before the reference model loads
+    if max_new_tokens is None:  # a cap no env's own limit exceeds: every env keeps its own
+        from pivotgym.env import generation_cap
+        from pivotgym.registry import make
+
+        max_new_tokens = max(generation_cap(make(env_id)) for env_id in {t.env_id for t in trajs})
     try:
         adaptive_rule = AdaptiveK(max_mean=max_mean, min_pass_rate=min_pass_rate, delta=delta,
                                   min_unanimous=min_unanimous, block=block or 2) if adaptive else None

@@ -4,7 +4,9 @@ reference policy and score each with the env's functional verifier (PivotRL's of
 How a state is built: ``trajectory.turns()`` gives, for assistant turn t, the message prefix and the
 expert's message. The prompt is ``env.prompt_messages(prefix)`` (assistant turns rendered to the text a
 policy emits; the sampler tokenises it once and keeps those token ids). The verifier sees the env state at
-turn t through :class:`~pivotgym.verify.VerifyContext` (replay or snapshot), in executor workers.
+turn t through :class:`~pivotgym.verify.VerifyContext` (replay or snapshot), in executor workers. A sample
+is at most the env's own generation limit long (:func:`pivotgym.env.generation_cap`, the rule evaluation and
+training use too); ``ProfileConfig.params.max_new_tokens`` can only shorten it.
 
 Caching and resume: every state has a content-hash ``key`` over everything that determines its result
 (the state's content, env id, reference model and revision, sampling params, seed, K, block size, verifier
@@ -16,9 +18,9 @@ line at a time: a run killed at any point and resumed writes the same file as an
 Adaptive K (:class:`~pivotgym.pivot.adaptive.AdaptiveK`) samples a state in blocks and stops as soon as the
 pivot decision is settled; see :mod:`pivotgym.pivot.adaptive` for the rules and the stated error bound.
 
-Failed verifications (undecided verdicts, :func:`pivotgym.verify.undecided_reason`) are not rewards: a row's ``rewards``, ``mean``,
-``var`` and ``k`` cover the judged samples only, and ``metadata.failed`` / ``metadata.failed_reasons`` count
-and explain the rest.
+Failed verifications (undecided verdicts, :func:`pivotgym.verify.undecided_reason`) are not rewards: a row's
+``rewards``, ``mean``, ``var`` and ``k`` cover the judged samples only, and ``metadata.failed`` /
+``metadata.failed_reasons`` count and explain the rest.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pivotgym.env import generation_cap
 from pivotgym.execution import Executor, TaskResult, chunks, make_executor
 from pivotgym.jsonl import JsonlAppender, iter_jsonl
 from pivotgym.pivot.adaptive import AdaptiveK
@@ -74,7 +77,10 @@ class ProfileConfig:
     """What a profiling run does. Everything here that changes results is part of each state's key."""
 
     k: int = 8
-    params: SamplingParams = field(default_factory=lambda: SamplingParams(temperature=1.0, max_new_tokens=64))
+    #: how the reference samples (temperature, top_p, top_k, stop). Its ``max_new_tokens`` is a cap: each env's
+    #: own generation limit applies (:func:`pivotgym.env.generation_cap`), which the cap can only shorten.
+    #: None: temperature 1 and each env's own limit
+    params: SamplingParams | None = None
     seed: int = 0
     #: "functional" (the env's own verifier), "exact", or a registered verifier name
     verifier: str = "functional"
@@ -94,6 +100,14 @@ class ProfileConfig:
         if self.adaptive is not None:
             self.adaptive.check(self.k)  # an explicit min_unanimous that breaks the stated bound is refused
 
+    def params_for(self, env: Any) -> SamplingParams:
+        """The sampling of ``env``'s states: :attr:`params` with ``max_new_tokens`` set to the env's own limit,
+        shortened by ``params.max_new_tokens`` when that is smaller (the one rule of evaluation, profiling and
+        training), without a seed (each state's seeds are derived from its key)."""
+        base = self.params if self.params is not None else SamplingParams(temperature=1.0)
+        cap = self.params.max_new_tokens if self.params is not None else None
+        return replace(base, max_new_tokens=generation_cap(env, cap), seed=None)
+
     @property
     def block_size(self) -> int:
         if self.adaptive is not None:
@@ -112,6 +126,8 @@ class State:
     verifier: str
     #: the functions the trajectory offered at this turn (imported rows carry their own), for the verifier
     tools: list[dict[str, Any]] | None = None
+    #: the sampling of this state (its env's generation cap applied; see :meth:`ProfileConfig.params_for`)
+    params: SamplingParams = field(default_factory=SamplingParams)
 
 
 @dataclass
@@ -189,16 +205,20 @@ class Profiler:
             self._verifier_info[name] = {"name": str(verifier.name), "version": str(verifier.version)}
         return name, self._verifier_info[name]
 
-    def reference(self) -> dict[str, Any]:
-        """The ``reference`` field of every profile: model, revision, backend, sampling params, seed."""
-        sampling = self.config.params.to_dict()
+    def params(self, env_id: str) -> SamplingParams:
+        """The sampling of ``env_id``'s states (its own generation limit, shortened by the config's cap)."""
+        return self.config.params_for(self._env(env_id))
+
+    def reference(self, env_id: str) -> dict[str, Any]:
+        """The ``reference`` field of ``env_id``'s profiles: model, revision, backend, sampling params (with
+        the env's generation cap applied), seed."""
+        sampling = self.params(env_id).to_dict()
         sampling.pop("seed", None)  # per-state seeds are derived from the key
         return {**self.reference_model, "sampling": sampling, "seed": self.config.seed,
                 "block": self.config.block_size}
 
     def plan(self, trajectories: Iterable[Trajectory]) -> list[State]:
         """Every assistant turn of every trajectory as a :class:`State`, in order, without duplicates."""
-        reference = self.reference()
         adaptive = self.config.adaptive.describe(self.config.k) if self.config.adaptive else None
         states: list[State] = []
         seen: set[str] = set()
@@ -206,6 +226,8 @@ class Profiler:
             env = self._env(trajectory.env_id)
             verifier_name, verifier_info = self._verifier(trajectory.env_id)
             tools = trajectory_tools(trajectory)
+            reference = self.reference(trajectory.env_id)
+            params = self.params(trajectory.env_id)
             for turn in trajectory.turns():
                 offered = () if tools is None else (tools,)  # keys of trajectories without tools unchanged
                 state_id = content_hash("pivotgym-state", turn.trajectory_id, turn.env_id, turn.task_id,
@@ -216,7 +238,8 @@ class Profiler:
                 if key in seen:
                     continue
                 seen.add(key)
-                states.append(State(turn, key, stream, env.prompt_messages(turn.prefix), verifier_name, tools))
+                states.append(State(turn, key, stream, env.prompt_messages(turn.prefix), verifier_name, tools,
+                                    params))
         return states
 
     # ------------------------------------------------------------------ running
@@ -286,7 +309,7 @@ class Profiler:
 
     def _sample(self, states: list[State], wanted: list[int], round_index: int) -> list[list[Any]]:
         """One block of samples per state, each under its own derived seed, so a state draws the same samples
-        whatever chunk it lands in. States asking for the same block size share one batched sampler call
+        whatever chunk it lands in. States asking for the same block size and generation cap share one batched call
         (:func:`~pivotgym.sampling.base.sample_seeded`); a server backend (``concurrency > 1``, e.g. the
         OpenAI-compatible client) gets the states' requests concurrently instead."""
         seeds = [self._block_seed(state, round_index) for state in states]
@@ -295,15 +318,16 @@ class Profiler:
             from concurrent.futures import ThreadPoolExecutor
 
             def one(i: int) -> list[Any]:
-                params = replace(self.config.params, seed=seeds[i])
+                params = replace(states[i].params, seed=seeds[i])
                 return self.sampler.sample([states[i].prompt], n=wanted[i], params=params)[0]
 
             with ThreadPoolExecutor(max_workers=min(concurrency, len(states))) as pool:
                 return list(pool.map(one, range(len(states))))
         results: list[list[Any]] = [[] for _ in states]
-        for n in sorted(set(wanted)):
-            picked = [i for i, w in enumerate(wanted) if w == n]
-            groups = sample_seeded(self.sampler, [states[i].prompt for i in picked], n, self.config.params,
+        batches = sorted({(wanted[i], states[i].params.max_new_tokens) for i in range(len(states))})
+        for n, tokens in batches:  # one batched call per block size and generation cap
+            picked = [i for i, st in enumerate(states) if (wanted[i], st.params.max_new_tokens) == (n, tokens)]
+            groups = sample_seeded(self.sampler, [states[i].prompt for i in picked], n, states[picked[0]].params,
                                    [seeds[i] for i in picked])
             for i, group in zip(picked, groups):
                 results[i] = group
@@ -393,7 +417,7 @@ class Profiler:
         return TurnProfile(
             trajectory_id=turn.trajectory_id, turn=turn.turn, env_id=turn.env_id, task_id=turn.task_id,
             k=n, rewards=rewards, mean=round(mean, 12), var=round(var, 12), reasons=reasons,
-            reference=self.reference(), verifier=dict(verifier_info), key=state.key, metadata=metadata,
+            reference=self.reference(turn.env_id), verifier=dict(verifier_info), key=state.key, metadata=metadata,
         )
 
 

@@ -207,3 +207,39 @@ def test_resume_after_sigkill_writes_the_same_file(pivot_registry: object, pivot
     Profiler(HFSampler(str(tiny_model_dir)), config, "serial").profile(trajectories, clean, progress=False)
     assert killed.read_bytes() == clean.read_bytes()
     assert len(read_profiles(clean)) == total
+
+
+class RecordingSampler:
+    """Answers every prompt with the same text and records the generation cap of every call."""
+
+    def __init__(self) -> None:
+        self.caps: list[int] = []
+
+    def sample(self, prompts, n=1, params=None):  # noqa: ANN001, ANN201
+        from pivotgym.types import Completion
+
+        self.caps.append(params.max_new_tokens)
+        return [[Completion("7") for _ in range(n)] for _ in prompts]
+
+    def describe(self):  # noqa: ANN201
+        return {"model": "recording", "revision": None, "backend": "test"}
+
+
+@pytest.mark.parametrize("params,own,want", [
+    (None, 5, 5),  # the env's own limit, not a profiler default
+    (SamplingParams(max_new_tokens=3), 5, 3),  # a cap shortens it
+    (SamplingParams(max_new_tokens=128), 5, 5),  # and never lengthens it
+    (None, None, 256),  # an env without a limit of its own: pivotgym.env.DEFAULT_MAX_NEW_TOKENS
+    (SamplingParams(max_new_tokens=40), None, 40),
+])
+def test_samples_are_capped_by_the_envs_own_generation_limit(pivot_registry: object, monkeypatch: pytest.MonkeyPatch,
+                                                             params: SamplingParams | None, own: int | None,
+                                                             want: int) -> None:
+    from pivotgym_arith.env import ArithChainEnv
+
+    monkeypatch.setattr(ArithChainEnv, "max_new_tokens", own)
+    sampler = RecordingSampler()
+    result = Profiler(sampler, ProfileConfig(k=2, params=params), "serial").profile(
+        arith_trajectories(n=1), progress=False, limit=2)
+    assert set(sampler.caps) == {want}
+    assert {p.reference["sampling"]["max_new_tokens"] for p in result.profiles} == {want}  # part of each key
