@@ -2,7 +2,7 @@
 
 * :mod:`pivotgym.eval.suites` - suite members and :func:`evaluate_suite` (the ``pivotgym eval`` result);
 * :mod:`pivotgym.eval.rollout` - :func:`run_episodes`, the episode loop evaluation and E2E training share;
-* :mod:`pivotgym.eval.scoring` - how one member's tasks are scored, and each turn's :func:`generation_cap`;
+* :mod:`pivotgym.eval.scoring` - how one member's tasks are scored (each turn capped by :func:`generation_cap`);
 * :mod:`pivotgym.eval.stats` - intervals (:func:`ci95`), :func:`summarize`, role averages, paired intervals;
 * :mod:`pivotgym.eval.compare` - :func:`compare` two results (refusing unlike ones) and format the table;
 * :mod:`pivotgym.eval.io` - :func:`write_json` and :func:`load_result`.

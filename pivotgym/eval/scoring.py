@@ -1,26 +1,19 @@
 """Scoring the tasks of one suite member: greedy replies judged by a YAML env's scorer, log-likelihood of
 multiple-choice options, greedy episodes (:mod:`pivotgym.eval.rollout`), or turn accuracy on the tasks'
-expert states (:mod:`pivotgym.eval.turns`); and the per-turn generation cap every one of them uses
-(:func:`generation_cap`)."""
+expert states (:mod:`pivotgym.eval.turns`). Every one of them caps each turn by
+:func:`pivotgym.env.generation_cap` (re-exported here)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
+from pivotgym.env import generation_cap  # the one rule: the env's own limit, which a cap only shortens
 from pivotgym.eval.rollout import greedy_episodes, step_record
 from pivotgym.sampling.base import SamplingParams
 
 #: what a suite member may ask to be measured by (``ENV_ID[@SPLIT]:MEASURE``) and the metric each reports
 MEASURES = {"episodes": "success", "turns": "turn_accuracy"}
-
-
-def generation_cap(env: Any, suite_cap: int | None = None) -> int:
-    """New tokens per turn for ``env`` in a suite: the one rule of :func:`pivotgym.env.generation_cap` (the
-    env's own limit, which ``suite_cap`` can only shorten), shared with profiling and training."""
-    from pivotgym.env import generation_cap as env_generation_cap
-
-    return env_generation_cap(env, suite_cap)
 
 
 def loglik_scores(sampler: Any, requests: Sequence[tuple[str, list[str], int]],
