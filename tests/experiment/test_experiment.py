@@ -224,3 +224,39 @@ def test_turn_metric_in_evaluation_keeps_episode_success_beside_it(arith_registr
     assert result["scores"][f"{key}:episodes"]["metric"] == "success"
     assert result["averages"]["in_domain"] == result["scores"][key]["value"]  # episodes are not averaged in
     assert run.curve_point_from_eval(tmp_path / "eval" / "scripted.json")["metric"] == "turns"
+
+
+def test_profiling_is_capped_by_the_env_and_samplers_come_from_the_registry(arith_registry, tmp_path, monkeypatch):
+    """``profile.max_new_tokens`` only shortens the env's own limit (no private default), and the profiling
+    sampler is built by the sampler registry under the config's ``sampler`` name."""
+    import pivotgym.pivot.profile as profile_module
+    from pivotgym.experiment import ExperimentConfig, Run
+    from pivotgym.experiment.stages import stage_expert, stage_profile
+
+    config = ExperimentConfig(name="t", env="arith/chain-v0", executor="serial", train_tasks=2,
+                              profile={"max_new_tokens": 100, "k": 3})
+    run = Run(config, tmp_path)
+    stage_expert(run)
+
+    class Env:
+        env_id, max_new_tokens = "arith/chain-v0", 8
+
+    monkeypatch.setattr(run, "env", lambda **kwargs: Env())
+    assert (run.generation_cap(100), run.generation_cap(4), run.generation_cap(None)) == (8, 4, 8)
+    made = []
+    monkeypatch.setattr(arith_registry, "make_sampler", lambda name, model, **kw: made.append((name, model)) or "S")
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def profile(trajectories, sampler, **kwargs):  # noqa: ANN001, ANN202
+        seen.update(kwargs, sampler=sampler)
+        raise Stop
+
+    monkeypatch.setattr(profile_module, "profile_trajectories", profile)
+    with pytest.raises(Stop):
+        stage_profile(run, seed=5)
+    assert seen["params"].max_new_tokens == 8 and seen["params"].temperature == 1.0
+    assert (seen["k"], seen["seed"], seen["verifier"], seen["sampler"]) == (3, 5, "functional", "S")
+    assert made == [("hf", config.model)]
