@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("declarative envs", ["pivotgym.bigbench", "pivotgym.declarative"]),
     ("default plugin", ["pivotgym.builtins"]),
     ("plugin manager and registry", ["pivotgym.plugins", "pivotgym.registry"]),
-    ("services on the registry", ["pivotgym.checker", "pivotgym.eval", "pivotgym.suite",
+    ("services on the registry", ["pivotgym.checker", "pivotgym.eval",
                                   "pivotgym.pivot", "pivotgym.train"]),
     ("workflows", ["pivotgym.experiment"]),
     ("package facade", ["pivotgym"]),
@@ -254,8 +254,8 @@ def test_the_root_entry_names_only_the_facade():
 
 
 def test_a_library_import_of_the_cli_is_reported():
-    assert cli_imports({"pivotgym.suite": {"pivotgym.cli.output"}, "pivotgym.cli.app": {"pivotgym.cli.eval"}}) == [
-        "pivotgym.suite -> pivotgym.cli.output"]
+    assert cli_imports({"pivotgym.eval": {"pivotgym.cli.output"}, "pivotgym.cli.app": {"pivotgym.cli.eval"}}) == [
+        "pivotgym.eval -> pivotgym.cli.output"]
 
 
 def test_imports_are_read_everywhere_and_resolved_to_modules():
