@@ -149,8 +149,9 @@ class RLConfig(TrainConfig):
     temperature: float = 1.0
     #: nucleus (top-p) sampling of the training rollouts (1: off)
     top_p: float = 1.0
-    #: new tokens per sampled completion (per turn in e2e)
-    max_new_tokens: int = 128
+    #: a cap on new tokens per sampled completion (per turn in e2e); the env's own limit applies, which this
+    #: can only shorten (null: the env's own, as in profiling and evaluation)
+    max_new_tokens: int | None = None
     #: ``std`` (GRPO), ``no_std`` (Dr. GRPO: mean-centred only) or ``loo`` (leave-one-out baseline)
     advantage: str = "std"
     #: lower clip: the ratio is clipped to [1 - clip_low, 1 + clip_high]
@@ -180,6 +181,8 @@ class RLConfig(TrainConfig):
             raise ConfigError("clip_low and clip_high must be >= 0")
         if self.updates_per_batch < 1:
             raise ConfigError(f"updates_per_batch must be >= 1, got {self.updates_per_batch}")
+        if self.max_new_tokens is not None and self.max_new_tokens < 1:
+            raise ConfigError(f"max_new_tokens must be >= 1 or null (the env's own limit), got {self.max_new_tokens}")
         if self.gradient_checkpointing and self.shared_prefix:
             raise ConfigError(
                 "gradient_checkpointing cannot be combined with shared_prefix: the shared prompt's key/value "
@@ -231,8 +234,9 @@ class SFTConfig(TrainConfig):
     eval_samples: int = 4
     #: evaluation sampling temperature (0 = greedy)
     eval_temperature: float = 1.0
-    #: new tokens per evaluation completion
-    max_new_tokens: int = 128
+    #: a cap on new tokens per evaluation completion; the env's own limit applies, which this can only shorten
+    #: (null: the env's own)
+    max_new_tokens: int | None = None
     #: verifier that scores evaluation completions: ``functional``, ``exact`` or a verifier name
     verifier: str = "functional"
 

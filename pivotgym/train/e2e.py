@@ -71,11 +71,14 @@ class E2ETrainer(RLTrainer):
         self.data_state = {"cursor": 0}
 
     def _params(self, temperature: float | None = None) -> SamplingParams:
+        from pivotgym.env import generation_cap
+        from pivotgym.registry import make
+
         cfg = self.config
         t = cfg.temperature if temperature is None else temperature
         greedy = t <= 0
         return SamplingParams(temperature=1.0 if greedy else t, top_p=cfg.top_p, top_k=1 if greedy else 0,
-                              max_new_tokens=cfg.max_new_tokens)
+                              max_new_tokens=generation_cap(make(cfg.env_id), cfg.max_new_tokens))
 
     def train_step(self, step: int) -> dict[str, Any]:
         cfg = self.config

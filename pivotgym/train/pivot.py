@@ -2,38 +2,63 @@
 
 Each step draws ``pivots_per_step`` states (a seeded shuffle, resumable), samples ``group_size``
 completions per state from the current policy (all states in one batched call, one shared prefill per
-state), scores them with the functional verifier from the exact state, drops zero-variance groups (counted
-as filtered turns) and applies the clipped-surrogate update of :class:`~pivotgym.train.rl.RLTrainer`.
+state; each completion at most as long as its env's own generation limit, which ``max_new_tokens`` can only
+shorten, as in profiling and evaluation), scores them with the functional verifier from the exact state,
+drops zero-variance groups (counted as filtered turns) and applies the clipped-surrogate update of
+:class:`~pivotgym.train.rl.RLTrainer`.
 Evaluation scores a fixed set of pivot states with fixed seeds, so scores at different steps are comparable.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
-from pivotgym.sampling.base import SamplingParams, sample_seeded
+from pivotgym.sampling.base import Sampler, SamplingParams, sample_seeded
 from pivotgym.train.config import PivotConfig
 from pivotgym.train.loop import DataOrder, Trainer, sample_seed, shard
 from pivotgym.train.rl import PolicySample, RLTrainer, group_samples
 from pivotgym.train.states import PivotState, StateScorer, load_pivot_states
+from pivotgym.types import Completion
 
 EVAL_SALT = 7_919
 
 
+def state_tokens(state: PivotState, cap: int | None) -> int:
+    """New tokens per completion at ``state``: its own limit (its env's), which ``cap`` can only shorten."""
+    return min(state.max_new_tokens, int(cap)) if cap else state.max_new_tokens
+
+
+def sample_states(sampler: Sampler, states: Sequence[PivotState], n: int, params: SamplingParams,
+                  seeds: Sequence[int], cap: int | None = None) -> list[list[Completion]]:
+    """``n`` completions per state, state ``i`` under ``seeds[i]`` and capped by :func:`state_tokens`; states
+    with the same cap share one batched call (the states of one env always do)."""
+    out: list[list[Completion]] = [[] for _ in states]
+    by_tokens: dict[int, list[int]] = {}
+    for i, state in enumerate(states):
+        by_tokens.setdefault(state_tokens(state, cap), []).append(i)
+    for tokens, picked in sorted(by_tokens.items()):
+        groups = sample_seeded(sampler, [states[i].prompt_ids for i in picked], n,
+                               replace(params, max_new_tokens=tokens), [seeds[i] for i in picked])
+        for i, group in zip(picked, groups):
+            out[i] = group
+    return out
+
+
 def evaluate_states(trainer: Trainer, states: Sequence[PivotState], scorer: StateScorer, *, samples: int,
-                    temperature: float, max_new_tokens: int, seed: int) -> dict[str, Any]:
+                    temperature: float, max_new_tokens: int | None, seed: int) -> dict[str, Any]:
     """Mean verifier reward of ``samples`` completions per state from the current policy (greedy when
-    ``temperature`` is 0). Seeds depend only on ``seed`` and the state, so every call uses the same ones.
-    States are split across processes and the result is global."""
+    ``temperature`` is 0), each at most its state's generation limit (``max_new_tokens`` only shortens it).
+    Seeds depend only on ``seed`` and the state, so every call uses the same ones. States are split across
+    processes and the result is global."""
     greedy = temperature <= 0
     n = 1 if greedy else samples
     total = solved = turns = 0.0
     mine = shard(list(enumerate(states)), trainer.rank, trainer.world)
-    params = SamplingParams(temperature=1.0 if greedy else temperature, top_k=1 if greedy else 0,
-                            max_new_tokens=max_new_tokens)
-    groups = sample_seeded(trainer.sampler, [state.prompt_ids for _, state in mine], n, params,
-                           [sample_seed(seed, 0, i, EVAL_SALT) for i, _ in mine])
+    params = SamplingParams(temperature=1.0 if greedy else temperature, top_k=1 if greedy else 0)
+    groups = sample_states(trainer.sampler, [state for _, state in mine], n, params,
+                           [sample_seed(seed, 0, i, EVAL_SALT) for i, _ in mine], max_new_tokens)
     for (_, state), completions in zip(mine, groups):
         rewards = scorer.score(state, [c.text for c in completions])
         total += sum(rewards)
@@ -65,7 +90,8 @@ class PivotTrainer(RLTrainer):
 
                 raise ConfigError("the pivot trainer needs `pivots` (a pivot-set JSONL from `pivotgym select`) and "
                                   "`trajectories` (the expert trajectories it was profiled from)")
-            self.states = load_pivot_states(cfg.pivots, cfg.trajectories, self.sampler.encode, cfg.verifier)
+            self.states = load_pivot_states(cfg.pivots, cfg.trajectories, self.sampler.encode, cfg.verifier,
+                                            cap=cfg.max_new_tokens)
         self.order = DataOrder(len(self.states), cfg.seed)
         self.data_state = {"cursor": 0}
         self.counters.profiling_turns = self._profiling_turns()
@@ -94,10 +120,11 @@ class PivotTrainer(RLTrainer):
                  "groups": 0, "informative": 0, "failed_verifications": 0, "judged": 0}
         mine = shard(picked, self.rank, self.world)
         states = [self.states[state_index] for _, state_index in mine]
-        params = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
+        params = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p)
         with self.counters.time("generation"):  # every state of the step in one batched call, own seed each
-            groups = sample_seeded(self.sampler, [state.prompt_ids for state in states], cfg.group_size, params,
-                                   [sample_seed(cfg.seed, step, global_index) for global_index, _ in mine])
+            groups = sample_states(self.sampler, states, cfg.group_size, params,
+                                   [sample_seed(cfg.seed, step, global_index) for global_index, _ in mine],
+                                   cfg.max_new_tokens)
         for (_, state_index), state, completions in zip(mine, states, groups):
             with self.counters.time("verification"):
                 judged = self.scorer.score_judged(state, [c.text for c in completions])
@@ -133,4 +160,4 @@ class PivotTrainer(RLTrainer):
                                temperature=cfg.eval_temperature, max_new_tokens=cfg.max_new_tokens, seed=cfg.seed)
 
 
-__all__ = ["PivotTrainer", "evaluate_states"]
+__all__ = ["PivotTrainer", "evaluate_states", "sample_states", "state_tokens"]

@@ -1,7 +1,8 @@
 """Pivot states as training and evaluation items: prompt token ids plus a way to score completions.
 
 A pivot-set row names a trajectory and a turn; the prompt is rebuilt exactly as the profiler built it
-(``env.prompt_messages(turn.prefix)`` through the sampler's chat template) and completions are scored with
+(``env.prompt_messages(turn.prefix)`` through the sampler's chat template), completions are as long as the
+profiler and evaluation allow there (the env's own generation limit), and they are scored with
 the env's functional verifier from the exact state at that turn (:class:`~pivotgym.verify.VerifyContext`).
 """
 
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pivotgym.env import DEFAULT_MAX_NEW_TOKENS, generation_cap
 from pivotgym.types import Trajectory, Turn, TurnProfile
 from pivotgym.verify import Judge, VerifyContext, trajectory_tools
 
@@ -27,6 +29,9 @@ class PivotState:
     profile: TurnProfile | None = None
     #: the functions the trajectory offered (imported rows carry their own), passed to the verifier
     tools: list[dict[str, Any]] | None = None
+    #: the longest completion sampled here: its env's own generation limit, shortened by the trainer's cap
+    #: (:func:`pivotgym.env.generation_cap`, as in evaluation and profiling)
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
 
 
 def _registry_judge() -> Judge:
@@ -58,20 +63,22 @@ class StateScorer:
 
 
 def load_pivot_states(pivots: str | Path, trajectories: str | Path, encode: Callable[[list[Any]], list[int]],
-                      verifier: str = "functional") -> list[PivotState]:
-    """The states of a pivot-set file, with prompts encoded by ``encode`` (a sampler's ``encode``)."""
+                      verifier: str = "functional", cap: int | None = None) -> list[PivotState]:
+    """The states of a pivot-set file, with prompts encoded by ``encode`` (a sampler's ``encode``); ``cap``
+    can only shorten each state's generation limit (its env's own)."""
     from pivotgym.jsonl import read_pivot_set, read_trajectories
 
     pivot_set = read_pivot_set(pivots)
     if not pivot_set.pivots:
         raise ValueError(f"{pivots}: the pivot set is empty; select with a looser rule (pivotgym select)")
     by_id = {t.id: t for t in read_trajectories(trajectories)}
-    return states_from_profiles(pivot_set.pivots, by_id, encode, verifier, source=str(pivots))
+    return states_from_profiles(pivot_set.pivots, by_id, encode, verifier, source=str(pivots), cap=cap)
 
 
 def states_from_profiles(profiles: Sequence[TurnProfile], trajectories: dict[str, Trajectory],
                          encode: Callable[[list[Any]], list[int]], verifier: str = "functional",
-                         source: str = "pivot set") -> list[PivotState]:
+                         source: str = "pivot set", cap: int | None = None) -> list[PivotState]:
+    """The states of pivot-set rows (``trajectories`` by id); ``cap`` only shortens each env's own limit."""
     from pivotgym.registry import get_registry
 
     registry = get_registry()
@@ -86,13 +93,14 @@ def states_from_profiles(profiles: Sequence[TurnProfile], trajectories: dict[str
         env = envs.get(turn.env_id) or envs.setdefault(turn.env_id, registry.make(turn.env_id))
         prompt_ids = encode(env.prompt_messages(turn.prefix))
         states.append(PivotState(i, turn, prompt_ids, registry.verifier_name_for(turn.env_id, verifier), profile,
-                                 trajectory_tools(trajectory)))
+                                 trajectory_tools(trajectory), generation_cap(env, cap)))
     return states
 
 
 def states_from_trajectories(trajectories: Sequence[Trajectory], encode: Callable[[list[Any]], list[int]],
-                             verifier: str = "functional") -> list[PivotState]:
-    """Every assistant turn of ``trajectories`` as a state (for evaluation without a pivot set)."""
+                             verifier: str = "functional", cap: int | None = None) -> list[PivotState]:
+    """Every assistant turn of ``trajectories`` as a state (for evaluation without a pivot set); ``cap`` only
+    shortens each env's own generation limit."""
     from pivotgym.registry import get_registry
 
     registry = get_registry()
@@ -103,7 +111,7 @@ def states_from_trajectories(trajectories: Sequence[Trajectory], encode: Callabl
         for turn in trajectory.turns():
             states.append(PivotState(len(states), turn, encode(env.prompt_messages(turn.prefix)),
                                      registry.verifier_name_for(turn.env_id, verifier),
-                                     tools=trajectory_tools(trajectory)))
+                                     tools=trajectory_tools(trajectory), max_new_tokens=generation_cap(env, cap)))
     return states
 
 
