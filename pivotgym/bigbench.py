@@ -121,8 +121,12 @@ def extract_tasks(sdist: Path, tasks: Sequence[str], dest: Path, limit: int | No
             task = wanted[key]
             if limit is not None:
                 data["examples"] = data["examples"][:limit]
-            data["pivotgym_source"] = {"sdist": sdist.name, "path": member.name, "license": "Apache-2.0",
-                                       "rows": len(data["examples"])}
+            data["pivotgym_source"] = {
+                "sdist": sdist.name,
+                "path": member.name,
+                "license": "Apache-2.0",
+                "rows": len(data["examples"]),
+            }
             out = dest / f"{task.replace('/', '__')}.json"
             tmp = out.with_suffix(".tmp")
             tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
@@ -130,13 +134,19 @@ def extract_tasks(sdist: Path, tasks: Sequence[str], dest: Path, limit: int | No
             written[task] = len(data["examples"])
     missing = sorted(set(tasks) - set(written))
     if missing:
-        raise FileNotFoundError(f"not in {sdist.name}: {missing}; task names are folders under "
-                                f"bigbench/benchmark_tasks (e.g. logical_deduction/three_objects)")
+        raise FileNotFoundError(
+            f"not in {sdist.name}: {missing}; task names are folders under "
+            f"bigbench/benchmark_tasks (e.g. logical_deduction/three_objects)"
+        )
     return written
 
 
-def pull_bigbench(tasks: Sequence[str] = DEFAULT_BIGBENCH_TASKS, dest: Path | None = None,
-                  sdist: Path | None = None, limit: int | None = None) -> dict[str, int]:
+def pull_bigbench(
+    tasks: Sequence[str] = DEFAULT_BIGBENCH_TASKS,
+    dest: Path | None = None,
+    sdist: Path | None = None,
+    limit: int | None = None,
+) -> dict[str, int]:
     """Fetch the BIG-bench sdist (unless ``sdist`` is given), extract ``tasks`` into ``dest`` (default: the
     cache) and delete the downloaded tarball. Returns rows written per task."""
     dest = dest or bigbench_cache_dir()

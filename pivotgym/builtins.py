@@ -7,21 +7,35 @@ from pivotgym.hookspecs import Register, hookimpl
 
 @hookimpl
 def register_verifiers(register: Register) -> None:
-    register("exact", "pivotgym.verify:ExactMatchVerifier",
-             description="reward 1 only for the expert's exact text (whitespace-normalised); the ablation baseline")
-    register("declarative/answer", "pivotgym.declarative:AnswerVerifier",
-             description="YAML envs: credits any reply the task's own scorer accepts (option letter or text, "
-                         "3 for three)")
+    register(
+        "exact",
+        "pivotgym.verify:ExactMatchVerifier",
+        description="reward 1 only for the expert's exact text (whitespace-normalised); the ablation baseline",
+    )
+    register(
+        "declarative/answer",
+        "pivotgym.declarative:AnswerVerifier",
+        description="YAML envs: credits any reply the task's own scorer accepts (option letter or text, 3 for three)",
+    )
 
 
 @hookimpl
 def register_sandboxes(register: Register) -> None:
-    register("bwrap", "pivotgym.sandbox.bwrap:BwrapSandbox",
-             description="bubblewrap: no network, read-only system, writes only in the work dir (default)")
-    register("docker", "pivotgym.sandbox.docker:DockerSandbox",
-             description="a fresh container per run (docker SDK + a reachable engine)")
-    register("local", "pivotgym.sandbox.local:LocalSandbox",
-             description="NO isolation: rlimits and a deadline only; explicit opt-in for trusted code")
+    register(
+        "bwrap",
+        "pivotgym.sandbox.bwrap:BwrapSandbox",
+        description="bubblewrap: no network, read-only system, writes only in the work dir (default)",
+    )
+    register(
+        "docker",
+        "pivotgym.sandbox.docker:DockerSandbox",
+        description="a fresh container per run (docker SDK + a reachable engine)",
+    )
+    register(
+        "local",
+        "pivotgym.sandbox.local:LocalSandbox",
+        description="NO isolation: rlimits and a deadline only; explicit opt-in for trusted code",
+    )
 
 
 @hookimpl
@@ -47,9 +61,18 @@ def register_suites(register: Register) -> None:
 
 @hookimpl
 def register_samplers(register: Register) -> None:
-    register("hf", "pivotgym.sampling.hf:HFSampler",
-             description="transformers, in-process; one shared prefill for the n samples of a prompt (CPU/CUDA)")
-    register("vllm", "pivotgym.sampling.vllm:VLLMSampler",
-             description="in-process vLLM (optional extra pivotgym[vllm], needs a GPU)")
-    register("openai", "pivotgym.sampling.openai:OpenAISampler",
-             description="any OpenAI-compatible /v1/completions server, e.g. `vllm serve` (--base-url)")
+    register(
+        "hf",
+        "pivotgym.sampling.hf:HFSampler",
+        description="transformers, in-process; one shared prefill for the n samples of a prompt (CPU/CUDA)",
+    )
+    register(
+        "vllm",
+        "pivotgym.sampling.vllm:VLLMSampler",
+        description="in-process vLLM (optional extra pivotgym[vllm], needs a GPU)",
+    )
+    register(
+        "openai",
+        "pivotgym.sampling.openai:OpenAISampler",
+        description="any OpenAI-compatible /v1/completions server, e.g. `vllm serve` (--base-url)",
+    )

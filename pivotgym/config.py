@@ -32,8 +32,16 @@ from pivotgym.types import check_fields
 
 T = TypeVar("T")
 
-__all__ = ["Source", "build", "check_keys", "check_section", "config_fields", "did_you_mean", "read_yaml",
-           "yaml_syntax_error"]
+__all__ = [
+    "Source",
+    "build",
+    "check_keys",
+    "check_section",
+    "config_fields",
+    "did_you_mean",
+    "read_yaml",
+    "yaml_syntax_error",
+]
 
 #: ``field(metadata={INTERNAL: True})`` marks a dataclass field that a config file may not set (e.g. the path
 #: the config was read from)
@@ -126,14 +134,18 @@ def config_fields(cls: type) -> list[dataclasses.Field[Any]]:
     return [f for f in dataclasses.fields(cls) if f.init and not f.metadata.get(INTERNAL)]  # type: ignore[arg-type]
 
 
-def check_keys(data: Mapping[str, Any], known: Iterable[str], source: Source = Source(),
-               prefix: tuple[str, ...] = ()) -> None:
+def check_keys(
+    data: Mapping[str, Any], known: Iterable[str], source: Source = Source(), prefix: tuple[str, ...] = ()
+) -> None:
     """Raise :class:`ConfigError` at the first key of ``data`` not in ``known``, with a did-you-mean."""
     known = sorted(set(known))
     for key in data:
         if key not in known:
-            raise source.error((*prefix, str(key)), f"unknown key{did_you_mean(str(key), known)}",
-                               hint=f"known keys{' of ' + '.'.join(prefix) if prefix else ''}: {', '.join(known)}")
+            raise source.error(
+                (*prefix, str(key)),
+                f"unknown key{did_you_mean(str(key), known)}",
+                hint=f"known keys{' of ' + '.'.join(prefix) if prefix else ''}: {', '.join(known)}",
+            )
 
 
 def _section_type(tp: Any) -> type | None:

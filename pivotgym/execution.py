@@ -34,8 +34,14 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 __all__ = [
-    "Executor", "ProcessExecutor", "RayExecutor", "SerialExecutor", "TaskResult", "WorkerSetup",
-    "make_executor", "EXECUTORS",
+    "Executor",
+    "ProcessExecutor",
+    "RayExecutor",
+    "SerialExecutor",
+    "TaskResult",
+    "WorkerSetup",
+    "make_executor",
+    "EXECUTORS",
 ]
 
 EXECUTORS = ("process", "ray", "serial")
@@ -148,7 +154,7 @@ class Executor(ABC):
         """Run ``fn`` on every item; results in input order. ``timeout`` (seconds, per task) overrides the
         executor's default; ``on_result`` is called in the caller's thread as each task finishes."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - a hook with nothing to release by default, not abstract
         """Release workers (idempotent)."""
 
     def describe(self) -> dict[str, Any]:
@@ -180,7 +186,7 @@ class SerialExecutor(Executor):
             start = time.perf_counter()
             box: dict[str, Any] = {}
 
-            def target(item: Any = item) -> None:
+            def target(item: Any = item, box: dict[str, Any] = box) -> None:
                 try:
                     box["value"] = fn(item)
                 except Exception as exc:  # noqa: BLE001
@@ -249,8 +255,9 @@ class ProcessExecutor(Executor):
 
     name = "process"
 
-    def __init__(self, workers: int | None = None, timeout: float | None = None,
-                 start_method: str | None = None) -> None:
+    def __init__(
+        self, workers: int | None = None, timeout: float | None = None, start_method: str | None = None
+    ) -> None:
         super().__init__(workers, timeout)
         if start_method is None:
             start_method = "forkserver" if sys.platform.startswith("linux") else "spawn"
@@ -331,8 +338,15 @@ class ProcessExecutor(Executor):
                         worker.process.join(1)
                         code = worker.process.exitcode
                         worker.task = None
-                        finish(TaskResult(index, False, None, f"crashed: worker process died (exit code {code})",
-                                          time.monotonic() - started))
+                        finish(
+                            TaskResult(
+                                index,
+                                False,
+                                None,
+                                f"crashed: worker process died (exit code {code})",
+                                time.monotonic() - started,
+                            )
+                        )
                         self._replace(worker)
                         continue
                     if message[0] == "started":
@@ -344,9 +358,15 @@ class ProcessExecutor(Executor):
                     finish(TaskResult(r_index, ok, value, error, elapsed))
                 elif deadline is not None and time.monotonic() >= deadline:
                     worker.task = None
-                    finish(TaskResult(index, False, None,
-                                      f"timeout: task did not finish within {deadline_s}s; its worker was killed",
-                                      time.monotonic() - started))
+                    finish(
+                        TaskResult(
+                            index,
+                            False,
+                            None,
+                            f"timeout: task did not finish within {deadline_s}s; its worker was killed",
+                            time.monotonic() - started,
+                        )
+                    )
                     self._replace(worker)
         return results  # type: ignore[return-value]
 
@@ -395,8 +415,9 @@ class RayExecutor(Executor):
 
     name = "ray"
 
-    def __init__(self, workers: int | None = None, timeout: float | None = None, address: str | None = None,
-                 **init_kwargs: Any) -> None:
+    def __init__(
+        self, workers: int | None = None, timeout: float | None = None, address: str | None = None, **init_kwargs: Any
+    ) -> None:
         super().__init__(workers, timeout)
         self.address = address
         self.init_kwargs = init_kwargs
@@ -409,8 +430,7 @@ class RayExecutor(Executor):
         except ImportError as exc:  # pragma: no cover - ray is in requirements/base.txt
             raise RuntimeError("the ray executor needs Ray: pip install 'ray==2.60.0'") from exc
         if not ray.is_initialized():
-            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
-                                      "configure_logging": False}
+            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
             if self.address:
                 kwargs["address"] = self.address
             else:
@@ -464,16 +484,23 @@ class RayExecutor(Executor):
                     ok, value, error, elapsed = ray.get(ref)
                     finish(TaskResult(index, ok, value, error, elapsed))
                 except Exception as exc:  # noqa: BLE001 - WorkerCrashedError and friends
-                    finish(TaskResult(index, False, None, f"crashed: {type(exc).__name__}: {exc}"[:2000],
-                                      now - started))
+                    finish(
+                        TaskResult(index, False, None, f"crashed: {type(exc).__name__}: {exc}"[:2000], now - started)
+                    )
             if backstop is not None:
                 for ref, (index, started) in list(in_flight.items()):
                     if now - started >= backstop:
                         in_flight.pop(ref)
                         ray.cancel(ref, force=True)
-                        finish(TaskResult(index, False, None,
-                                          f"timeout: task did not finish within {deadline_s}s; its worker was killed",
-                                          now - started))
+                        finish(
+                            TaskResult(
+                                index,
+                                False,
+                                None,
+                                f"timeout: task did not finish within {deadline_s}s; its worker was killed",
+                                now - started,
+                            )
+                        )
         return results  # type: ignore[return-value]
 
     def close(self) -> None:
@@ -488,8 +515,9 @@ class RayExecutor(Executor):
         return {**super().describe(), "address": self.address or "local"}
 
 
-def make_executor(spec: str | Executor | None = None, *, workers: int | None = None,
-                  timeout: float | None = None, **kwargs: Any) -> Executor:
+def make_executor(
+    spec: str | Executor | None = None, *, workers: int | None = None, timeout: float | None = None, **kwargs: Any
+) -> Executor:
     """Build an executor from a name: ``process`` (default), ``serial``, ``ray`` or ``ray:ADDRESS``."""
     if isinstance(spec, Executor):
         return spec

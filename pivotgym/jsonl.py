@@ -13,13 +13,10 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pivotgym.types import PivotSet, Trajectory, TurnProfile
 from pivotgym.errors import JsonlError
-
+from pivotgym.types import PivotSet, Trajectory, TurnProfile
 
 R = TypeVar("R")
-
-
 
 
 def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
@@ -28,8 +25,9 @@ def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
         yield row
 
 
-def _records(path: str | os.PathLike[str], cls: type[R],
-             rows: Iterable[tuple[int, dict[str, Any]]] | None = None) -> list[R]:
+def _records(
+    path: str | os.PathLike[str], cls: type[R], rows: Iterable[tuple[int, dict[str, Any]]] | None = None
+) -> list[R]:
     """Every row of ``path`` (or the already read, numbered ``rows`` of it) as a ``cls`` record; a row lacking a
     field or holding a mistyped one is a :class:`JsonlError` naming the file, the line and the field."""
     records = []

@@ -133,7 +133,8 @@ class PluginManager:
             if ep.name in self.infos:
                 first = self.infos[ep.name].distribution
                 self.infos[ep.name].record(
-                    f"entry point name {ep.name!r} is declared by both {first} and {_dist_name(ep)}")
+                    f"entry point name {ep.name!r} is declared by both {first} and {_dist_name(ep)}"
+                )
                 continue
             info = self.infos.setdefault(ep.name, PluginInfo(name=ep.name, module=ep.value))
             info.distribution = _dist_name(ep)
@@ -186,7 +187,8 @@ class PluginManager:
             except Exception as exc:  # noqa: BLE001 - one broken plugin must not hide the others
                 culprit = _raised_by(exc, impls) or name
                 self.infos.setdefault(culprit, PluginInfo(name=culprit)).fail(
-                    hook_name, f"{hook_name} raised {exc!r}", traceback.format_exc())
+                    hook_name, f"{hook_name} raised {exc!r}", traceback.format_exc()
+                )
         return order
 
 

@@ -25,8 +25,6 @@ from pivotgym.verify import set_env_maker
 Factory = Callable[..., Any] | str
 
 
-
-
 def resolve(factory: Factory) -> Callable[..., Any]:
     """Turn a ``"module:attr"`` string into the object it names (callables pass through)."""
     if callable(factory):
@@ -159,7 +157,8 @@ class Registry:
                     f"env {spec.id!r} of plugin {spec.plugin!r} uses verifier {name!r}, but plugin {winner!r} "
                     f"owns that id (plugin {spec.plugin!r} registered it too and lost it), so the env is disabled "
                     f"rather than judged by another plugin's verifier. Rename the verifier id in {spec.plugin!r}, "
-                    f"or uninstall {winner!r}.")
+                    f"or uninstall {winner!r}."
+                )
                 self._info(spec.plugin).record(spec.problem)
                 break
 
@@ -177,17 +176,22 @@ class Registry:
             return True
         first = table[key].plugin
         if first == owner:
-            self._info(owner).record(f"{what} id {key!r} is registered twice by plugin {owner!r}; "
-                                     f"the second registration was ignored")
+            self._info(owner).record(
+                f"{what} id {key!r} is registered twice by plugin {owner!r}; the second registration was ignored"
+            )
             return False
         takeover = self.is_first_party(owner) and not self.is_first_party(first)
         winner, loser = (owner, first) if takeover else (first, owner)
-        why = ("first-party ids cannot be taken over by a third-party plugin" if takeover
-               else "the plugin that registered it first keeps it")
+        why = (
+            "first-party ids cannot be taken over by a third-party plugin"
+            if takeover
+            else "the plugin that registered it first keeps it"
+        )
         self._info(loser).record(
             f"duplicate {what} id {key!r}: registered by both plugin {winner!r} ({self._dist(winner)}) and "
             f"plugin {loser!r} ({self._dist(loser)}); {why}, so {winner!r} owns it and {loser!r} lost it. "
-            f"Rename the id in {loser!r}, or uninstall one of the two.")
+            f"Rename the id in {loser!r}, or uninstall one of the two."
+        )
         self.conflicts.append({"kind": what, "id": key, "winner": winner, "loser": loser})
         if takeover:
             del table[key]
@@ -222,11 +226,13 @@ class Registry:
             return
         if splits is None and isinstance(factory, type):
             splits = getattr(factory, "splits", None)
-        self.envs[id] = EnvSpec(id, factory, owner, verifier, exact_verifier,
-                                tuple(splits) if splits else None, description, dict(kwargs))
+        self.envs[id] = EnvSpec(
+            id, factory, owner, verifier, exact_verifier, tuple(splits) if splits else None, description, dict(kwargs)
+        )
 
-    def _register_named(self, table: dict[str, Entry], what: str, owner: str, name: str, factory: Factory,
-                        *, description: str = "") -> None:
+    def _register_named(
+        self, table: dict[str, Entry], what: str, owner: str, name: str, factory: Factory, *, description: str = ""
+    ) -> None:
         if self._claim(table, name, owner, what):
             table[name] = Entry(name, factory, owner, description)
 
@@ -239,8 +245,9 @@ class Registry:
     def _register_samplers(self, owner: str, name: str, factory: Factory, *, description: str = "") -> None:
         self._register_named(self.samplers, "sampler", owner, name, factory, description=description)
 
-    def _register_suites(self, owner: str, name: str, members: Mapping[str, str], *, description: str = "",
-                         **options: Any) -> None:
+    def _register_suites(
+        self, owner: str, name: str, members: Mapping[str, str], *, description: str = "", **options: Any
+    ) -> None:
         bad = {env: role for env, role in members.items() if role not in ("in_domain", "ood")}
         if bad:
             raise RegistryError(f"suite {name!r}: roles must be 'in_domain' or 'ood', got {bad}")
@@ -323,17 +330,24 @@ class Registry:
         hook = f"register_{_KIND_OF[what]}"
         failed = {info.name: reason for info in self.plugins.infos.values() if (reason := info.failure_for(hook))}
         namespace = _normal(name.split("/", 1)[0]) if "/" in name else None
-        owners = [plugin for plugin in failed
-                  if namespace and namespace in self._namespaces(plugin) or repr(name) in failed[plugin]]
+        owners = [
+            plugin
+            for plugin in failed
+            if namespace and namespace in self._namespaces(plugin) or repr(name) in failed[plugin]
+        ]
         if owners:
             plugin = owners[0]
-            return (f"unknown {what} {name!r}: plugin {plugin!r}, which provides it, could not register its ids "
-                    f"({_short(failed[plugin])}); `pivotgym plugins` shows its traceback. Fix, upgrade or "
-                    f"reinstall it.")
+            return (
+                f"unknown {what} {name!r}: plugin {plugin!r}, which provides it, could not register its ids "
+                f"({_short(failed[plugin])}); `pivotgym plugins` shows its traceback. Fix, upgrade or "
+                f"reinstall it."
+            )
         if failed and not close:
             reasons = "; ".join(f"{p!r}: {_short(failed[p])}" for p in sorted(failed))
-            message += (f" These plugins could not register all their ids and may provide it: {reasons} "
-                        f"(`pivotgym plugins` shows the tracebacks).")
+            message += (
+                f" These plugins could not register all their ids and may provide it: {reasons} "
+                f"(`pivotgym plugins` shows the tracebacks)."
+            )
         return message
 
     def _namespaces(self, plugin: str) -> set[str]:
@@ -344,8 +358,13 @@ class Registry:
 
 
 #: the hook kind behind each word an error uses
-_KIND_OF = {"env": "environments", "verifier": "verifiers", "suite": "suites", "sampler": "samplers",
-            "sandbox": "sandboxes"}
+_KIND_OF = {
+    "env": "environments",
+    "verifier": "verifiers",
+    "suite": "suites",
+    "sampler": "samplers",
+    "sandbox": "sandboxes",
+}
 
 
 def _normal(name: str) -> str:
@@ -366,7 +385,8 @@ def _load_factory(what: str, name: str, plugin: str, factory: Factory) -> Callab
     except (ImportError, AttributeError, RegistryError) as exc:
         raise RegistryError(
             f"{what} {name!r} of plugin {plugin!r}: cannot load its factory {factory!r} ({exc}); fix the "
-            f"'package.module:Name' path the plugin registers, or install what that module imports") from exc
+            f"'package.module:Name' path the plugin registers, or install what that module imports"
+        ) from exc
 
 
 # -------------------------------------------------------------------- the process-wide registry

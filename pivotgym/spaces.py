@@ -62,9 +62,7 @@ class Messages(spaces.Space[list]):
     def contains(self, x: Any) -> bool:
         if not isinstance(x, list) or len(x) > self.max_messages:
             return False
-        return all(
-            isinstance(m, dict) and m.get("role") in ROLES and isinstance(m.get("content", ""), str) for m in x
-        )
+        return all(isinstance(m, dict) and m.get("role") in ROLES and isinstance(m.get("content", ""), str) for m in x)
 
     def __repr__(self) -> str:
         return "Messages()"

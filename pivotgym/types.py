@@ -17,6 +17,7 @@ import typing
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
+
 from pivotgym.errors import RecordError
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -105,10 +106,15 @@ def _encodable(text: str) -> str:
     return text.encode("utf-8", "surrogatepass").decode("utf-8", "backslashreplace")
 
 
-
-
-_KINDS = {int: "an integer", float: "a number", str: "a string", bool: "true or false", list: "a list",
-          tuple: "a list", dict: "a mapping"}
+_KINDS = {
+    int: "an integer",
+    float: "a number",
+    str: "a string",
+    bool: "true or false",
+    list: "a list",
+    tuple: "a list",
+    dict: "a mapping",
+}
 
 
 def _describe(tp: Any) -> str:
@@ -182,7 +188,7 @@ def _type_error(name: str, value: Any, tp: Any, deep: bool) -> str | None:
     return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _init_fields(cls: type) -> tuple[list[dataclasses.Field[Any]], dict[str, Any]]:
     """The init fields of dataclass ``cls`` and its resolved annotations, computed once per class (records are
     checked on every JSONL row read)."""
@@ -198,8 +204,11 @@ def check_fields(cls: type, data: dict[str, Any], *, required: bool = True, deep
     """
     fields, hints = _init_fields(cls)
     if required:
-        missing = [f.name for f in fields if f.name not in data and f.default is dataclasses.MISSING
-                   and f.default_factory is dataclasses.MISSING]
+        missing = [
+            f.name
+            for f in fields
+            if f.name not in data and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        ]
         if missing:
             raise RecordError(f"missing required field(s) {', '.join(missing)}")
     for f in fields:

@@ -21,9 +21,20 @@ def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     entry points are discovered exactly as for any third-party plugin)."""
     target = tmp_path_factory.mktemp("plugin-site")
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
-         "--no-build-isolation", "--target", str(target),
-         str(TEST_PLUGINS / "pivotgym-arith"), str(TEST_PLUGINS / "pivotgym-broken")],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(TEST_PLUGINS / "pivotgym-arith"),
+            str(TEST_PLUGINS / "pivotgym-broken"),
+        ],
         check=True,
     )
     return target

@@ -57,8 +57,12 @@ def test_eval_suite_with_an_uninstalled_env_fails_before_the_model_loads(no_mode
 
 def test_profile_unknown_env_in_trajectories_fails_before_the_model_loads(no_model, capsys, tmp_path):
     trajs = tmp_path / "t.jsonl"
-    row = {"id": "t0", "env_id": "nope/missing-v0", "task_id": "x",
-           "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
+    row = {
+        "id": "t0",
+        "env_id": "nope/missing-v0",
+        "task_id": "x",
+        "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
+    }
     trajs.write_text(json.dumps(row) + "\n")
     out = tmp_path / "p.jsonl"
     assert main(["profile", "-t", str(trajs), "-o", str(out)]) == 1
@@ -68,13 +72,15 @@ def test_profile_unknown_env_in_trajectories_fails_before_the_model_loads(no_mod
     assert not out.exists()
 
 
-@pytest.mark.parametrize("field, yaml_text", [
-    ("env", "name: typo\nenv: general/no-such-env-v0\n"),
-    ("ood[1]", "name: typo\nenv: general/navigate-v0\nood: [general/navigate-v0, nope/missing-v0@test]\n"),
-    ("suite", "name: typo\nenv: general/navigate-v0\nsuite: no-such-suite\n"),
-])
-def test_experiment_with_an_unknown_id_leaves_no_run_folder(field, yaml_text, no_model, capsys, tmp_path,
-                                                           monkeypatch):
+@pytest.mark.parametrize(
+    "field, yaml_text",
+    [
+        ("env", "name: typo\nenv: general/no-such-env-v0\n"),
+        ("ood[1]", "name: typo\nenv: general/navigate-v0\nood: [general/navigate-v0, nope/missing-v0@test]\n"),
+        ("suite", "name: typo\nenv: general/navigate-v0\nsuite: no-such-suite\n"),
+    ],
+)
+def test_experiment_with_an_unknown_id_leaves_no_run_folder(field, yaml_text, no_model, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     config = tmp_path / "exp.yaml"
     config.write_text(yaml_text)
@@ -103,8 +109,10 @@ def test_experiment_yaml_syntax_error_is_one_line_with_file_line_and_column(caps
     config.write_text(BROKEN_YAML)
     assert main(["experiment", str(config), "--out", str(tmp_path / "run")]) == 1
     lines = _error_lines(capsys)
-    assert lines == [f"error: {config}:3:4: not valid YAML: expected ',' or ']', but got ':' "
-                     "(while parsing a flow sequence at line 2, column 6)"]
+    assert lines == [
+        f"error: {config}:3:4: not valid YAML: expected ',' or ']', but got ':' "
+        "(while parsing a flow sequence at line 2, column 6)"
+    ]
     assert not (tmp_path / "run").exists()
 
 
@@ -130,14 +138,19 @@ def test_train_config_yaml_syntax_error_is_one_line(tmp_path):
 
 
 # ------------------------------------------------------------- mistyped or missing fields name the file and field
-@pytest.mark.parametrize("section, expected", [
-    ("sft: {steps: many}", "sft.steps: expected an integer, got 'many'"),
-    ("pivot: {adam_betas: 1}", "pivot.adam_betas: expected a list, got 1"),
-    ("e2e: {learning_rate: 1e-5}", "e2e.learning_rate: expected a number, got '1e-5' (YAML reads a number like "
-                                   "1e-5 as text: write 1.0e-5)"),
-    ("train_tasks: lots", "train_tasks: expected an integer or null, got 'lots'"),
-    ("ood: general/navigate-v0", "ood: expected a list, got 'general/navigate-v0'"),
-])
+@pytest.mark.parametrize(
+    "section, expected",
+    [
+        ("sft: {steps: many}", "sft.steps: expected an integer, got 'many'"),
+        ("pivot: {adam_betas: 1}", "pivot.adam_betas: expected a list, got 1"),
+        (
+            "e2e: {learning_rate: 1e-5}",
+            "e2e.learning_rate: expected a number, got '1e-5' (YAML reads a number like 1e-5 as text: write 1.0e-5)",
+        ),
+        ("train_tasks: lots", "train_tasks: expected an integer or null, got 'lots'"),
+        ("ood: general/navigate-v0", "ood: expected a list, got 'general/navigate-v0'"),
+    ],
+)
 def test_experiment_mistyped_value_names_file_and_field(section, expected, capsys, tmp_path):
     config = tmp_path / "exp.yaml"
     config.write_text(f"name: typo\nenv: general/navigate-v0\n{section}\n")
@@ -146,14 +159,17 @@ def test_experiment_mistyped_value_names_file_and_field(section, expected, capsy
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("steps: many\n", "steps: expected an integer, got 'many'"),
-    ("adam_betas: 1\n", "adam_betas: expected a list, got 1"),
-    ("adam_betas: [0.9]\n", "adam_betas: expected a list of 2 values, got [0.9]"),
-    ("report_to: [jsonl, 3]\n", "report_to[1]: expected a string, got 3"),
-    ("lora_target_modules: q_proj\n", "lora_target_modules: expected a list or null, got 'q_proj'"),
-    ("lora: 'yes'\n", "lora: expected true or false, got 'yes'"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("steps: many\n", "steps: expected an integer, got 'many'"),
+        ("adam_betas: 1\n", "adam_betas: expected a list, got 1"),
+        ("adam_betas: [0.9]\n", "adam_betas: expected a list of 2 values, got [0.9]"),
+        ("report_to: [jsonl, 3]\n", "report_to[1]: expected a string, got 3"),
+        ("lora_target_modules: q_proj\n", "lora_target_modules: expected a list or null, got 'q_proj'"),
+        ("lora: 'yes'\n", "lora: expected true or false, got 'yes'"),
+    ],
+)
 def test_train_config_mistyped_value_names_file_and_field(text, expected, tmp_path):
     from pivotgym.train.config import ConfigError, load_config
 
@@ -164,10 +180,13 @@ def test_train_config_mistyped_value_names_file_and_field(text, expected, tmp_pa
     assert str(info.value) == f"{path}:1: {expected}"
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("steps: many\n", "steps: expected an integer, got 'many'"),
-    ("steps: 3\n  model: x\n", None),  # a YAML syntax error: FILE:LINE:COLUMN
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("steps: many\n", "steps: expected an integer, got 'many'"),
+        ("steps: 3\n  model: x\n", None),  # a YAML syntax error: FILE:LINE:COLUMN
+    ],
+)
 @pytest.mark.parametrize("kind", ["sft", "pivot", "e2e"])
 def test_train_command_error_is_one_line_naming_file_and_field(kind, text, expected, no_model, capsys, tmp_path):
     path = tmp_path / f"{kind}.yaml"
@@ -196,16 +215,29 @@ def test_train_config_accepts_ints_for_floats_and_null_for_optionals(tmp_path):
     assert config.learning_rate == 1 and config.max_grad_norm is None and config.adam_betas == (0.9, 1)
 
 
-@pytest.mark.parametrize("row, expected", [
-    ({"id": "t0", "env_id": "general/navigate-v0", "messages": []}, "missing required field(s) task_id"),
-    ({"id": "t0", "env_id": "general/navigate-v0", "task_id": "x", "messages": 5}, "messages: expected a list, got 5"),
-    ({"id": "t0", "env_id": "general/navigate-v0", "task_id": "x", "messages": [], "reward": "high"},
-     "reward: expected a number, got 'high'"),
-])
-def test_trajectory_row_lacking_or_mistyping_a_field_names_file_line_and_field(row, expected, no_model, capsys,
-                                                                               tmp_path):
-    good = {"id": "t1", "env_id": "general/navigate-v0", "task_id": "y",
-            "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "(A)"}]}
+@pytest.mark.parametrize(
+    "row, expected",
+    [
+        ({"id": "t0", "env_id": "general/navigate-v0", "messages": []}, "missing required field(s) task_id"),
+        (
+            {"id": "t0", "env_id": "general/navigate-v0", "task_id": "x", "messages": 5},
+            "messages: expected a list, got 5",
+        ),
+        (
+            {"id": "t0", "env_id": "general/navigate-v0", "task_id": "x", "messages": [], "reward": "high"},
+            "reward: expected a number, got 'high'",
+        ),
+    ],
+)
+def test_trajectory_row_lacking_or_mistyping_a_field_names_file_line_and_field(
+    row, expected, no_model, capsys, tmp_path
+):
+    good = {
+        "id": "t1",
+        "env_id": "general/navigate-v0",
+        "task_id": "y",
+        "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "(A)"}],
+    }
     trajs = tmp_path / "t.jsonl"
     trajs.write_text(json.dumps(good) + "\n" + json.dumps(row) + "\n")
     assert main(["profile", "-t", str(trajs), "-o", str(tmp_path / "p.jsonl")]) == 1
@@ -216,11 +248,28 @@ def test_profile_row_with_a_mistyped_field_names_file_line_and_field(tmp_path):
     from pivotgym.jsonl import JsonlError, read_profiles
 
     path = tmp_path / "profiles.jsonl"
-    path.write_text(json.dumps({"trajectory_id": "t", "turn": "first", "env_id": "e", "task_id": "x", "k": 2,
-                                "rewards": [1.0, 0.0], "mean": 0.5, "var": 0.25, "reasons": [], "reference": {},
-                                "verifier": {}, "key": "k"}) + "\n")
-    with pytest.raises(JsonlError,
-                       match=r"profiles\.jsonl:1: TurnProfile row: turn: expected an integer, got 'first'$"):
+    path.write_text(
+        json.dumps(
+            {
+                "trajectory_id": "t",
+                "turn": "first",
+                "env_id": "e",
+                "task_id": "x",
+                "k": 2,
+                "rewards": [1.0, 0.0],
+                "mean": 0.5,
+                "var": 0.25,
+                "reasons": [],
+                "reference": {},
+                "verifier": {},
+                "key": "k",
+            }
+        )
+        + "\n"
+    )
+    with pytest.raises(
+        JsonlError, match=r"profiles\.jsonl:1: TurnProfile row: turn: expected an integer, got 'first'$"
+    ):
         read_profiles(path)
 
 

@@ -62,13 +62,16 @@ def test_an_internal_field_cannot_be_set_from_a_file(tmp_path):
         _load(tmp_path, "name: x\npath: /etc\n")
 
 
-@pytest.mark.parametrize("text, message", [
-    ("name: x\nsteps: ten\n", ":2: steps: expected an integer, got 'ten'"),
-    ("name: x\ntags: [a, 3]\n", ":2: tags[1]: expected a string, got 3"),
-    ("name: x\nselect: 0.5\n", ":2: select: expected Select, got 0.5"),
-    ("steps: 2\n", ": name: required field is missing"),
-    ("name: x\nsteps: -1\n", ": steps must be >= 0, got -1"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("name: x\nsteps: ten\n", ":2: steps: expected an integer, got 'ten'"),
+        ("name: x\ntags: [a, 3]\n", ":2: tags[1]: expected a string, got 3"),
+        ("name: x\nselect: 0.5\n", ":2: select: expected Select, got 0.5"),
+        ("steps: 2\n", ": name: required field is missing"),
+        ("name: x\nsteps: -1\n", ": steps must be >= 0, got -1"),
+    ],
+)
 def test_wrong_values_name_the_field(tmp_path, text, message):
     with pytest.raises(ConfigError) as info:
         _load(tmp_path, text)

@@ -43,17 +43,20 @@ def env_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         "source: {type: jsonl, path: capitals.jsonl, fields: {input: question, target: answer}}\n"
         "splits: {train: {stop: 2}, test: {start: 2}}\n"
         "prompt: {system: Answer with the city only., template: 'What is the capital of {input}?'}\n"
-        "answer: {type: text}\n")
+        "answer: {type: text}\n"
+    )
     (folder / "colors.yml").write_text(
         "id: trivia/colors-v0\n"
         "source:\n  type: inline\n  examples:\n"
         "    - {input: 'The sky on a clear day is', choices: [green, blue, red], target: blue}\n"
         "    - {input: 'Fresh grass is', choices: [green, blue, red], target: green}\n"
-        "prompt: {template: \"{input}\\n{choices}\"}\n"
+        'prompt: {template: "{input}\\n{choices}"}\n'
         "answer: {type: choice}\n"
-        "scoring: loglik\n")
+        "scoring: loglik\n"
+    )
     (folder / "suite.yaml").write_text(
-        "suite: trivia\nmembers: {trivia/capitals-v0@test: in_domain, trivia/colors-v0: ood}\n")
+        "suite: trivia\nmembers: {trivia/capitals-v0@test: in_domain, trivia/colors-v0: ood}\n"
+    )
     monkeypatch.setenv("PIVOTGYM_ENV_PATH", str(folder))
     reset_registry()
     yield folder
@@ -62,8 +65,13 @@ def env_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 def test_shipped_envs_and_suites_are_registered():
     registry = get_registry()
-    for env_id in ("general/navigate-v0", "general/logical-deduction-v0", "general/object-counting-v0", "general/arithmetic-v0",
-                   "code/humaneval-v0"):
+    for env_id in (
+        "general/navigate-v0",
+        "general/logical-deduction-v0",
+        "general/object-counting-v0",
+        "general/arithmetic-v0",
+        "code/humaneval-v0",
+    ):
         assert registry.envs[env_id].plugin == "builtins"
         assert registry.envs[env_id].verifier == "declarative/answer"
     assert set(registry.suite("ood-quick").members.values()) == {"ood"}
@@ -71,7 +79,9 @@ def test_shipped_envs_and_suites_are_registered():
     tasks = env.tasks("test")
     assert len(tasks) == 200 and len({t.id for t in tasks}) == 200
     context, continuations, gold = env.loglik_request(tasks[0])
-    assert context.endswith("Answer:") and len(continuations) == 3 and continuations[gold] == " " + tasks[0].data["target"]
+    assert (
+        context.endswith("Answer:") and len(continuations) == 3 and continuations[gold] == " " + tasks[0].data["target"]
+    )
 
 
 def test_user_envs_from_env_path(env_path: Path):
@@ -107,14 +117,26 @@ def test_a_broken_yaml_file_is_reported_and_the_rest_still_load(env_path: Path):
     assert "broken.yaml" in errors and "domain/name-v0" in errors
 
 
-@pytest.mark.parametrize("data, message", [
-    ({"id": "a/b-v0", "source": {"type": "csv"}}, "source.type"),
-    ({"id": "a/b-v0", "source": {"type": "bigbench"}}, "needs `task:`"),
-    ({"id": "a/b-v0", "source": {"type": "inline", "examples": []}, "answer": {"type": "text"},
-      "scoring": "loglik"}, "answer.type: choice"),
-    ({"id": "a/b-v0", "source": {"type": "inline", "examples": []}, "answer": {"type": "text", "pattern": "("}},
-     "not a valid regex"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"id": "a/b-v0", "source": {"type": "csv"}}, "source.type"),
+        ({"id": "a/b-v0", "source": {"type": "bigbench"}}, "needs `task:`"),
+        (
+            {
+                "id": "a/b-v0",
+                "source": {"type": "inline", "examples": []},
+                "answer": {"type": "text"},
+                "scoring": "loglik",
+            },
+            "answer.type: choice",
+        ),
+        (
+            {"id": "a/b-v0", "source": {"type": "inline", "examples": []}, "answer": {"type": "text", "pattern": "("}},
+            "not a valid regex",
+        ),
+    ],
+)
 def test_config_errors_name_the_field(data, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
         EnvConfig.parse(data)
@@ -170,8 +192,11 @@ def test_humaneval_runs_replies_in_the_sandbox():
 def _fake_bigbench_sdist(path: Path) -> None:
     """A tarball laid out like bigbench-1.0.0.tar.gz, with two tiny tasks."""
     tasks = {
-        "navigate": {"examples": [{"input": f"Take {i} steps.", "target_scores": {"True": i % 2, "False": 1 - i % 2}}
-                                  for i in range(5)]},
+        "navigate": {
+            "examples": [
+                {"input": f"Take {i} steps.", "target_scores": {"True": i % 2, "False": 1 - i % 2}} for i in range(5)
+            ]
+        },
         "logical_deduction/three_objects": {"examples": [{"input": "x", "target_scores": {"a": 1, "b": 0}}]},
     }
     with tarfile.open(path, "w:gz") as tar:
@@ -183,8 +208,8 @@ def _fake_bigbench_sdist(path: Path) -> None:
 
 
 def test_data_pull_extracts_tasks_into_the_cache_which_takes_precedence(tmp_path, monkeypatch):
-    from pivotgym.cli import main
     from pivotgym.bigbench import bigbench_cache_dir
+    from pivotgym.cli import main
 
     monkeypatch.setenv("PIVOTGYM_CACHE", str(tmp_path / "cache"))
     sdist = tmp_path / "bigbench-1.0.0.tar.gz"
@@ -192,8 +217,11 @@ def test_data_pull_extracts_tasks_into_the_cache_which_takes_precedence(tmp_path
     assert main(["data", "pull", "bigbench", "--sdist", str(sdist), "--task", "navigate", "--limit", "3"]) == 0
     saved = json.loads((bigbench_cache_dir() / "navigate.json").read_text())
     assert len(saved["examples"]) == 3 and saved["pivotgym_source"]["license"] == "Apache-2.0"
-    env = DeclarativeEnv(config=EnvConfig.parse({"id": "general/nav-v0", "source": {"type": "bigbench", "task": "navigate"},
-                                                 "answer": {"type": "choice"}}))
+    env = DeclarativeEnv(
+        config=EnvConfig.parse(
+            {"id": "general/nav-v0", "source": {"type": "bigbench", "task": "navigate"}, "answer": {"type": "choice"}}
+        )
+    )
     assert [t.data["input"] for t in env.tasks("test")] == ["Take 0 steps.", "Take 1 steps.", "Take 2 steps."]
     assert main(["data", "pull", "bigbench", "--sdist", str(sdist), "--task", "no_such_task"]) == 1
 
@@ -220,8 +248,9 @@ def test_example_yaml_env_passes_the_contract_checks(monkeypatch):
 # ---------------------------------------------------------------------------- OOD envs that can move
 def _shipped_yaml_envs() -> list[str]:
     registry = get_registry()
-    return sorted(e for e, spec in registry.envs.items() if spec.plugin == "builtins"
-                  and spec.verifier == "declarative/answer")
+    return sorted(
+        e for e, spec in registry.envs.items() if spec.plugin == "builtins" and spec.verifier == "declarative/answer"
+    )
 
 
 def _choice_envs() -> list[str]:
@@ -256,9 +285,11 @@ def test_constant_answers_score_at_chance_on_every_shipped_choice_env(limit):
         chance = sum(1 / len(t.data["choices"]) for t in tasks) / len(tasks)
         labels = {c for t in tasks for c in t.data["choices"]}
         strategies = {
-            "A": lambda t: "A", "(A)": lambda t: "(A)",
+            "A": lambda t: "A",
+            "(A)": lambda t: "(A)",
             "last letter": lambda t: f"({chr(64 + len(t.data['choices']))})",
-            "first text": lambda t: t.data["choices"][0], "last text": lambda t: t.data["choices"][-1],
+            "first text": lambda t: t.data["choices"][0],
+            "last text": lambda t: t.data["choices"][-1],
         }
         if len(labels) <= 3:  # the same options on every item: answering one of them always
             strategies.update({f"always {label}": (lambda t, label=label: label) for label in labels})
@@ -272,8 +303,10 @@ def test_choice_order_is_shuffled_by_a_fixed_seed_and_the_gold_moves():
 
     env = pivotgym.make("general/date-understanding-v0")
     raw = json.loads((Path(pivotgym.__file__).parent / "data/bigbench/date_understanding.json").read_text())
-    first_is_gold = sum(max(e["target_scores"], key=e["target_scores"].get) == next(iter(e["target_scores"]))
-                        for e in raw["examples"][:200])
+    first_is_gold = sum(
+        max(e["target_scores"], key=e["target_scores"].get) == next(iter(e["target_scores"]))
+        for e in raw["examples"][:200]
+    )
     assert first_is_gold >= 190  # the raw data lists the answer first: why always-"A" used to score 23/24
     tasks = env.tasks("test")
     again = pivotgym.make("general/date-understanding-v0").tasks("test")
@@ -301,13 +334,30 @@ def test_balanced_labels_and_worked_examples_in_the_prompt():
     inputs = {t.data["input"] for t in env.tasks("test")}
     assert len(inputs) == 100 and not any(q in msgs[0]["content"] for q in inputs)  # shots are not test items
     assert task.data["input"] == "What is 0 plus 3?"
-    for reply, reward in [("0 + 3 = 3", 1.0), ("3", 1.0), ("The answer to this question is 3", 1.0),
-                          ("0 + 3 = 4", 0.0), ("What is 0 plus 3?", 0.0), ("30", 0.0)]:
+    for reply, reward in [
+        ("0 + 3 = 3", 1.0),
+        ("3", 1.0),
+        ("The answer to this question is 3", 1.0),
+        ("0 + 3 = 4", 0.0),
+        ("What is 0 plus 3?", 0.0),
+        ("30", 0.0),
+    ]:
         assert env.judge(task, reply)[0] == reward, reply
 
 
-HOSTILE = ["(A)" * 10000, "[" * 100000, "9" * 100000, "\ud800 lone surrogate", "nul\x00byte", "", " ",
-           "A" * 1_000_000, "(" + "A" * 5000, "\u202e(B)", "=" * 5000 + "7"]
+HOSTILE = [
+    "(A)" * 10000,
+    "[" * 100000,
+    "9" * 100000,
+    "\ud800 lone surrogate",
+    "nul\x00byte",
+    "",
+    " ",
+    "A" * 1_000_000,
+    "(" + "A" * 5000,
+    "\u202e(B)",
+    "=" * 5000 + "7",
+]
 
 
 def test_no_yaml_env_raises_on_any_string():
@@ -329,11 +379,21 @@ def test_no_yaml_env_raises_on_any_string():
                 assert reward == 0.0 and verdict.reward == 0.0  # no hostile string passes HumanEval
 
 
-@pytest.mark.parametrize("reply, expected", [
-    ("(A)(B)(C)", None), ("A B C D E", None), ("The answer is (A) or (B)", None), ("A, B, C, D or E", None),
-    ("(A) (A)", 0), ("B.", 1), ("The correct answer is (C).", 2), ("A man walks. The answer is (C)", 2),
-    ("Answer: D", 3), ("x3", 2),
-])
+@pytest.mark.parametrize(
+    "reply, expected",
+    [
+        ("(A)(B)(C)", None),
+        ("A B C D E", None),
+        ("The answer is (A) or (B)", None),
+        ("A, B, C, D or E", None),
+        ("(A) (A)", 0),
+        ("B.", 1),
+        ("The correct answer is (C).", 2),
+        ("A man walks. The answer is (C)", 2),
+        ("Answer: D", 3),
+        ("x3", 2),
+    ],
+)
 def test_a_hedge_over_several_options_is_no_answer(reply, expected):
     """Naming several options must not be credited whenever one of them is right (a reward hack)."""
     from pivotgym.declarative import read_choice
@@ -341,13 +401,19 @@ def test_a_hedge_over_several_options_is_no_answer(reply, expected):
     assert read_choice(reply, ["x1", "x2", "x3", "x4", "x5"]) == expected
 
 
-@pytest.mark.parametrize("text, message", [
-    ("promt: {template: '{input}'}\n", ":3: promt: unknown key (did you mean 'prompt'?)"),
-    ("prompt: {tempate: '{input}'}\n", ":3: prompt.tempate: unknown key (did you mean 'template'?)"),
-    ("answer: {type: choise}\n", ":3: answer.type: must be one of choice, text, code, got 'choise' (did you mean 'choice'?)"),
-    ("splits: {test: {begin: 0}}\n", ":3: splits.test.begin: unknown key"),
-    ("max_new_tokens: lots\n", ":3: max_new_tokens: expected an integer or null, got 'lots'"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("promt: {template: '{input}'}\n", ":3: promt: unknown key (did you mean 'prompt'?)"),
+        ("prompt: {tempate: '{input}'}\n", ":3: prompt.tempate: unknown key (did you mean 'template'?)"),
+        (
+            "answer: {type: choise}\n",
+            ":3: answer.type: must be one of choice, text, code, got 'choise' (did you mean 'choice'?)",
+        ),
+        ("splits: {test: {begin: 0}}\n", ":3: splits.test.begin: unknown key"),
+        ("max_new_tokens: lots\n", ":3: max_new_tokens: expected an integer or null, got 'lots'"),
+    ],
+)
 def test_a_yaml_env_file_is_checked_whole_with_file_and_line(tmp_path, text, message):
     """Every key of an env file, at any depth, is known (a typo like `promt:` used to give the raw input
     as the prompt), and every error names FILE:LINE and the dotted key."""
@@ -368,5 +434,7 @@ def test_a_suite_file_with_an_unknown_key_or_role_is_an_error(tmp_path):
     with pytest.raises(ConfigError, match=r"suite.yaml:3: descriptoin: unknown key \(did you mean 'description'\?\)"):
         parse_suite(*read_yaml(path)[:1], path, read_yaml(path)[1])
     path.write_text("suite: s\nmembers:\n  a/b-v0: odd\n")
-    with pytest.raises(ConfigError, match=r"suite.yaml:3: members.a/b-v0: role must be 'in_domain' or 'ood', got 'odd'"):
+    with pytest.raises(
+        ConfigError, match=r"suite.yaml:3: members.a/b-v0: role must be 'in_domain' or 'ood', got 'odd'"
+    ):
         parse_suite(*read_yaml(path)[:1], path, read_yaml(path)[1])

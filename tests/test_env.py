@@ -2,7 +2,6 @@ import time
 
 import gymnasium as gym
 import pytest
-
 from core_helpers import CounterEnv
 
 

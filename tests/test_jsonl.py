@@ -3,26 +3,53 @@ import json
 import pytest
 
 from pivotgym.jsonl import (
-    JsonlAppender, JsonlError, read_jsonl, read_pivot_set, read_profiles, read_trajectories, write_pivot_set,
-    write_jsonl, write_profiles, write_trajectories,
+    JsonlAppender,
+    JsonlError,
+    read_jsonl,
+    read_pivot_set,
+    read_profiles,
+    read_trajectories,
+    write_jsonl,
+    write_pivot_set,
+    write_profiles,
+    write_trajectories,
 )
 from pivotgym.types import PivotSet, ToolCall, Trajectory, TurnProfile, assistant_message, message
 
 
 def _traj(i: int) -> Trajectory:
     return Trajectory(
-        id=f"t{i}", env_id="arith/chain-v0", task_id=f"train-{i}",
-        messages=[message("user", "q"), assistant_message("", [ToolCall("f", {"x": i})]), message("tool", "42", tool_call_id="c1")],
-        reward=1.0, source="expert", metadata={"split": "train"},
+        id=f"t{i}",
+        env_id="arith/chain-v0",
+        task_id=f"train-{i}",
+        messages=[
+            message("user", "q"),
+            assistant_message("", [ToolCall("f", {"x": i})]),
+            message("tool", "42", tool_call_id="c1"),
+        ],
+        reward=1.0,
+        source="expert",
+        metadata={"split": "train"},
     )
 
 
 def _profile(i: int, rewards: list[float]) -> TurnProfile:
     mean = sum(rewards) / len(rewards)
     var = sum((r - mean) ** 2 for r in rewards) / len(rewards)
-    return TurnProfile(f"t{i}", 0, "arith/chain-v0", f"train-{i}", len(rewards), rewards, mean, var,
-                       ["r"] * len(rewards), {"model": "m", "revision": "r", "sampling": {}},
-                       {"name": "arith/value", "version": "1"}, f"key{i}")
+    return TurnProfile(
+        f"t{i}",
+        0,
+        "arith/chain-v0",
+        f"train-{i}",
+        len(rewards),
+        rewards,
+        mean,
+        var,
+        ["r"] * len(rewards),
+        {"model": "m", "revision": "r", "sampling": {}},
+        {"name": "arith/value", "version": "1"},
+        f"key{i}",
+    )
 
 
 def test_trajectories_round_trip(tmp_path):
@@ -65,8 +92,9 @@ def test_every_format_loads_with_datasets(tmp_path):
     write_profiles(tmp_path / "p.jsonl", [_profile(0, [1.0, 0.0])])
     write_pivot_set(tmp_path / "s.jsonl", PivotSet({"max_mean": 0.6}, [_profile(0, [1.0, 0.0])]))
     for name, column in (("t", "messages"), ("p", "rewards"), ("s", "selection")):
-        ds = datasets.load_dataset("json", data_files=str(tmp_path / f"{name}.jsonl"), split="train",
-                                   cache_dir=str(tmp_path / "hf-cache"))
+        ds = datasets.load_dataset(
+            "json", data_files=str(tmp_path / f"{name}.jsonl"), split="train", cache_dir=str(tmp_path / "hf-cache")
+        )
         assert column in ds.column_names and len(ds) >= 1
     assert read_profiles(tmp_path / "p.jsonl")[0].rewards == [1.0, 0.0]
 

@@ -21,14 +21,26 @@ ROOT = "pivotgym"
 #: bottom to top; a module may import its own layer and lower ones. An entry names a module and its
 #: submodules, except the root package ``pivotgym`` (the facade), which names only itself.
 LAYERS: list[tuple[str, list[str]]] = [
-    ("records and tools", ["pivotgym._version", "pivotgym.errors", "pivotgym.config", "pivotgym.types", "pivotgym.spaces", "pivotgym.hookspecs",
-                           "pivotgym.jsonl", "pivotgym.execution", "pivotgym.sandbox", "pivotgym.parsing"]),
+    (
+        "records and tools",
+        [
+            "pivotgym._version",
+            "pivotgym.errors",
+            "pivotgym.config",
+            "pivotgym.types",
+            "pivotgym.spaces",
+            "pivotgym.hookspecs",
+            "pivotgym.jsonl",
+            "pivotgym.execution",
+            "pivotgym.sandbox",
+            "pivotgym.parsing",
+        ],
+    ),
     ("envs, verifiers, samplers", ["pivotgym.env", "pivotgym.verify", "pivotgym.sampling"]),
     ("declarative envs", ["pivotgym.bigbench", "pivotgym.declarative"]),
     ("default plugin", ["pivotgym.builtins"]),
     ("plugin manager and registry", ["pivotgym.plugins", "pivotgym.registry"]),
-    ("services on the registry", ["pivotgym.checker", "pivotgym.eval",
-                                  "pivotgym.pivot", "pivotgym.train"]),
+    ("services on the registry", ["pivotgym.checker", "pivotgym.eval", "pivotgym.pivot", "pivotgym.train"]),
     ("workflows", ["pivotgym.experiment"]),
     ("package facade", ["pivotgym"]),
     ("command line", ["pivotgym.cli"]),
@@ -70,9 +82,13 @@ def imported_modules(source: str, module: str, is_package: bool, known: set[str]
             for alias in node.names:
                 sub = f"{base}.{alias.name}"
                 found.add(sub if sub in known else _owner(base, known) or "")
-        elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
-              and isinstance(node.args[0].value, str)
-              and (getattr(node.func, "attr", None) or getattr(node.func, "id", None)) == "import_module"):
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+            and (getattr(node.func, "attr", None) or getattr(node.func, "id", None)) == "import_module"
+        ):
             found.add(_owner(node.args[0].value, known) or "")
     found.discard("")
     found.discard(module)
@@ -83,8 +99,10 @@ def import_graph(package_dir: Path = PACKAGE_DIR) -> dict[str, set[str]]:
     """Module -> the package modules it imports, for every ``.py`` file under ``package_dir``."""
     files = {module_name(p, package_dir): p for p in sorted(package_dir.rglob("*.py"))}
     known = set(files)
-    return {name: imported_modules(path.read_text(encoding="utf-8"), name, path.name == "__init__.py", known)
-            for name, path in files.items()}
+    return {
+        name: imported_modules(path.read_text(encoding="utf-8"), name, path.name == "__init__.py", known)
+        for name, path in files.items()
+    }
 
 
 # ------------------------------------------------------------------------------------------ the rules
@@ -170,14 +188,16 @@ def layer_of(module: str, layers: Sequence[tuple[str, Sequence[str]]] = LAYERS) 
     return None if best is None else best[1]
 
 
-def unassigned_modules(edges: Mapping[str, Iterable[str]],
-                       layers: Sequence[tuple[str, Sequence[str]]] = LAYERS) -> list[str]:
+def unassigned_modules(
+    edges: Mapping[str, Iterable[str]], layers: Sequence[tuple[str, Sequence[str]]] = LAYERS
+) -> list[str]:
     """Modules no layer names: a new module must be given a layer in ``LAYERS``."""
     return sorted(m for m in edges if layer_of(m, layers) is None)
 
 
-def upward_imports(edges: Mapping[str, Iterable[str]],
-                   layers: Sequence[tuple[str, Sequence[str]]] = LAYERS) -> list[str]:
+def upward_imports(
+    edges: Mapping[str, Iterable[str]], layers: Sequence[tuple[str, Sequence[str]]] = LAYERS
+) -> list[str]:
     """``"low (layer) -> high (layer)"`` for every import of a module from a higher layer."""
     found = []
     for module, targets in sorted(edges.items()):
@@ -191,11 +211,13 @@ def upward_imports(edges: Mapping[str, Iterable[str]],
 
 def cli_imports(edges: Mapping[str, Iterable[str]], cli: str = f"{ROOT}.cli") -> list[str]:
     """Imports of the command line from any module outside it."""
+
     def in_cli(name: str) -> bool:
         return name == cli or name.startswith(cli + ".")
 
-    return [f"{m} -> {t}" for m, targets in sorted(edges.items()) if not in_cli(m)
-            for t in sorted(targets) if in_cli(t)]
+    return [
+        f"{m} -> {t}" for m, targets in sorted(edges.items()) if not in_cli(m) for t in sorted(targets) if in_cli(t)
+    ]
 
 
 # ------------------------------------------------------------------------------------------ the package
@@ -211,8 +233,10 @@ def test_graph_sees_the_package(graph):
 
 
 def test_no_import_cycles(graph):
-    report = [f"{' -> '.join(cycle)}  (modules that reach each other: {', '.join(group)})"
-              for cycle, group in zip(find_cycles(graph), cyclic_groups(graph))]
+    report = [
+        f"{' -> '.join(cycle)}  (modules that reach each other: {', '.join(group)})"
+        for cycle, group in zip(find_cycles(graph), cyclic_groups(graph))
+    ]
     assert not report, "import cycles:\n" + "\n".join(report)
 
 
@@ -255,12 +279,20 @@ def test_the_root_entry_names_only_the_facade():
 
 def test_a_library_import_of_the_cli_is_reported():
     assert cli_imports({"pivotgym.eval": {"pivotgym.cli.output"}, "pivotgym.cli.app": {"pivotgym.cli.eval"}}) == [
-        "pivotgym.eval -> pivotgym.cli.output"]
+        "pivotgym.eval -> pivotgym.cli.output"
+    ]
 
 
 def test_imports_are_read_everywhere_and_resolved_to_modules():
-    known = {"pivotgym", "pivotgym.registry", "pivotgym.cli", "pivotgym.cli.output", "pivotgym.sandbox",
-             "pivotgym.sandbox.base", "pivotgym.types"}
+    known = {
+        "pivotgym",
+        "pivotgym.registry",
+        "pivotgym.cli",
+        "pivotgym.cli.output",
+        "pivotgym.sandbox",
+        "pivotgym.sandbox.base",
+        "pivotgym.types",
+    }
     source = (
         "import json\n"
         "from pivotgym import registry, hookimpl\n"  # a submodule, and a name of the facade
@@ -271,5 +303,10 @@ def test_imports_are_read_everywhere_and_resolved_to_modules():
         "    return importlib.import_module('pivotgym.cli')\n"
     )
     assert imported_modules(source, "pivotgym.sandbox", True, known) == {
-        "pivotgym.registry", "pivotgym", "pivotgym.sandbox.base", "pivotgym.cli.output", "pivotgym.types",
-        "pivotgym.cli"}
+        "pivotgym.registry",
+        "pivotgym",
+        "pivotgym.sandbox.base",
+        "pivotgym.cli.output",
+        "pivotgym.types",
+        "pivotgym.cli",
+    }

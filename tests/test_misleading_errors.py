@@ -51,8 +51,12 @@ def test_a_raising_register_hook_is_named_when_no_env_matches():
         registry.make("general/navigate-v0")
     message = str(info.value)
     assert message.startswith("unknown env 'general/navigate-v0'.")
-    assert "could not register all their ids and may provide it: 'yaml-envs': register_environments raised " \
-           "ValueError('bad enum value in envs/x.yaml')" in message and "pivotgym plugins" in message
+    assert (
+        "could not register all their ids and may provide it: 'yaml-envs': register_environments raised "
+        "ValueError('bad enum value in envs/x.yaml')"
+        in message
+        and "pivotgym plugins" in message
+    )
     # a close match is the likelier explanation: then only the match is offered
     with pytest.raises(RegistryError) as info:
         registry.make("other/env-v1")
@@ -75,8 +79,12 @@ def test_a_plugin_whose_other_hooks_raised_is_not_blamed_for_a_missing_env():
 
 def test_cli_check_of_an_env_whose_plugin_failed_to_import(plugin_site):
     """`broken-import` (distribution pivotgym-broken) fails at import; an id in its namespace names it."""
-    r = subprocess.run([sys.executable, "-m", "pivotgym.cli", "check", "broken/lights-v0"], capture_output=True,
-                       text=True, env=cli_env(plugin_site))
+    r = subprocess.run(
+        [sys.executable, "-m", "pivotgym.cli", "check", "broken/lights-v0"],
+        capture_output=True,
+        text=True,
+        env=cli_env(plugin_site),
+    )
     assert r.returncode == 1
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1
@@ -152,14 +160,18 @@ def no_trainer(monkeypatch):
     monkeypatch.setattr(pivotgym.train, "trainer_class", refuse)
 
 
-@pytest.mark.parametrize("kind, text, field", [
-    ("pivot", "pivots: {missing}\ntrajectories: {present}\n", "pivots"),
-    ("pivot", "pivots: {present}\ntrajectories: {missing}\n", "trajectories"),
-    ("sft", "steps: 2\ntrajectories: {missing}\n", "trajectories"),
-    ("sft", "trajectories: {present}\npivots: {missing}\n", "pivots"),
-])
-def test_train_with_a_missing_data_file_names_the_field_before_any_model_loads(kind, text, field, no_trainer,
-                                                                               capsys, tmp_path):
+@pytest.mark.parametrize(
+    "kind, text, field",
+    [
+        ("pivot", "pivots: {missing}\ntrajectories: {present}\n", "pivots"),
+        ("pivot", "pivots: {present}\ntrajectories: {missing}\n", "trajectories"),
+        ("sft", "steps: 2\ntrajectories: {missing}\n", "trajectories"),
+        ("sft", "trajectories: {present}\npivots: {missing}\n", "pivots"),
+    ],
+)
+def test_train_with_a_missing_data_file_names_the_field_before_any_model_loads(
+    kind, text, field, no_trainer, capsys, tmp_path
+):
     present = tmp_path / "present.jsonl"
     present.write_text("")
     missing = tmp_path / "missing.jsonl"
@@ -167,9 +179,11 @@ def test_train_with_a_missing_data_file_names_the_field_before_any_model_loads(k
     config.write_text(text.format(present=present, missing=missing))
     line = text.splitlines().index(next(x for x in text.splitlines() if x.startswith(field))) + 1
     assert main(["train", kind, "-c", str(config), "--output-dir", str(tmp_path / "run")]) == 1
-    assert _error_lines(capsys) == [f"error: {config}:{line}: {field}: {missing} does not exist (hint: check the "
-                                    f"path; `pivotgym {'select' if field == 'pivots' else 'expert'}` writes this "
-                                    f"file)"]
+    assert _error_lines(capsys) == [
+        f"error: {config}:{line}: {field}: {missing} does not exist (hint: check the "
+        f"path; `pivotgym {'select' if field == 'pivots' else 'expert'}` writes this "
+        f"file)"
+    ]
     assert not (tmp_path / "run").exists()
 
 
@@ -201,8 +215,9 @@ def test_a_yaml_env_file_that_fails_its_check_is_named_when_its_env_is_asked_for
     id is then explained by that report (file and line), not called unknown."""
     from pivotgym.registry import get_registry, reset_registry
 
-    (tmp_path / "thing.yaml").write_text("id: mine/thing-v0\nsource: {type: inline}\nprompt: {template: '{input}'}\n"
-                                         "answer: {type: numbr}\n")
+    (tmp_path / "thing.yaml").write_text(
+        "id: mine/thing-v0\nsource: {type: inline}\nprompt: {template: '{input}'}\nanswer: {type: numbr}\n"
+    )
     monkeypatch.setenv("PIVOTGYM_ENV_PATH", str(tmp_path))
     monkeypatch.setenv("PIVOTGYM_DISABLE_PLUGIN_AUTOLOAD", "1")
     reset_registry()

@@ -91,15 +91,23 @@ def test_invalid_env_ids_are_rejected_in_the_owning_plugin():
 
 def test_cli_lists_plugins_and_envs_as_json(plugin_site):
     env = cli_env(plugin_site)
-    r = subprocess.run([sys.executable, "-m", "pivotgym.cli", "plugins", "--json"], env=env, capture_output=True,
-                       text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "pivotgym.cli", "plugins", "--json"], env=env, capture_output=True, text=True
+    )
     assert r.returncode == 1, r.stderr  # the broken test plugins are ERROR rows: the command fails after printing
     plugins = json.loads(r.stdout)
     by_name = {p["name"]: p for p in plugins}
     assert {"name", "version", "error"} <= set(by_name["arith"]) and by_name["arith"]["error"] is None
     assert by_name["broken-import"]["error"] and "Traceback" in by_name["broken-import"]["traceback"]
-    envs = json.loads(subprocess.run([sys.executable, "-m", "pivotgym.cli", "envs", "--json"], env=env,
-                                     capture_output=True, text=True, check=True).stdout)
+    envs = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "pivotgym.cli", "envs", "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
     arith = next(e for e in envs if e["id"] == "arith/chain-v0")
     assert arith["plugin"] == "arith" and arith["verifier"] == "arith/value" and arith["splits"] == ["train", "test"]
 
@@ -147,26 +155,28 @@ def test_first_party_ids_win_in_either_load_order(first_party_first):
     assert registry.env_spec("planning/blocks-v0").factory == "genuine:Env"
     assert pm.infos["planning"].error is None
     assert "'planning'" in pm.infos["evil"].error and "'evil'" in pm.infos["evil"].error
-    assert registry.conflicts == [{"kind": "env", "id": "planning/blocks-v0", "winner": "planning",
-                                   "loser": "evil"}]
+    assert registry.conflicts == [{"kind": "env", "id": "planning/blocks-v0", "winner": "planning", "loser": "evil"}]
 
 
 def test_between_third_parties_the_one_called_first_keeps_the_id_and_the_later_is_named():
     # pluggy calls the most recently registered plugin first: here "a"
-    registry, pm = _registry_of(("b", "dist-b", _env_plugin("x/y-v0", "b")),
-                                ("a", "dist-a", _env_plugin("x/y-v0", "a")))
+    registry, pm = _registry_of(
+        ("b", "dist-b", _env_plugin("x/y-v0", "b")), ("a", "dist-a", _env_plugin("x/y-v0", "a"))
+    )
     assert registry.env_spec("x/y-v0").factory == "a:Env"
     assert pm.infos["a"].error is None and "'a'" in pm.infos["b"].error and "lost" in pm.infos["b"].error
     # a distribution merely *named* like a first-party one only counts when it is exactly that name
-    registry, pm = _registry_of(("b", "pivotgym-planning-extras", _env_plugin("x/y-v0", "b")),
-                                ("a", "dist-a", _env_plugin("x/y-v0", "a")))
+    registry, pm = _registry_of(
+        ("b", "pivotgym-planning-extras", _env_plugin("x/y-v0", "b")), ("a", "dist-a", _env_plugin("x/y-v0", "a"))
+    )
     assert registry.env_spec("x/y-v0").factory == "a:Env"
 
 
 def test_cli_plugins_shows_which_plugin_lost_an_id(plugin_site):
     env = cli_env(plugin_site)
-    out = subprocess.run([sys.executable, "-m", "pivotgym.cli", "plugins", "--json"], env=env,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "pivotgym.cli", "plugins", "--json"], env=env, capture_output=True, text=True
+    ).stdout
     by_name = {p["name"]: p for p in json.loads(out)}
     assert {"kind": "env", "id": "planning/blocks-v0", "winner": "planning"} in by_name["hijack"]["lost_ids"]
     assert by_name["planning"]["lost_ids"] == [] and by_name["planning"]["error"] is None
@@ -176,24 +186,33 @@ def test_cli_plugins_shows_which_plugin_lost_an_id(plugin_site):
 
 def test_cli_verifiers_lists_name_plugin_description_and_the_envs_using_each(plugin_site):
     env = cli_env(plugin_site, PIVOTGYM_LOAD_PLUGINS="arith")
-    r = subprocess.run([sys.executable, "-m", "pivotgym.cli", "verifiers", "--json"], env=env, capture_output=True,
-                       text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "pivotgym.cli", "verifiers", "--json"], env=env, capture_output=True, text=True
+    )
     assert r.returncode == 0, r.stderr
     by_name = {v["name"]: v for v in json.loads(r.stdout)}
-    assert by_name["arith/value"] == {"name": "arith/value", "plugin": "arith",
-                                      "description": "credits any expression of equal value",
-                                      "envs": ["arith/chain-v0"]}
+    assert by_name["arith/value"] == {
+        "name": "arith/value",
+        "plugin": "arith",
+        "description": "credits any expression of equal value",
+        "envs": ["arith/chain-v0"],
+    }
     assert "arith/chain-v0" in by_name["exact"]["envs"] and by_name["exact"]["plugin"] == "builtins"
-    text = subprocess.run([sys.executable, "-m", "pivotgym.cli", "verifiers"], env=env, capture_output=True,
-                          text=True).stdout
+    text = subprocess.run(
+        [sys.executable, "-m", "pivotgym.cli", "verifiers"], env=env, capture_output=True, text=True
+    ).stdout
     row = next(line for line in text.splitlines() if line.startswith("arith/value "))
     assert row.split()[:3] == ["arith/value", "arith", "arith/chain-v0"]
 
 
 def test_an_unknown_verifier_on_the_command_line_points_to_pivotgym_verifiers(plugin_site):
     env = cli_env(plugin_site, PIVOTGYM_LOAD_PLUGINS="arith")
-    r = subprocess.run([sys.executable, "-m", "pivotgym.cli", "check", "arith/chain-v0", "--verifier", "arith/valeu"],
-                       env=env, capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "pivotgym.cli", "check", "arith/chain-v0", "--verifier", "arith/valeu"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 1
     assert "unknown verifier 'arith/valeu'" in r.stderr and "Did you mean arith/value" in r.stderr
     assert "pivotgym verifiers" in r.stderr

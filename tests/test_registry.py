@@ -20,10 +20,20 @@ KIND_ARGS: dict[str, tuple[Callable[[str], tuple[Any, ...]], str]] = {
     "samplers": (lambda owner: (f"{owner}:Sampler",), "samplers"),
     "sandboxes": (lambda owner: (f"{owner}:Sandbox",), "sandboxes"),
 }
-KIND_WORD = {"environments": "env", "verifiers": "verifier", "suites": "suite", "samplers": "sampler",
-             "sandboxes": "sandbox"}
-IDS = {"environments": "x/shared-v0", "verifiers": "x/shared", "suites": "x-shared", "samplers": "x-shared",
-       "sandboxes": "x-shared"}
+KIND_WORD = {
+    "environments": "env",
+    "verifiers": "verifier",
+    "suites": "suite",
+    "samplers": "sampler",
+    "sandboxes": "sandbox",
+}
+IDS = {
+    "environments": "x/shared-v0",
+    "verifiers": "x/shared",
+    "suites": "x-shared",
+    "samplers": "x-shared",
+    "sandboxes": "x-shared",
+}
 
 
 def _plugin(owner: str, kind: str, *ids: str, **marks: bool) -> types.ModuleType:
@@ -56,10 +66,12 @@ def _owner(registry: Registry, kind: str, key: str) -> str:
 def test_hooks_are_called_in_exactly_pluggys_order():
     """``call_each`` calls plugins in the order pluggy's own hook call does: tryfirst, then the most recently
     registered first, trylast last."""
-    pm = _manager(("plain1", None, _plugin("plain1", "samplers", "plain1")),
-                  ("last", None, _plugin("last", "samplers", "last", trylast=True)),
-                  ("first", None, _plugin("first", "samplers", "first", tryfirst=True)),
-                  ("plain2", None, _plugin("plain2", "samplers", "plain2")))
+    pm = _manager(
+        ("plain1", None, _plugin("plain1", "samplers", "plain1")),
+        ("last", None, _plugin("last", "samplers", "last", trylast=True)),
+        ("first", None, _plugin("first", "samplers", "first", tryfirst=True)),
+        ("plain2", None, _plugin("plain2", "samplers", "plain2")),
+    )
     pluggy_order: list[str] = []
     pm.hook.register_samplers(register=lambda name, factory: pluggy_order.append(name))
     assert pluggy_order == ["first", "plain2", "plain1", "last"]
@@ -69,16 +81,20 @@ def test_hooks_are_called_in_exactly_pluggys_order():
 
 
 def test_a_trylast_plugin_loses_an_id_to_a_plain_one_registered_before_it():
-    pm = _manager(("plain", "dist-plain", _plugin("plain", "environments", "x/y-v0")),
-                  ("late", "dist-late", _plugin("late", "environments", "x/y-v0", trylast=True)))
+    pm = _manager(
+        ("plain", "dist-plain", _plugin("plain", "environments", "x/y-v0")),
+        ("late", "dist-late", _plugin("late", "environments", "x/y-v0", trylast=True)),
+    )
     registry = Registry.from_plugins(pm)
     assert registry.env_spec("x/y-v0").plugin == "plain"
     assert pm.infos["plain"].error is None and "'late' lost it" in pm.infos["late"].error
 
 
 def test_a_tryfirst_plugin_wins_an_id_over_a_plain_one_registered_after_it():
-    pm = _manager(("early", "dist-early", _plugin("early", "environments", "x/y-v0", tryfirst=True)),
-                  ("plain", "dist-plain", _plugin("plain", "environments", "x/y-v0")))
+    pm = _manager(
+        ("early", "dist-early", _plugin("early", "environments", "x/y-v0", tryfirst=True)),
+        ("plain", "dist-plain", _plugin("plain", "environments", "x/y-v0")),
+    )
     registry = Registry.from_plugins(pm)
     assert registry.env_spec("x/y-v0").plugin == "early" and "'plain' lost it" in pm.infos["plain"].error
 
@@ -88,20 +104,26 @@ def test_a_wrapper_wraps_each_plugins_call_and_is_never_called_as_a_registrant(s
     seen: list[str] = []
     mod = types.ModuleType("wrapping")
     if style == "wrapper":
+
         def register_environments(register: Any) -> Any:
             seen.append("before")
             result = yield
             seen.append("after")
             return result
     else:
+
         def register_environments(register: Any) -> Any:  # old-style: receives the outcome
             seen.append("before")
             outcome = yield
             outcome.get_result()
             seen.append("after")
+
     mod.register_environments = pivotgym.hookimpl(**{style: True})(register_environments)
-    pm = _manager(("a", None, _plugin("a", "environments", "a/env-v0")), ("wrapping", None, mod),
-                  ("b", None, _plugin("b", "environments", "b/env-v0")))
+    pm = _manager(
+        ("a", None, _plugin("a", "environments", "a/env-v0")),
+        ("wrapping", None, mod),
+        ("b", None, _plugin("b", "environments", "b/env-v0")),
+    )
     registry = Registry.from_plugins(pm)
     assert set(registry.envs) == {"a/env-v0", "b/env-v0"}
     assert seen == ["before", "after", "before", "after"]  # once around each plugin's hook
@@ -127,8 +149,9 @@ def test_an_error_is_recorded_on_the_plugin_that_raised_it_and_the_others_still_
     assert {"good/v", "raising/ok"} <= set(registry.verifiers)
     assert "hook bug" in pm.infos["raising"].error and pm.infos["good"].error is None
 
-    pm = _manager(("good", None, _plugin("good", "verifiers", "good/v")), ("wrapping", None, wrapping),
-                  ("raising", None, raising))
+    pm = _manager(
+        ("good", None, _plugin("good", "verifiers", "good/v")), ("wrapping", None, wrapping), ("raising", None, raising)
+    )
     Registry.from_plugins(pm)
     assert "wrapper bug" in pm.infos["wrapping"].error  # its own exception, once per call it wrapped
     assert "hook bug" in pm.infos["raising"].error and "wrapper bug" not in (pm.infos["raising"].error or "")
@@ -139,8 +162,9 @@ def test_an_error_is_recorded_on_the_plugin_that_raised_it_and_the_others_still_
 @pytest.mark.parametrize("kind", sorted(KIND_ARGS))
 def test_between_third_parties_the_plugin_called_later_loses_and_both_are_named(kind):
     key = IDS[kind]
-    pm = _manager(("later", "dist-later", _plugin("later", kind, key)),
-                  ("sooner", "dist-sooner", _plugin("sooner", kind, key)))  # registered last: called first
+    pm = _manager(
+        ("later", "dist-later", _plugin("later", kind, key)), ("sooner", "dist-sooner", _plugin("sooner", kind, key))
+    )  # registered last: called first
     registry = Registry.from_plugins(pm)
     assert _owner(registry, kind, key) == "sooner" and pm.infos["sooner"].error is None
     err = pm.infos["later"].error
@@ -151,8 +175,10 @@ def test_between_third_parties_the_plugin_called_later_loses_and_both_are_named(
 @pytest.mark.parametrize("kind", sorted(KIND_ARGS))
 def test_a_third_party_called_first_cannot_take_a_first_party_id(kind):
     key = IDS[kind]
-    pm = _manager(("genuine", "pivotgym-planning", _plugin("genuine", kind, key)),
-                  ("hostile", "hostile-dist", _plugin("hostile", kind, key, tryfirst=True)))
+    pm = _manager(
+        ("genuine", "pivotgym-planning", _plugin("genuine", kind, key)),
+        ("hostile", "hostile-dist", _plugin("hostile", kind, key, tryfirst=True)),
+    )
     registry = Registry.from_plugins(pm)
     assert _owner(registry, kind, key) == "genuine" and pm.infos["genuine"].error is None
     err = pm.infos["hostile"].error
@@ -164,7 +190,8 @@ def test_an_env_never_runs_with_the_verifier_of_the_plugin_that_took_its_verifie
     """`thief` is called first and takes `arith/value`; `arith`'s env must not be judged by the thief's verifier."""
     arith = types.ModuleType("arith")
     arith.register_environments = pivotgym.hookimpl(
-        lambda register: register("arith/chain-v0", "arith:Env", verifier="arith/value"))
+        lambda register: register("arith/chain-v0", "arith:Env", verifier="arith/value")
+    )
     arith.register_verifiers = pivotgym.hookimpl(lambda register: register("arith/value", "arith:Value"))
     thief = _plugin("thief", "verifiers", "arith/value", tryfirst=True)
     pm = _manager(("arith", "pivotgym-arith", arith), ("thief", "thief-dist", thief))
@@ -181,7 +208,8 @@ def test_an_env_never_runs_with_the_verifier_of_the_plugin_that_took_its_verifie
 def test_an_env_may_use_a_verifier_that_another_plugin_registered_alone():
     user = types.ModuleType("user")
     user.register_environments = pivotgym.hookimpl(
-        lambda register: register("user/env-v0", "user:Env", verifier="shared/v"))
+        lambda register: register("user/env-v0", "user:Env", verifier="shared/v")
+    )
     pm = _manager(("user", None, user), ("lib", None, _plugin("lib", "verifiers", "shared/v")))
     registry = Registry.from_plugins(pm)
     assert registry.verifier_name_for("user/env-v0") == "shared/v" and pm.infos["user"].error is None
@@ -195,10 +223,13 @@ def test_envs_shows_an_env_disabled_for_a_lost_verifier_id(capsys):
 
     arith = types.ModuleType("arith")
     arith.register_environments = pivotgym.hookimpl(
-        lambda register: register("arith/chain-v0", "arith:Env", verifier="arith/value"))
+        lambda register: register("arith/chain-v0", "arith:Env", verifier="arith/value")
+    )
     arith.register_verifiers = pivotgym.hookimpl(lambda register: register("arith/value", "arith:Value"))
-    pm = _manager(("arith", "pivotgym-arith", arith),
-                  ("thief", "thief-dist", _plugin("thief", "verifiers", "arith/value", tryfirst=True)))
+    pm = _manager(
+        ("arith", "pivotgym-arith", arith),
+        ("thief", "thief-dist", _plugin("thief", "verifiers", "arith/value", tryfirst=True)),
+    )
     reset_registry(Registry.from_plugins(pm))
     try:
         assert main(["envs"]) == 0

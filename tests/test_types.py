@@ -4,7 +4,15 @@ import json
 import pytest
 
 from pivotgym.types import (
-    Completion, ToolCall, Trajectory, TurnProfile, Verdict, assistant_message, content_hash, message, tool_calls_of,
+    Completion,
+    ToolCall,
+    Trajectory,
+    TurnProfile,
+    Verdict,
+    assistant_message,
+    content_hash,
+    message,
+    tool_calls_of,
 )
 
 
@@ -31,8 +39,13 @@ def test_verdict_rejects_rewards_outside_unit_interval():
 
 
 def test_trajectory_turns_split_at_assistant_messages():
-    msgs = [message("system", "s"), message("user", "u1"), message("assistant", "a1"),
-            message("user", "u2"), message("assistant", "a2")]
+    msgs = [
+        message("system", "s"),
+        message("user", "u1"),
+        message("assistant", "a1"),
+        message("user", "u2"),
+        message("assistant", "a2"),
+    ]
     traj = Trajectory("t", "x/y-v0", "task", msgs)
     turns = traj.turns()
     assert [t.turn for t in turns] == [0, 1]
@@ -46,8 +59,20 @@ def test_content_hash_is_order_independent_for_dict_keys():
 
 
 def test_records_survive_dict_round_trip():
-    prof = TurnProfile("t", 0, "e/x-v0", "task", 2, [1.0, 0.0], 0.5, 0.25, ["ok", "bad"],
-                       {"model": "m"}, {"name": "v", "version": "1"}, "k")
+    prof = TurnProfile(
+        "t",
+        0,
+        "e/x-v0",
+        "task",
+        2,
+        [1.0, 0.0],
+        0.5,
+        0.25,
+        ["ok", "bad"],
+        {"model": "m"},
+        {"name": "v", "version": "1"},
+        "k",
+    )
     assert TurnProfile.from_dict(prof.to_dict()) == prof
     assert prof.informative
     comp = Completion("hi", [1, 2], [-0.1, -0.2], "stop", [5])

@@ -47,8 +47,11 @@ def expert_cmd(
 
     env = make(env_id)
     total = len(env.tasks(split)) if limit is None else min(limit, len(env.tasks(split)))
-    trajs = list(tqdm(env.expert_trajectories(split, limit=limit), total=total, desc=f"expert {env_id}",
-                      unit="traj", disable=None))
+    trajs = list(
+        tqdm(
+            env.expert_trajectories(split, limit=limit), total=total, desc=f"expert {env_id}", unit="traj", disable=None
+        )
+    )
     write_trajectories(out, trajs)
     solved = sum(t.reward > 0 for t in trajs)
     typer.echo(f"wrote {len(trajs)} trajectories ({solved} successful) to {out}")
@@ -67,8 +70,7 @@ def tasks_cmd(
     unknown = [s for s in split if s not in env.splits]
     if unknown:
         raise CLIError(f"{env_id} has no split(s) {unknown}; its splits are {list(env.splits)}")
-    rows = [{"id": task.id, "split": name}
-            for name in (split or env.splits) for task in env.tasks(name)[:limit]]
+    rows = [{"id": task.id, "split": name} for name in (split or env.splits) for task in env.tasks(name)[:limit]]
     if as_json:
         emit_json(rows)
         return

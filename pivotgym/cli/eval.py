@@ -19,8 +19,16 @@ def suites_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-reada
     if as_json:
         emit_json([s.to_dict() for s in suites])
         return
-    rows = [[s.name, s.plugin, str(sum(r == "in_domain" for r in s.members.values())),
-             str(sum(r == "ood" for r in s.members.values())), s.description[:70]] for s in suites]
+    rows = [
+        [
+            s.name,
+            s.plugin,
+            str(sum(r == "in_domain" for r in s.members.values())),
+            str(sum(r == "ood" for r in s.members.values())),
+            s.description[:70],
+        ]
+        for s in suites
+    ]
     typer.echo(table(rows, ["suite", "plugin", "in-domain", "ood", "description"]))
 
 
@@ -35,8 +43,11 @@ def eval_cmd(
     seed: int = typer.Option(0, help="Sampling seed (generation is greedy; recorded in the result)."),
     sampler: str = typer.Option("hf", "--sampler", help="Sampler backend (`pivotgym plugins` lists them)."),
     device: str | None = typer.Option(None, help="cpu or cuda (default: cuda when present)."),
-    transcripts: bool = typer.Option(True, "--transcripts/--no-transcripts",
-                                     help="Record each episode's messages and per-turn rewards in OUT.items.jsonl."),
+    transcripts: bool = typer.Option(
+        True,
+        "--transcripts/--no-transcripts",
+        help="Record each episode's messages and per-turn rewards in OUT.items.jsonl.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the result JSON."),
 ) -> None:
     """Score a model on every member of a suite: value, n and 95% CI per env, in-domain/OOD averages."""
@@ -44,8 +55,18 @@ def eval_cmd(
     backend = make_sampler(sampler, model, device=device, max_batch_size=max(batch_size, 16))
     from pivotgym.eval import evaluate_suite
 
-    result = evaluate_suite(suite, backend, out, limit=limit, members=member or None, transcripts=transcripts,
-                            max_new_tokens=max_new_tokens, seed=seed, batch_size=batch_size, model=model)
+    result = evaluate_suite(
+        suite,
+        backend,
+        out,
+        limit=limit,
+        members=member or None,
+        transcripts=transcripts,
+        max_new_tokens=max_new_tokens,
+        seed=seed,
+        batch_size=batch_size,
+        model=model,
+    )
     if as_json:
         emit_json(result)
         return
@@ -85,8 +106,9 @@ def make_sampler(name: str, model: str, **options: Any) -> Any:
 def compare_cmd(
     base: Path = typer.Argument(..., help="Suite result of the base model (from `pivotgym eval`)."),
     trained: Path = typer.Argument(..., help="Suite result of the trained model."),
-    allow_mismatch: bool = typer.Option(False, "--allow-mismatch",
-                                        help="Compare even results of different suites, metrics or items."),
+    allow_mismatch: bool = typer.Option(
+        False, "--allow-mismatch", help="Compare even results of different suites, metrics or items."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Per-env deltas (trained - base) with their 95% intervals and the average in-domain and OOD change.
@@ -112,8 +134,16 @@ def format_result(result: dict[str, Any]) -> str:
     rows = []
     for key, s in result["scores"].items():
         lo, hi = s["ci95"]
-        rows.append([key, result["role"].get(key, ""), s["metric"], f"{100 * s['value']:.1f}",
-                     f"[{100 * lo:.1f}, {100 * hi:.1f}]", str(s["n"])])
+        rows.append(
+            [
+                key,
+                result["role"].get(key, ""),
+                s["metric"],
+                f"{100 * s['value']:.1f}",
+                f"[{100 * lo:.1f}, {100 * hi:.1f}]",
+                str(s["n"]),
+            ]
+        )
     for role, value in result.get("averages", {}).items():
         if value is not None:
             rows.append([f"average {role}", role, "", f"{100 * value:.1f}", "", ""])

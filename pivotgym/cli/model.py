@@ -9,22 +9,24 @@ import typer
 
 from pivotgym.cli.output import CLIError, emit_json, table
 
-model_app = typer.Typer(help="Bundled models: convert once into the cache, list what is there.",
-                        no_args_is_help=True)
+model_app = typer.Typer(help="Bundled models: convert once into the cache, list what is there.", no_args_is_help=True)
 
 
 def _status(alias: str) -> dict[str, Any]:
     from pivotgym.sampling.models import BUNDLED_MODELS, DEFAULT_MODEL, is_converted, model_dir
 
     spec = BUNDLED_MODELS[alias]
-    return {**spec.to_dict(), "default": alias == DEFAULT_MODEL, "converted": is_converted(alias),
-            "path": str(model_dir(alias))}
+    return {
+        **spec.to_dict(),
+        "default": alias == DEFAULT_MODEL,
+        "converted": is_converted(alias),
+        "path": str(model_dir(alias)),
+    }
 
 
 @model_app.command("pull")
 def pull_cmd(
-    name: str = typer.Argument(None, help="Bundled model alias or Hugging Face hub id (default: the default "
-                                          "model)."),
+    name: str = typer.Argument(None, help="Bundled model alias or Hugging Face hub id (default: the default model)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Convert a bundled model's GGUF into a cached safetensors folder, or download a hub id into the Hugging
@@ -64,9 +66,20 @@ def list_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-readabl
     if as_json:
         emit_json(rows)
         return
-    typer.echo(table([[r["alias"] + (" (default)" if r["default"] else ""), r["requirement"],
-                        "yes" if r["converted"] else "no", r["path"]] for r in rows],
-                      ["model", "package", "converted", "path"]))
+    typer.echo(
+        table(
+            [
+                [
+                    r["alias"] + (" (default)" if r["default"] else ""),
+                    r["requirement"],
+                    "yes" if r["converted"] else "no",
+                    r["path"],
+                ]
+                for r in rows
+            ],
+            ["model", "package", "converted", "path"],
+        )
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -17,15 +17,24 @@ def plugins_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-read
     lost: dict[str, list[dict[str, str]]] = {}
     for conflict in registry.conflicts:  # duplicate ids: which plugin lost which id to whom
         lost.setdefault(conflict["loser"], []).append(
-            {"kind": conflict["kind"], "id": conflict["id"], "winner": conflict["winner"]})
+            {"kind": conflict["kind"], "id": conflict["id"], "winner": conflict["winner"]}
+        )
     failed = any(i.errors for i in infos)
     if as_json:
         emit_json([{**i.to_dict(), "lost_ids": lost.get(i.name, [])} for i in infos])
         if failed:
             raise typer.Exit(1)
         return
-    rows = [[i.name, i.version or "-", i.distribution or "-", "ok" if not i.errors else "ERROR",
-             ", ".join(f"{c['id']} (to {c['winner']})" for c in lost.get(i.name, [])) or "-"] for i in infos]
+    rows = [
+        [
+            i.name,
+            i.version or "-",
+            i.distribution or "-",
+            "ok" if not i.errors else "ERROR",
+            ", ".join(f"{c['id']} (to {c['winner']})" for c in lost.get(i.name, [])) or "-",
+        ]
+        for i in infos
+    ]
     typer.echo(table(rows, ["plugin", "version", "distribution", "status", "lost ids"]))
     for info in infos:
         for err in info.errors:
@@ -33,8 +42,11 @@ def plugins_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-read
         for tb in info.tracebacks:
             typer.echo(tb.rstrip(), err=True)
     if failed:
-        typer.echo("\nhint: fix, upgrade or uninstall the failing plugin; the others loaded normally. "
-                   "PIVOTGYM_LOAD_PLUGINS=a,b loads only the named ones.", err=True)
+        typer.echo(
+            "\nhint: fix, upgrade or uninstall the failing plugin; the others loaded normally. "
+            "PIVOTGYM_LOAD_PLUGINS=a,b loads only the named ones.",
+            err=True,
+        )
         raise typer.Exit(1)
 
 
@@ -46,8 +58,15 @@ def envs_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-readabl
     if as_json:
         emit_json([s.to_dict() for s in specs])
         return
-    rows = [[s.id, s.plugin, (s.verifier or "-") + (" (DISABLED: see `pivotgym plugins`)" if s.problem else ""),
-             ",".join(s.resolved_splits())] for s in specs]
+    rows = [
+        [
+            s.id,
+            s.plugin,
+            (s.verifier or "-") + (" (DISABLED: see `pivotgym plugins`)" if s.problem else ""),
+            ",".join(s.resolved_splits()),
+        ]
+        for s in specs
+    ]
     typer.echo(table(rows, ["id", "plugin", "verifier", "splits"]))
 
 

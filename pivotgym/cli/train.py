@@ -63,14 +63,14 @@ def check_inputs(config: Any, config_path: Path) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add the ``train`` group: one command per trainer."""
-    train_app = typer.Typer(help="Train a policy: pivot (PivotRL), sft, or e2e (end-to-end RL).",
-                            no_args_is_help=True)
+    train_app = typer.Typer(help="Train a policy: pivot (PivotRL), sft, or e2e (end-to-end RL).", no_args_is_help=True)
 
     def make_command(kind: str) -> None:
         @train_app.command(kind, help=TRAINERS[kind])
         def command(
-            config: Path = typer.Option(..., "--config", "-c",
-                                        help="YAML config (keys = the trainer's Config fields)."),
+            config: Path = typer.Option(
+                ..., "--config", "-c", help="YAML config (keys = the trainer's Config fields)."
+            ),
             steps: int | None = typer.Option(None, help="Override `steps`."),
             output_dir: str | None = typer.Option(None, help="Override `output_dir`."),
             model: str | None = typer.Option(None, help="Override `model` (alias or local folder)."),
@@ -88,13 +88,21 @@ def register(app: typer.Typer) -> None:
                 return
             counters = summary["counters"]
             final = summary.get("final_eval") or {}
-            typer.echo(f"{kind}: {summary['steps']} steps in {counters['wall_seconds']:.1f}s "
-                       f"-> {summary['output_dir']}")
-            typer.echo(f"  turns: {counters['rollout_turns']} trained, {counters['filtered_turns']} filtered, "
-                       f"{counters['profiling_turns']} profiling (total {counters['total_turns']})")
+            typer.echo(
+                f"{kind}: {summary['steps']} steps in {counters['wall_seconds']:.1f}s -> {summary['output_dir']}"
+            )
+            typer.echo(
+                f"  turns: {counters['rollout_turns']} trained, {counters['filtered_turns']} filtered, "
+                f"{counters['profiling_turns']} profiling (total {counters['total_turns']})"
+            )
             typer.echo(f"  tokens: {counters['tokens_generated']} generated, {counters['tokens_trained']} trained")
-            typer.echo("  seconds: " + ", ".join(f"{p} {counters['seconds_' + p]:.1f}" for p in
-                                                 ("generation", "verification", "fwd_bwd", "eval", "other")))
+            typer.echo(
+                "  seconds: "
+                + ", ".join(
+                    f"{p} {counters['seconds_' + p]:.1f}"
+                    for p in ("generation", "verification", "fwd_bwd", "eval", "other")
+                )
+            )
             if summary.get("final_model"):
                 typer.echo(f"  model: {summary['final_model']}  (load it with `pivotgym eval --model PATH`)")
             if final:

@@ -17,7 +17,25 @@ from pivotgym.eval.scoring import generate_single, generation_cap, loglik_scores
 from pivotgym.eval.stats import ROLES, ci95, paired_interval, role_averages, summarize, unpaired_interval
 from pivotgym.eval.suites import Member, evaluate_suite, suite_members
 
-__all__ = ["ROLES", "Episode", "Member", "ci95", "compare", "evaluate_suite", "format_comparison",
-           "generate_single", "generation_cap", "greedy_episodes", "load_result", "loglik_scores", "mismatches",
-           "paired_interval", "role_averages", "run_episodes", "suite_members", "summarize", "unpaired_interval",
-           "write_json"]
+__all__ = [
+    "ROLES",
+    "Episode",
+    "Member",
+    "ci95",
+    "compare",
+    "evaluate_suite",
+    "format_comparison",
+    "generate_single",
+    "generation_cap",
+    "greedy_episodes",
+    "load_result",
+    "loglik_scores",
+    "mismatches",
+    "paired_interval",
+    "role_averages",
+    "run_episodes",
+    "suite_members",
+    "summarize",
+    "unpaired_interval",
+    "write_json",
+]

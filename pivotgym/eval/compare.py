@@ -35,8 +35,9 @@ def mismatches(base: Mapping[str, Any], trained: Mapping[str, Any]) -> list[str]
         if b_items is not None and t_items is not None:
             if set(b_items) != set(t_items):
                 shared = len(set(b_items) & set(t_items))
-                problems.append(f"member {key}: different items (base {len(b_items)}, trained {len(t_items)}, "
-                                f"{shared} in both)")
+                problems.append(
+                    f"member {key}: different items (base {len(b_items)}, trained {len(t_items)}, {shared} in both)"
+                )
         elif b.get("n") != t.get("n"):
             problems.append(f"member {key}: n is {b.get('n')} in base, {t.get('n')} in trained")
     return problems
@@ -53,9 +54,19 @@ def _row(key: str, role: str, b: Mapping[str, Any], t: Mapping[str, Any]) -> dic
         interval = unpaired_interval(b["value"], b["ci95"], t["value"], t["ci95"])
     else:
         interval = None
-    return {"env": key, "role": role, "metric": t.get("metric", b.get("metric")), "base": b["value"],
-            "trained": t["value"], "delta": delta, "delta_ci95": interval, "paired": paired,
-            "n": min(b.get("n", 0), t.get("n", 0)), "base_ci95": b.get("ci95"), "trained_ci95": t.get("ci95")}
+    return {
+        "env": key,
+        "role": role,
+        "metric": t.get("metric", b.get("metric")),
+        "base": b["value"],
+        "trained": t["value"],
+        "delta": delta,
+        "delta_ci95": interval,
+        "paired": paired,
+        "n": min(b.get("n", 0), t.get("n", 0)),
+        "base_ci95": b.get("ci95"),
+        "trained_ci95": t.get("ci95"),
+    }
 
 
 def compare(base: Mapping[str, Any], trained: Mapping[str, Any], *, allow_mismatch: bool = False) -> dict[str, Any]:
@@ -68,8 +79,10 @@ def compare(base: Mapping[str, Any], trained: Mapping[str, Any], *, allow_mismat
     problems = mismatches(base, trained)
     if problems and not allow_mismatch:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise ResultMismatch(f"results not comparable: {problems[0]}{more}",
-                             hint="compare scorings of the same suite, metric and items, or pass --allow-mismatch")
+        raise ResultMismatch(
+            f"results not comparable: {problems[0]}{more}",
+            hint="compare scorings of the same suite, metric and items, or pass --allow-mismatch",
+        )
     shared = [k for k in base["scores"] if k in trained["scores"]]
     roles = {**base.get("role", {}), **trained.get("role", {})}
     rows = [_row(key, roles.get(key, "ood"), base["scores"][key], trained["scores"][key]) for key in shared]
@@ -79,23 +92,39 @@ def compare(base: Mapping[str, Any], trained: Mapping[str, Any], *, allow_mismat
         if sel:
             deltas = [r["delta"] for r in sel]
             intervals = [r["delta_ci95"] for r in sel]
-            averages[role] = {"base": sum(r["base"] for r in sel) / len(sel),
-                              "trained": sum(r["trained"] for r in sel) / len(sel),
-                              "delta": sum(deltas) / len(sel), "n_envs": len(sel),
-                              "delta_ci95": mean_interval(deltas, intervals) if None not in intervals else None,
-                              "paired": all(r["paired"] for r in sel)}
+            averages[role] = {
+                "base": sum(r["base"] for r in sel) / len(sel),
+                "trained": sum(r["trained"] for r in sel) / len(sel),
+                "delta": sum(deltas) / len(sel),
+                "n_envs": len(sel),
+                "delta_ci95": mean_interval(deltas, intervals) if None not in intervals else None,
+                "paired": all(r["paired"] for r in sel),
+            }
         else:
-            averages[role] = {"base": None, "trained": None, "delta": None, "n_envs": 0, "delta_ci95": None,
-                              "paired": False}
-    return {"base_model": base.get("model"), "trained_model": trained.get("model"), "suite": trained.get("suite"),
-            "rows": rows, "averages": averages, "mismatches": problems,
-            "only_base": sorted(set(base["scores"]) - set(shared)),
-            "only_trained": sorted(set(trained["scores"]) - set(base["scores"]))}
+            averages[role] = {
+                "base": None,
+                "trained": None,
+                "delta": None,
+                "n_envs": 0,
+                "delta_ci95": None,
+                "paired": False,
+            }
+    return {
+        "base_model": base.get("model"),
+        "trained_model": trained.get("model"),
+        "suite": trained.get("suite"),
+        "rows": rows,
+        "averages": averages,
+        "mismatches": problems,
+        "only_base": sorted(set(base["scores"]) - set(shared)),
+        "only_trained": sorted(set(trained["scores"]) - set(base["scores"])),
+    }
 
 
 def format_comparison(comp: Mapping[str, Any]) -> str:
     """The comparison as a plain-text table (per member, then the in-domain and OOD averages), each delta with
     its 95% interval and whether that interval is paired over items."""
+
     def pct(v: float | None) -> str:
         return "-" if v is None else f"{100 * v:.1f}"
 
@@ -106,21 +135,43 @@ def format_comparison(comp: Mapping[str, Any]) -> str:
         return "-" if not ci else f"[{signed(ci[0])}, {signed(ci[1])}]"
 
     header = ["env", "role", "metric", "base", "trained", "delta", "delta 95% CI", "interval", "n"]
-    rows = [[r["env"], r["role"], r["metric"], pct(r["base"]), pct(r["trained"]), signed(r["delta"]),
-             interval(r.get("delta_ci95")), "paired" if r.get("paired") else "unpaired", str(r["n"])]
-            for r in comp["rows"]]
+    rows = [
+        [
+            r["env"],
+            r["role"],
+            r["metric"],
+            pct(r["base"]),
+            pct(r["trained"]),
+            signed(r["delta"]),
+            interval(r.get("delta_ci95")),
+            "paired" if r.get("paired") else "unpaired",
+            str(r["n"]),
+        ]
+        for r in comp["rows"]
+    ]
     for role in ROLES:
         a = comp["averages"][role]
         if a["n_envs"]:
-            rows.append([f"average {role}", role, "", pct(a["base"]), pct(a["trained"]), signed(a["delta"]),
-                         interval(a.get("delta_ci95")), "paired" if a.get("paired") else "unpaired",
-                         f"{a['n_envs']} envs"])
+            rows.append(
+                [
+                    f"average {role}",
+                    role,
+                    "",
+                    pct(a["base"]),
+                    pct(a["trained"]),
+                    signed(a["delta"]),
+                    interval(a.get("delta_ci95")),
+                    "paired" if a.get("paired") else "unpaired",
+                    f"{a['n_envs']} envs",
+                ]
+            )
     widths = [max(len(x[i]) for x in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(header, widths)).rstrip(),
-             "  ".join("-" * w for w in widths)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(header, widths)).rstrip(), "  ".join("-" * w for w in widths)]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-    lines.append("(scores in %, delta = trained - base; paired: the interval of the per-item differences, "
-                 "unpaired: the two scores' intervals combined)")
+    lines.append(
+        "(scores in %, delta = trained - base; paired: the interval of the per-item differences, "
+        "unpaired: the two scores' intervals combined)"
+    )
     for problem in comp.get("mismatches", []):
         lines.append(f"warning: {problem}")
     return "\n".join(lines)

@@ -63,26 +63,47 @@ class Episode:
     def row(self, transcripts: bool = False) -> dict[str, Any]:
         """The episode as a suite item's fields: ``reward`` (the score), ``return``, ``turns``, ``terminated``
         and, with ``transcripts``, ``transcript: {"messages", "steps"}``."""
-        out: dict[str, Any] = {"reward": self.score, "return": self.reward, "turns": self.num_turns,
-                               "terminated": self.terminated}
+        out: dict[str, Any] = {
+            "reward": self.score,
+            "return": self.reward,
+            "turns": self.num_turns,
+            "terminated": self.terminated,
+        }
         if transcripts:
             out["transcript"] = {"messages": list(self.messages), "steps": list(self.steps)}
         return out
 
 
-def step_record(completion: Any, reward: float, terminated: bool, truncated: bool,
-                info: Mapping[str, Any]) -> dict[str, Any]:
+def step_record(
+    completion: Any, reward: float, terminated: bool, truncated: bool, info: Mapping[str, Any]
+) -> dict[str, Any]:
     """One turn of a transcript: what the env said about the action, and how the generation ended."""
-    return {"reward": float(reward), "terminated": bool(terminated), "truncated": bool(truncated),
-            "finish_reason": getattr(completion, "finish_reason", None),
-            "tokens": len(getattr(completion, "token_ids", None) or []), "info": dict(info)}
+    return {
+        "reward": float(reward),
+        "terminated": bool(terminated),
+        "truncated": bool(truncated),
+        "finish_reason": getattr(completion, "finish_reason", None),
+        "tokens": len(getattr(completion, "token_ids", None) or []),
+        "info": dict(info),
+    }
 
 
-def run_episodes(sampler: Any, make_env: Callable[[], Any], task_ids: Sequence[str], params: SamplingParams, *,
-                 n: int = 1, seeds: SeedFn | None = None, batch_size: int | None = None,
-                 max_turns: int | None = None, tokens: bool = False, transcripts: bool = False,
-                 timer: Callable[[str], AbstractContextManager[Any]] | None = None,
-                 progress: bool = False, desc: str = "episodes") -> list[list[Episode]]:
+def run_episodes(
+    sampler: Any,
+    make_env: Callable[[], Any],
+    task_ids: Sequence[str],
+    params: SamplingParams,
+    *,
+    n: int = 1,
+    seeds: SeedFn | None = None,
+    batch_size: int | None = None,
+    max_turns: int | None = None,
+    tokens: bool = False,
+    transcripts: bool = False,
+    timer: Callable[[str], AbstractContextManager[Any]] | None = None,
+    progress: bool = False,
+    desc: str = "episodes",
+) -> list[list[Episode]]:
     """``n`` episodes of each task in ``task_ids`` (one list per task, in order), see the module docstring.
 
     ``make_env`` builds a fresh env per episode. An episode ends when its env terminates or truncates, or
@@ -95,18 +116,31 @@ def run_episodes(sampler: Any, make_env: Callable[[], Any], task_ids: Sequence[s
     phase = timer or (lambda _name: contextlib.nullcontext())
     out: list[list[Episode]] = []
     size = batch_size or max(1, len(task_ids))
-    with tqdm(total=len(task_ids) * n, desc=desc, unit="episode", disable=not progress, leave=False,
-              dynamic_ncols=True) as bar:
+    with tqdm(
+        total=len(task_ids) * n, desc=desc, unit="episode", disable=not progress, leave=False, dynamic_ncols=True
+    ) as bar:
         for start in range(0, len(task_ids), size):
             group = list(range(start, min(start + size, len(task_ids))))
-            out += _run_group(sampler, make_env, task_ids, group, params, n, seeds, max_turns, tokens, transcripts,
-                              phase, bar)
+            out += _run_group(
+                sampler, make_env, task_ids, group, params, n, seeds, max_turns, tokens, transcripts, phase, bar
+            )
     return out
 
 
-def _run_group(sampler: Any, make_env: Callable[[], Any], task_ids: Sequence[str], group: Sequence[int],
-               params: SamplingParams, n: int, seeds: SeedFn | None, max_turns: int | None, tokens: bool,
-               transcripts: bool, phase: Callable[[str], AbstractContextManager[Any]], bar: Any) -> list[list[Episode]]:
+def _run_group(
+    sampler: Any,
+    make_env: Callable[[], Any],
+    task_ids: Sequence[str],
+    group: Sequence[int],
+    params: SamplingParams,
+    n: int,
+    seeds: SeedFn | None,
+    max_turns: int | None,
+    tokens: bool,
+    transcripts: bool,
+    phase: Callable[[str], AbstractContextManager[Any]],
+    bar: Any,
+) -> list[list[Episode]]:
     """The episodes of the tasks ``group`` (indices into ``task_ids``), all advancing together."""
     envs = [[make_env() for _ in range(n)] for _ in group]
     episodes = [[Episode(task_ids[g]) for _ in range(n)] for g in group]
@@ -128,10 +162,12 @@ def _run_group(sampler: Any, make_env: Callable[[], Any], task_ids: Sequence[str
             break
         bar.set_postfix(turn=turn + 1, live=len(single) + n * len(shared))  # moves while episodes are long
         with phase("generation"):
-            shared_out = _sample(sampler, [q for _, q in shared], n, params, seeds,
-                                 [(group[p], turn, 0) for p, _ in shared])
-            single_out = _sample(sampler, [q for _, _, q in single], 1, params, seeds,
-                                 [(group[p], turn, j + 1) for p, j, _ in single])
+            shared_out = _sample(
+                sampler, [q for _, q in shared], n, params, seeds, [(group[p], turn, 0) for p, _ in shared]
+            )
+            single_out = _sample(
+                sampler, [q for _, _, q in single], 1, params, seeds, [(group[p], turn, j + 1) for p, j, _ in single]
+            )
         moves = [(p, j, q, c) for (p, q), comps in zip(shared, shared_out) for j, c in enumerate(comps)]
         moves += [(p, j, q, comps[0]) for (p, j, q), comps in zip(single, single_out)]
         with phase("verification"):
@@ -163,8 +199,14 @@ def _prompt(sampler: Any, env: Any, tokens: bool) -> Any:
     return sampler.encode(messages) if tokens else messages
 
 
-def _sample(sampler: Any, prompts: list[Any], n: int, params: SamplingParams, seeds: SeedFn | None,
-            slots: list[tuple[int, int, int]]) -> list[list[Any]]:
+def _sample(
+    sampler: Any,
+    prompts: list[Any],
+    n: int,
+    params: SamplingParams,
+    seeds: SeedFn | None,
+    slots: list[tuple[int, int, int]],
+) -> list[list[Any]]:
     """``n`` completions per prompt: one plain sampler call, or seeded per prompt when ``seeds`` is given."""
     if not prompts:
         return []
@@ -173,14 +215,23 @@ def _sample(sampler: Any, prompts: list[Any], n: int, params: SamplingParams, se
     return sample_seeded(sampler, prompts, n, params, [seeds(*slot) for slot in slots])
 
 
-def greedy_episodes(sampler: Any, make_env: Callable[[], Any], tasks: Sequence[Any], params: SamplingParams,
-                    batch_size: int = 8, *, transcripts: bool = False, progress: bool = True,
-                    desc: str = "episodes") -> list[dict[str, Any]]:
+def greedy_episodes(
+    sampler: Any,
+    make_env: Callable[[], Any],
+    tasks: Sequence[Any],
+    params: SamplingParams,
+    batch_size: int = 8,
+    *,
+    transcripts: bool = False,
+    progress: bool = True,
+    desc: str = "episodes",
+) -> list[dict[str, Any]]:
     """One episode per task (``Task`` objects or ids), as suite item rows (:meth:`Episode.row`): ``reward``
     is the episode's score, ``return`` its return, plus ``turns``, ``terminated`` and the transcript."""
     ids = [getattr(t, "id", t) for t in tasks]
-    groups = run_episodes(sampler, make_env, ids, params, batch_size=batch_size, transcripts=transcripts,
-                          progress=progress, desc=desc)
+    groups = run_episodes(
+        sampler, make_env, ids, params, batch_size=batch_size, transcripts=transcripts, progress=progress, desc=desc
+    )
     return [episodes[0].row(transcripts) for episodes in groups]
 
 

@@ -16,8 +16,9 @@ from pivotgym.sampling.base import SamplingParams
 MEASURES = {"episodes": "success", "turns": "turn_accuracy"}
 
 
-def loglik_scores(sampler: Any, requests: Sequence[tuple[str, list[str], int]],
-                  batch_size: int = 16) -> list[dict[str, float]]:
+def loglik_scores(
+    sampler: Any, requests: Sequence[tuple[str, list[str], int]], batch_size: int = 16
+) -> list[dict[str, float]]:
     """Score multiple-choice requests ``(context, continuations, gold)`` by log-likelihood.
 
     Each continuation is tokenised together with its context and split at the context's length (so a merge
@@ -25,8 +26,10 @@ def loglik_scores(sampler: Any, requests: Sequence[tuple[str, list[str], int]],
     ``score_batch`` (the hf backend).
     """
     if not hasattr(sampler, "score_batch"):
-        raise TypeError(f"{type(sampler).__name__} cannot score log-likelihoods (no score_batch); use the hf "
-                        "backend, or evaluate multiple-choice envs with scoring: generate")
+        raise TypeError(
+            f"{type(sampler).__name__} cannot score log-likelihoods (no score_batch); use the hf "
+            "backend, or evaluate multiple-choice envs with scoring: generate"
+        )
     prompts: list[list[int]] = []
     conts: list[list[int]] = []
     owners: list[int] = []
@@ -34,7 +37,7 @@ def loglik_scores(sampler: Any, requests: Sequence[tuple[str, list[str], int]],
         ctx = sampler.encode(context)
         for cont in continuations:
             whole = sampler.encode(context + cont)
-            ids = whole[len(ctx):] if whole[:len(ctx)] == ctx else sampler.encode(cont)
+            ids = whole[len(ctx) :] if whole[: len(ctx)] == ctx else sampler.encode(cont)
             prompts.append(ctx)
             conts.append(ids or sampler.encode(cont))
             owners.append(i)
@@ -45,13 +48,18 @@ def loglik_scores(sampler: Any, requests: Sequence[tuple[str, list[str], int]],
     out = []
     for (_context, continuations, gold), lls in zip(requests, totals):
         norm = [ll / max(1, len(c.encode("utf-8"))) for ll, c in zip(lls, continuations)]
-        out.append({"acc": float(max(range(len(lls)), key=lls.__getitem__) == gold),
-                    "acc_norm": float(max(range(len(norm)), key=norm.__getitem__) == gold)})
+        out.append(
+            {
+                "acc": float(max(range(len(lls)), key=lls.__getitem__) == gold),
+                "acc_norm": float(max(range(len(norm)), key=norm.__getitem__) == gold),
+            }
+        )
     return out
 
 
-def generate_single(sampler: Any, env: Any, tasks: Sequence[Any], params: SamplingParams, *,
-                    transcripts: bool = False) -> list[dict[str, Any]]:
+def generate_single(
+    sampler: Any, env: Any, tasks: Sequence[Any], params: SamplingParams, *, transcripts: bool = False
+) -> list[dict[str, Any]]:
     """One greedy reply per task of a single-turn YAML env, judged by the env's scorer (no answer: 0).
 
     With ``transcripts``, each result carries ``"transcript"``: the prompt and the reply as messages, and the
@@ -70,15 +78,28 @@ def generate_single(sampler: Any, env: Any, tasks: Sequence[Any], params: Sampli
             reward, details = 0.0, {"error": str(exc)}
         row = {"reward": reward, "reply": text[:500], "details": details}
         if transcripts:
-            row["transcript"] = {"messages": [*prompt, {"role": "assistant", "content": text}],
-                                 "steps": [step_record(comps[0], reward, True, False, details)]}
+            row["transcript"] = {
+                "messages": [*prompt, {"role": "assistant", "content": text}],
+                "steps": [step_record(comps[0], reward, True, False, details)],
+            }
         results.append(row)
     return results
 
 
-def score_member(env: Any, env_id: str, tasks: Sequence[Any], sampler: Any, tokens: int, *, seed: int = 0,
-                 batch_size: int = 8, transcripts: bool = False, progress: bool = False, desc: str = "",
-                 measure: str | None = None) -> tuple[str, list[dict[str, Any] | None]]:
+def score_member(
+    env: Any,
+    env_id: str,
+    tasks: Sequence[Any],
+    sampler: Any,
+    tokens: int,
+    *,
+    seed: int = 0,
+    batch_size: int = 8,
+    transcripts: bool = False,
+    progress: bool = False,
+    desc: str = "",
+    measure: str | None = None,
+) -> tuple[str, list[dict[str, Any] | None]]:
     """(metric, one row per task) of one member's ``tasks`` on ``env`` (an instance of ``env_id``).
 
     ``measure`` is the member's choice (:data:`MEASURES`): ``"episodes"`` (greedy episodes, metric
@@ -94,8 +115,9 @@ def score_member(env: Any, env_id: str, tasks: Sequence[Any], sampler: Any, toke
 
     params = SamplingParams(temperature=0.0, max_new_tokens=tokens, seed=seed)
     if measure == "turns":
-        return MEASURES["turns"], turn_accuracy_rows(env, tasks, sampler, params, chunk=max(16, batch_size),
-                                                     progress=progress)
+        return MEASURES["turns"], turn_accuracy_rows(
+            env, tasks, sampler, params, chunk=max(16, batch_size), progress=progress
+        )
     if isinstance(env, DeclarativeEnv) and measure is None:
         if env.config.scoring == "loglik":
             if not tasks:
@@ -103,21 +125,32 @@ def score_member(env: Any, env_id: str, tasks: Sequence[Any], sampler: Any, toke
             rows = loglik_scores(sampler, [env.loglik_request(t) for t in tasks], batch_size=max(batch_size, 16))
             return "acc", [{"reward": r["acc"], "acc_norm": r["acc_norm"]} for r in rows]
         out: list[dict[str, Any] | None] = []
-        with tqdm(total=len(tasks), desc=desc, unit="item", disable=not progress or not tasks, leave=False,
-                  dynamic_ncols=True) as bar:
+        with tqdm(
+            total=len(tasks), desc=desc, unit="item", disable=not progress or not tasks, leave=False, dynamic_ncols=True
+        ) as bar:
             for start in range(0, len(tasks), batch_size):
-                batch = tasks[start:start + batch_size]
+                batch = tasks[start : start + batch_size]
                 out += generate_single(sampler, env, batch, params, transcripts=transcripts)
                 bar.update(len(batch))
         return env.config.metric, out
-    episodes: list[dict[str, Any] | None] = [*greedy_episodes(
-        sampler, lambda: make(env_id), tasks, params, batch_size=batch_size, transcripts=transcripts,
-        progress=progress and bool(tasks), desc=desc)]
+    episodes: list[dict[str, Any] | None] = [
+        *greedy_episodes(
+            sampler,
+            lambda: make(env_id),
+            tasks,
+            params,
+            batch_size=batch_size,
+            transcripts=transcripts,
+            progress=progress and bool(tasks),
+            desc=desc,
+        )
+    ]
     return MEASURES["episodes"], episodes
 
 
-def turn_accuracy_rows(env: Any, tasks: Sequence[Any], sampler: Any, params: SamplingParams, *, chunk: int = 16,
-                       progress: bool = False) -> list[dict[str, Any] | None]:
+def turn_accuracy_rows(
+    env: Any, tasks: Sequence[Any], sampler: Any, params: SamplingParams, *, chunk: int = 16, progress: bool = False
+) -> list[dict[str, Any] | None]:
     """Per task, its turn accuracy (:func:`pivotgym.eval.turns.turn_accuracy`): one greedy action from each
     state of the task's expert trajectory, judged by the env's functional verifier. A row is ``{"reward":
     share of passing states, "states", "failed"}`` (failed verifications are left out of the share), or None
@@ -128,8 +161,7 @@ def turn_accuracy_rows(env: Any, tasks: Sequence[Any], sampler: Any, params: Sam
         return []
     wanted = {t.id for t in tasks}
     split = tasks[0].split
-    trajectories = [t for t in env.expert_trajectories(split, limit=len(tasks))
-                    if t.task_id in wanted and t.reward > 0]
+    trajectories = [t for t in env.expert_trajectories(split, limit=len(tasks)) if t.task_id in wanted and t.reward > 0]
     if not trajectories:
         return [None] * len(tasks)
     result = turn_accuracy(sampler, trajectories, params, chunk=chunk, progress=progress)
@@ -137,9 +169,12 @@ def turn_accuracy_rows(env: Any, tasks: Sequence[Any], sampler: Any, params: Sam
     for trajectory in trajectories:
         states[trajectory.task_id] = states.get(trajectory.task_id, 0) + len(trajectory.turns())
     scores = dict(zip(result.task_ids, result.per_task))
-    return [{"reward": scores[t.id], "states": states[t.id], "failed": result.failed_by_task.get(t.id, 0)}
-            if t.id in scores else None for t in tasks]
+    return [
+        {"reward": scores[t.id], "states": states[t.id], "failed": result.failed_by_task.get(t.id, 0)}
+        if t.id in scores
+        else None
+        for t in tasks
+    ]
 
 
-__all__ = ["MEASURES", "generate_single", "generation_cap", "loglik_scores", "score_member",
-           "turn_accuracy_rows"]
+__all__ = ["MEASURES", "generate_single", "generation_cap", "loglik_scores", "score_member", "turn_accuracy_rows"]

@@ -47,8 +47,12 @@ def summarize(values: Sequence[float], metric: str, item_ids: Sequence[str] | No
     """The contract's per-member score ``{"metric", "value", "n", "ci95"}``; with ``item_ids`` (one per value)
     also ``"per_item": {item id: value}``, which lets :func:`pivotgym.eval.compare.compare` check that two
     results scored the same items and pair their differences."""
-    out: dict[str, Any] = {"metric": metric, "value": (sum(values) / len(values)) if values else 0.0,
-                           "n": len(values), "ci95": ci95(values)}
+    out: dict[str, Any] = {
+        "metric": metric,
+        "value": (sum(values) / len(values)) if values else 0.0,
+        "n": len(values),
+        "ci95": ci95(values),
+    }
     if item_ids is not None:
         if len(item_ids) != len(values):
             raise ValueError(f"summarize: {len(item_ids)} item ids for {len(values)} values")
@@ -72,8 +76,9 @@ def paired_interval(base: Mapping[str, float], trained: Mapping[str, float]) -> 
     return normal_interval([float(trained[k]) - float(base[k]) for k in shared])
 
 
-def unpaired_interval(base_value: float, base_ci: Sequence[float], trained_value: float,
-                      trained_ci: Sequence[float]) -> list[float]:
+def unpaired_interval(
+    base_value: float, base_ci: Sequence[float], trained_value: float, trained_ci: Sequence[float]
+) -> list[float]:
     """95% interval of ``trained_value - base_value`` from the two scores' own intervals, taken as
     independent (Newcombe's square-and-add: each side of the difference combines the matching sides of
     the two intervals, so asymmetric Wilson intervals stay asymmetric)."""
@@ -95,5 +100,13 @@ def mean_interval(deltas: Sequence[float], intervals: Sequence[Sequence[float]])
     return [mean - low, mean + high]
 
 
-__all__ = ["ROLES", "ci95", "mean_interval", "normal_interval", "paired_interval", "role_averages", "summarize",
-           "unpaired_interval"]
+__all__ = [
+    "ROLES",
+    "ci95",
+    "mean_interval",
+    "normal_interval",
+    "paired_interval",
+    "role_averages",
+    "summarize",
+    "unpaired_interval",
+]

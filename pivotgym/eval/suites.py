@@ -81,8 +81,10 @@ class Member:
         if ":" in key:
             name, _, measure = key.rpartition(":")
             if measure not in MEASURES:
-                raise ConfigError(f"suite member {key!r}: unknown measure {measure!r} after ':'; use one of "
-                                  f"{', '.join(':' + m for m in MEASURES)}")
+                raise ConfigError(
+                    f"suite member {key!r}: unknown measure {measure!r} after ':'; use one of "
+                    f"{', '.join(':' + m for m in MEASURES)}"
+                )
         env_id, _, split = name.partition("@")
         return cls(key, env_id, split or None, role, measure)
 
@@ -168,14 +170,30 @@ def evaluate_suite(
             # have changed since; items written before caps were recorded are scored again, once)
             recorded = None if loglik else tokens  # a loglik item generates nothing: no cap recorded
             todo = [t for t in tasks if done.get((member.key, t.id), {}).get("max_new_tokens", "?") != recorded]
-            metric, rows = score_member(env, member.env_id, todo, sampler, tokens, seed=seed, batch_size=batch_size,
-                                        transcripts=transcripts, progress=progress, desc=member.key,
-                                        measure=member.measure)
+            metric, rows = score_member(
+                env,
+                member.env_id,
+                todo,
+                sampler,
+                tokens,
+                seed=seed,
+                batch_size=batch_size,
+                transcripts=transcripts,
+                progress=progress,
+                desc=member.key,
+                measure=member.measure,
+            )
             for task, scored_row in zip(todo, rows):
                 if scored_row is None:
                     continue  # not measurable (e.g. no expert states); tried again on a rerun
-                record = {"member": member.key, "task_id": task.id, "fingerprint": fingerprint, "metric": metric,
-                          "max_new_tokens": recorded, **scored_row}
+                record = {
+                    "member": member.key,
+                    "task_id": task.id,
+                    "fingerprint": fingerprint,
+                    "metric": metric,
+                    "max_new_tokens": recorded,
+                    **scored_row,
+                }
                 done[(member.key, task.id)] = record
                 if appender:
                     appender.write(record)
@@ -188,8 +206,16 @@ def evaluate_suite(
     finally:
         if appender:
             appender.close()
-    result = {"suite": name, "model": model_name, "scores": scores, "role": roles,
-              "averages": role_averages(scores, roles), "sampler": describe, "seed": seed, "limit": limit}
+    result = {
+        "suite": name,
+        "model": model_name,
+        "scores": scores,
+        "role": roles,
+        "averages": role_averages(scores, roles),
+        "sampler": describe,
+        "seed": seed,
+        "limit": limit,
+    }
     if out:
         write_json(out, result)
     return result

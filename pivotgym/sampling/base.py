@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Protocol, Union, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
+from pivotgym.errors import SamplerError as SamplerError  # re-exported: its old home
 from pivotgym.types import Completion, Message
-from pivotgym.errors import SamplerError
 
 #: a prompt is a chat (list of message dicts; the backend applies the chat template) or token ids
-Prompt = Union[Sequence[Message], Sequence[int]]
+Prompt = Sequence[Message] | Sequence[int]
 
 
 @dataclass
@@ -38,8 +38,9 @@ class SamplingParams:
 class Sampler(Protocol):
     """Generates ``n`` completions per prompt. ``describe()`` identifies the model for cache keys."""
 
-    def sample(self, prompts: Sequence[Prompt], n: int = 1, params: SamplingParams | None = None) -> list[list[Completion]]:
-        ...
+    def sample(
+        self, prompts: Sequence[Prompt], n: int = 1, params: SamplingParams | None = None
+    ) -> list[list[Completion]]: ...
 
     def describe(self) -> dict[str, Any]:
         """``{"model", "revision", "backend"}``: what produced the samples (recorded in turn profiles)."""
@@ -52,8 +53,9 @@ def check_prompt_seeds(seeds: Sequence[int], prompts: int) -> None:
         raise ValueError(f"seeds: one per prompt, got {len(seeds)} for {prompts} prompts")
 
 
-def sample_seeded(sampler: Sampler, prompts: Sequence[Prompt], n: int, params: SamplingParams,
-                  seeds: Sequence[int]) -> list[list[Completion]]:
+def sample_seeded(
+    sampler: Sampler, prompts: Sequence[Prompt], n: int, params: SamplingParams, seeds: Sequence[int]
+) -> list[list[Completion]]:
     """``n`` completions per prompt, prompt ``i`` under its own ``seeds[i]``.
 
     A backend that declares ``prompt_seeds = True`` (the transformers and vLLM samplers) gets every prompt in
@@ -66,10 +68,9 @@ def sample_seeded(sampler: Sampler, prompts: Sequence[Prompt], n: int, params: S
         return []
     if getattr(sampler, "prompt_seeds", False):
         return sampler.sample(prompts, n=n, params=params, seeds=list(seeds))  # type: ignore[call-arg]
-    return [sampler.sample([prompt], n=n, params=replace(params, seed=int(seed)))[0]
-            for prompt, seed in zip(prompts, seeds)]
-
-
+    return [
+        sampler.sample([prompt], n=n, params=replace(params, seed=int(seed)))[0] for prompt, seed in zip(prompts, seeds)
+    ]
 
 
 def encode_prompt(tokenizer: Any, prompt: Prompt | str) -> list[int]:
@@ -88,8 +89,10 @@ def encode_prompt(tokenizer: Any, prompt: Prompt | str) -> list[int]:
     if all(isinstance(x, dict) for x in items):
         ids = tokenizer.apply_chat_template(items, add_generation_prompt=True, tokenize=True, return_dict=False)
         return [int(x) for x in ids]
-    raise TypeError("a prompt is a list of chat message dicts or a list of token ids, "
-                    f"got items of type {sorted({type(x).__name__ for x in items})}")
+    raise TypeError(
+        "a prompt is a list of chat message dicts or a list of token ids, "
+        f"got items of type {sorted({type(x).__name__ for x in items})}"
+    )
 
 
 def cut_at_stop(text: str, stop: Sequence[str]) -> str:

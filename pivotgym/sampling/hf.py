@@ -23,7 +23,7 @@ import torch
 
 from pivotgym.sampling.base import Prompt, SamplingParams, check_prompt_seeds, cut_at_stop, encode_prompt
 from pivotgym.sampling.logprobs import positions_from_mask, token_logprobs
-from pivotgym.sampling.models import DEFAULT_MODEL, BUNDLED_MODELS, load_model_and_tokenizer
+from pivotgym.sampling.models import BUNDLED_MODELS, DEFAULT_MODEL, load_model_and_tokenizer
 from pivotgym.types import Completion, content_hash
 
 if TYPE_CHECKING:
@@ -60,8 +60,10 @@ class HFSampler:
             tokenizer = tokenizer or loaded_tokenizer
         else:
             if tokenizer is None:
-                raise ValueError("HFSampler(model=<in-memory model>) needs tokenizer=...; "
-                                 "pass the tokenizer the model was trained with")
+                raise ValueError(
+                    "HFSampler(model=<in-memory model>) needs tokenizer=...; "
+                    "pass the tokenizer the model was trained with"
+                )
             self.model = model
             if device is not None or dtype is not None:
                 self.model.to(device=device, dtype=dtype if not isinstance(dtype, str) else getattr(torch, dtype))
@@ -113,8 +115,12 @@ class HFSampler:
     prompt_seeds = True
 
     def sample(
-        self, prompts: Sequence[Prompt], n: int = 1, params: SamplingParams | None = None,
-        *, seeds: Sequence[int] | None = None,
+        self,
+        prompts: Sequence[Prompt],
+        n: int = 1,
+        params: SamplingParams | None = None,
+        *,
+        seeds: Sequence[int] | None = None,
     ) -> list[list[Completion]]:
         """``n`` completions for each prompt, in prompt order.
 
@@ -141,8 +147,10 @@ class HFSampler:
         was_training = self.model.training
         self.model.eval()
         try:
-            with torch.no_grad(), tqdm(total=len(encoded), desc="sampling", unit="prompt",
-                                       disable=not self.progress) as bar:
+            with (
+                torch.no_grad(),
+                tqdm(total=len(encoded), desc="sampling", unit="prompt", disable=not self.progress) as bar,
+            ):
                 for picked, group in self._groups(encoded, hosts, n, per_group, params, noise):
                     for i, completions in zip(picked, group):
                         results[i] = completions
@@ -151,8 +159,15 @@ class HFSampler:
             self.model.train(was_training)
         return results
 
-    def _groups(self, encoded: list[list[int]], hosts: list[int], n: int, per_group: int,
-                params: SamplingParams, noise: GumbelNoise) -> Any:
+    def _groups(
+        self,
+        encoded: list[list[int]],
+        hosts: list[int],
+        n: int,
+        per_group: int,
+        params: SamplingParams,
+        noise: GumbelNoise,
+    ) -> Any:
         """Yield ``(prompt indices, their completions)`` group by group.
 
         Prompts of similar length share a batch: a left-padded prefill costs the longest prompt's length for
@@ -160,13 +175,14 @@ class HFSampler:
         prompt begins with the previous one), only the longest of each family (its *host*) is prefilled, and
         every member's cache is cut from its host's. Noise is keyed by each prompt's global row, so the
         grouping does not change what is drawn."""
+
         def rows(picked: list[int]) -> GumbelNoise:
             return noise.select([i * n + j for i in picked for j in range(n)])
 
         if not any(h != i for i, h in enumerate(hosts)):  # nothing shared: plain length-sorted batches
             order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
             for start in range(0, len(order), per_group):
-                picked = order[start:start + per_group]
+                picked = order[start : start + per_group]
                 yield picked, self._generate([encoded[i] for i in picked], n, params, rows(picked))
             return
         members: dict[int, list[int]] = {}
@@ -174,21 +190,26 @@ class HFSampler:
             members.setdefault(h, []).append(i)
         order = sorted(members, key=lambda h: len(encoded[h]))
         for start in range(0, len(order), per_group):
-            batch = order[start:start + per_group]
+            batch = order[start : start + per_group]
             _, host_cache, host_mask = self._prefill([encoded[h] for h in batch], 1)
             offsets = {h: int((host_mask[r] == 0).sum()) for r, h in enumerate(batch)}
             row_of = {h: r for r, h in enumerate(batch)}
             family = sorted((i for h in batch for i in members[h]), key=lambda i: len(encoded[i]))
             for first in range(0, len(family), per_group):
-                picked = family[first:first + per_group]
-                prefill = self._prefill_from_hosts([encoded[i] for i in picked], host_cache,
-                                                   [row_of[hosts[i]] for i in picked],
-                                                   [offsets[hosts[i]] for i in picked], n)
+                picked = family[first : first + per_group]
+                prefill = self._prefill_from_hosts(
+                    [encoded[i] for i in picked],
+                    host_cache,
+                    [row_of[hosts[i]] for i in picked],
+                    [offsets[hosts[i]] for i in picked],
+                    n,
+                )
                 yield picked, self._generate([encoded[i] for i in picked], n, params, rows(picked), prefill)
             del host_cache
 
-    def _prefill_from_hosts(self, prompts: list[list[int]], host_cache: Any, host_rows: list[int],
-                            offsets: list[int], n: int) -> tuple[torch.Tensor, Any, torch.Tensor]:
+    def _prefill_from_hosts(
+        self, prompts: list[list[int]], host_cache: Any, host_rows: list[int], offsets: list[int], n: int
+    ) -> tuple[torch.Tensor, Any, torch.Tensor]:
         """:meth:`_prefill` for prompts that are prefixes of host prompts already prefilled: each prompt's
         first ``len - 1`` tokens are copied from its host's cache row (left-padded to the group's width), and
         one forward of every prompt's last token gives its logits. Same outputs as :meth:`_prefill`, without
@@ -205,21 +226,26 @@ class HFSampler:
             for row, (ids, host, offset) in enumerate(zip(prompts, host_rows, offsets)):
                 copied = len(ids) - 1
                 if copied:
-                    k[row, :, past - copied:] = keys[host, :, offset:offset + copied]
-                    v[row, :, past - copied:] = values[host, :, offset:offset + copied]
+                    k[row, :, past - copied :] = keys[host, :, offset : offset + copied]
+                    v[row, :, past - copied :] = values[host, :, offset : offset + copied]
             layers.append((k, v))
         cache = DynamicCache(ddp_cache_data=layers, config=getattr(self.model, "config", None))
         attention = torch.zeros((batch, width), dtype=torch.long, device=self.device)
         for row, ids in enumerate(prompts):
-            attention[row, width - len(ids):] = 1
+            attention[row, width - len(ids) :] = 1
         last = torch.as_tensor([[ids[-1]] for ids in prompts], dtype=torch.long, device=self.device)
         position = torch.as_tensor([[len(ids) - 1] for ids in prompts], dtype=torch.long, device=self.device)
-        out = self.model(input_ids=last, attention_mask=attention, position_ids=position, past_key_values=cache,
-                         use_cache=True)
+        out = self.model(
+            input_ids=last, attention_mask=attention, position_ids=position, past_key_values=cache, use_cache=True
+        )
         return _repeat_rows(out, attention, n)
 
     def _generate(
-        self, prompts: list[list[int]], n: int, params: SamplingParams, noise: GumbelNoise,
+        self,
+        prompts: list[list[int]],
+        n: int,
+        params: SamplingParams,
+        noise: GumbelNoise,
         prefill: tuple[torch.Tensor, Any, torch.Tensor] | None = None,
     ) -> list[list[Completion]]:
         if params.max_new_tokens <= 0:
@@ -253,17 +279,28 @@ class HFSampler:
         input_ids = torch.full((batch, width), self.pad_id, dtype=torch.long)
         attention = torch.zeros((batch, width), dtype=torch.long)
         for row, ids in enumerate(prompts):
-            input_ids[row, width - len(ids):] = torch.as_tensor(ids, dtype=torch.long)
-            attention[row, width - len(ids):] = 1
+            input_ids[row, width - len(ids) :] = torch.as_tensor(ids, dtype=torch.long)
+            attention[row, width - len(ids) :] = 1
         input_ids, attention = input_ids.to(self.device), attention.to(self.device)
         cache = DynamicCache(config=getattr(self.model, "config", None))
-        out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions_from_mask(attention),
-                         past_key_values=cache, use_cache=True, logits_to_keep=1)
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=attention,
+            position_ids=positions_from_mask(attention),
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
         return _repeat_rows(out, attention, n)
 
     def _decode_dynamic(
-        self, logits: torch.Tensor, cache: Any, attention: torch.Tensor, params: SamplingParams,
-        noise: GumbelNoise, stop: list[str],
+        self,
+        logits: torch.Tensor,
+        cache: Any,
+        attention: torch.Tensor,
+        params: SamplingParams,
+        noise: GumbelNoise,
+        stop: list[str],
     ) -> tuple[list[list[int]], list[list[float]], list[str | None]]:
         """Decode on a DynamicCache, dropping each row from the cache as soon as it finishes (CPU default)."""
         rows = logits.shape[0]
@@ -293,15 +330,25 @@ class HFSampler:
                 live = [live[i] for i in keep]
                 live_index = live_index[index]
             attention = torch.cat([attention, attention.new_ones((len(live), 1))], dim=1)
-            out = self.model(input_ids=chosen.unsqueeze(1), attention_mask=attention,
-                             position_ids=next_position.unsqueeze(1), past_key_values=cache, use_cache=True)
+            out = self.model(
+                input_ids=chosen.unsqueeze(1),
+                attention_mask=attention,
+                position_ids=next_position.unsqueeze(1),
+                past_key_values=cache,
+                use_cache=True,
+            )
             next_position = next_position + 1
             logits = out.logits[:, -1, :].float()
         return tokens, logprobs, finish
 
     def _decode_static(
-        self, logits: torch.Tensor, cache: Any, attention: torch.Tensor, params: SamplingParams,
-        noise: GumbelNoise, stop: list[str],
+        self,
+        logits: torch.Tensor,
+        cache: Any,
+        attention: torch.Tensor,
+        params: SamplingParams,
+        noise: GumbelNoise,
+        stop: list[str],
     ) -> tuple[list[list[int]], list[list[float]], list[str | None]]:
         """Decode on a StaticCache with fixed shapes and device-side bookkeeping (CUDA default).
 
@@ -348,9 +395,12 @@ class HFSampler:
             stopped |= torch.isin(chosen, eos)
             if stop:
                 lengths_host, stopped_host = lengths.tolist(), stopped.tolist()
-                ids = token_buf[:, :step + 1].tolist()
-                hits = [r for r in range(rows) if not stopped_host[r]
-                        and _hits_stop(self.decode(ids[r][:lengths_host[r]]), stop)]
+                ids = token_buf[:, : step + 1].tolist()
+                hits = [
+                    r
+                    for r in range(rows)
+                    if not stopped_host[r] and _hits_stop(self.decode(ids[r][: lengths_host[r]]), stop)
+                ]
                 if hits:
                     stopped[torch.as_tensor(hits, device=device)] = True
             if step + 1 == steps or ((stop or (step + 1) % self.sync_every == 0) and bool(stopped.all())):
@@ -361,8 +411,8 @@ class HFSampler:
             position = position + 1
         lengths_host, stopped_host = lengths.tolist(), stopped.tolist()
         token_rows, logprob_rows = token_buf.tolist(), logprob_buf.tolist()
-        tokens = [token_rows[r][:lengths_host[r]] for r in range(rows)]
-        logprobs = [logprob_rows[r][:lengths_host[r]] for r in range(rows)]
+        tokens = [token_rows[r][: lengths_host[r]] for r in range(rows)]
+        logprobs = [logprob_rows[r][: lengths_host[r]] for r in range(rows)]
         finish: list[str | None] = ["stop" if stopped_host[r] else "length" for r in range(rows)]
         return tokens, logprobs, finish
 
@@ -370,10 +420,21 @@ class HFSampler:
         """One decode step -> last logits ``[rows, vocab]``; compiled (CUDA graphs) when ``self.compile``."""
         model = self.model
 
-        def step(input_ids: torch.Tensor, mask: torch.Tensor, position: torch.Tensor, cache: Any,
-                 cache_position: torch.Tensor) -> torch.Tensor:
-            out = model(input_ids=input_ids, attention_mask=mask, position_ids=position, past_key_values=cache,
-                        cache_position=cache_position, use_cache=True)
+        def step(
+            input_ids: torch.Tensor,
+            mask: torch.Tensor,
+            position: torch.Tensor,
+            cache: Any,
+            cache_position: torch.Tensor,
+        ) -> torch.Tensor:
+            out = model(
+                input_ids=input_ids,
+                attention_mask=mask,
+                position_ids=position,
+                past_key_values=cache,
+                cache_position=cache_position,
+                use_cache=True,
+            )
             return out.logits[:, -1, :]
 
         if not self.compile:
@@ -382,13 +443,17 @@ class HFSampler:
             self._compiled = torch.compile(step, mode="reduce-overhead", fullgraph=False, dynamic=False)
         compiled = self._compiled
 
-        def guarded(input_ids: torch.Tensor, mask: torch.Tensor, position: torch.Tensor, cache: Any,
-                    cache_position: torch.Tensor) -> torch.Tensor:
+        def guarded(
+            input_ids: torch.Tensor,
+            mask: torch.Tensor,
+            position: torch.Tensor,
+            cache: Any,
+            cache_position: torch.Tensor,
+        ) -> torch.Tensor:
             try:
                 return compiled(input_ids, mask, position, cache, cache_position).clone()
             except Exception as exc:  # noqa: BLE001 - a compiler failure must not lose the samples
-                warnings.warn(f"torch.compile of the decode step failed ({exc!r}); continuing without it",
-                              stacklevel=2)
+                warnings.warn(f"torch.compile of the decode step failed ({exc!r}); continuing without it", stacklevel=2)
                 self.compile = False
                 for layer in cache.layers:  # the failed attempt may have advanced the write position
                     layer.cumulative_length.fill_(int(cache_position[0]))
@@ -415,18 +480,19 @@ class HFSampler:
         try:
             with torch.no_grad():
                 for start in range(0, len(prompt_ids), size):
-                    chunk_p, chunk_c = prompt_ids[start:start + size], completion_ids[start:start + size]
+                    chunk_p, chunk_c = prompt_ids[start : start + size], completion_ids[start : start + size]
                     values, _ = token_logprobs(self.model, chunk_p, chunk_c, pad_id=self.pad_id)
                     values = values.cpu().tolist()
-                    scores.extend(row[:len(c)] for row, c in zip(values, chunk_c))
+                    scores.extend(row[: len(c)] for row, c in zip(values, chunk_c))
         finally:
             self.model.train(was_training)
         return scores
 
 
 # ---------------------------------------------------------------------- helpers
-def _choose(logits: torch.Tensor, params: SamplingParams, noise: GumbelNoise, step: int,
-            rows: torch.Tensor | None) -> torch.Tensor:
+def _choose(
+    logits: torch.Tensor, params: SamplingParams, noise: GumbelNoise, step: int, rows: torch.Tensor | None
+) -> torch.Tensor:
     """Next token per row: greedy at temperature 0, else temperature / top-k / top-p sampling done as
     argmax(filtered scores + Gumbel noise), which draws from ``softmax(filtered scores)`` exactly."""
     if params.temperature <= 0:

@@ -36,12 +36,12 @@ def pad_prompt_completion(
     attention = torch.zeros((batch, width + tail), dtype=torch.long)
     completion_mask = torch.zeros((batch, tail), dtype=torch.bool)
     for row, (prompt, completion) in enumerate(zip(prompt_ids, completion_ids)):
-        input_ids[row, width - len(prompt):width] = torch.as_tensor(list(prompt), dtype=torch.long)
-        attention[row, width - len(prompt):width] = 1
+        input_ids[row, width - len(prompt) : width] = torch.as_tensor(list(prompt), dtype=torch.long)
+        attention[row, width - len(prompt) : width] = 1
         if completion:
-            input_ids[row, width:width + len(completion)] = torch.as_tensor(list(completion), dtype=torch.long)
-            attention[row, width:width + len(completion)] = 1
-            completion_mask[row, :len(completion)] = True
+            input_ids[row, width : width + len(completion)] = torch.as_tensor(list(completion), dtype=torch.long)
+            attention[row, width : width + len(completion)] = 1
+            completion_mask[row, : len(completion)] = True
     if device is not None:
         input_ids, attention, completion_mask = input_ids.to(device), attention.to(device), completion_mask.to(device)
     return input_ids, attention, completion_mask, width

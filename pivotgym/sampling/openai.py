@@ -77,8 +77,10 @@ class OpenAISampler:
         try:
             response = self.client.post(url, json=body)
         except httpx.HTTPError as exc:
-            raise SamplerError(f"cannot reach {url}: {exc}; start a server (e.g. `vllm serve MODEL`) or pass "
-                               f"--base-url / $OPENAI_BASE_URL") from exc
+            raise SamplerError(
+                f"cannot reach {url}: {exc}; start a server (e.g. `vllm serve MODEL`) or pass "
+                f"--base-url / $OPENAI_BASE_URL"
+            ) from exc
         if response.status_code >= 400:
             raise SamplerError(f"{url} answered HTTP {response.status_code}: {response.text[:500]}")
         try:
@@ -128,8 +130,9 @@ class OpenAISampler:
             body["seed"] = params.seed
         return body
 
-    def sample(self, prompts: Sequence[Prompt], n: int = 1,
-               params: SamplingParams | None = None) -> list[list[Completion]]:
+    def sample(
+        self, prompts: Sequence[Prompt], n: int = 1, params: SamplingParams | None = None
+    ) -> list[list[Completion]]:
         params = params or SamplingParams()
         encoded = [self.encode(p) for p in prompts]
         url = self.base_url + "/completions"
@@ -155,13 +158,17 @@ class OpenAISampler:
         if token_ids is None:
             token_ids = self._retokenise(text)
         finish = "length" if choice.get("finish_reason") == "length" else "stop"
-        return Completion(cut_at_stop(text, params.stop), [int(t) for t in token_ids], logprobs, finish,
-                          list(prompt_ids))
+        return Completion(
+            cut_at_stop(text, params.stop), [int(t) for t in token_ids], logprobs, finish, list(prompt_ids)
+        )
 
     def _retokenise(self, text: str) -> list[int]:
         if not self._warned:
-            warnings.warn(f"{self.base_url} returned no token ids; tokenising the returned text instead "
-                          "(may differ from the sampled tokens: do not train on these)", stacklevel=3)
+            warnings.warn(
+                f"{self.base_url} returned no token ids; tokenising the returned text instead "
+                "(may differ from the sampled tokens: do not train on these)",
+                stacklevel=3,
+            )
             self._warned = True
         if self.tokenizer is None:
             return []

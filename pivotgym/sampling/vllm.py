@@ -39,8 +39,14 @@ class VLLMSampler:
 
     backend = "vllm"
 
-    def __init__(self, model: str | os.PathLike[str] = DEFAULT_MODEL, tokenizer: str | None = None,
-                 dtype: str = "auto", seed: int = 0, **llm_kwargs: Any) -> None:
+    def __init__(
+        self,
+        model: str | os.PathLike[str] = DEFAULT_MODEL,
+        tokenizer: str | None = None,
+        dtype: str = "auto",
+        seed: int = 0,
+        **llm_kwargs: Any,
+    ) -> None:
         vllm = import_vllm()
         self.model_name = str(model)
         path = resolve_model(self.model_name)
@@ -52,8 +58,12 @@ class VLLMSampler:
     def describe(self) -> dict[str, Any]:
         from pivotgym.sampling.hf import _revision
 
-        return {"model": self.model_name, "revision": _revision(self.model_name), "backend": self.backend,
-                "vllm": getattr(self._vllm, "__version__", None)}
+        return {
+            "model": self.model_name,
+            "revision": _revision(self.model_name),
+            "backend": self.backend,
+            "vllm": getattr(self._vllm, "__version__", None),
+        }
 
     def encode(self, prompt: Prompt | str) -> list[int]:
         return encode_prompt(self.tokenizer, prompt)
@@ -74,8 +84,14 @@ class VLLMSampler:
     #: takes ``seeds=`` (one per prompt): vLLM accepts one ``SamplingParams`` per request
     prompt_seeds = True
 
-    def sample(self, prompts: Sequence[Prompt], n: int = 1, params: SamplingParams | None = None,
-               *, seeds: Sequence[int] | None = None) -> list[list[Completion]]:
+    def sample(
+        self,
+        prompts: Sequence[Prompt],
+        n: int = 1,
+        params: SamplingParams | None = None,
+        *,
+        seeds: Sequence[int] | None = None,
+    ) -> list[list[Completion]]:
         params = params or SamplingParams()
         encoded = [self.encode(p) for p in prompts]
         if seeds is not None:
@@ -83,8 +99,9 @@ class VLLMSampler:
             per_request: Any = [self.sampling_params(n, replace(params, seed=int(s))) for s in seeds]
         else:
             per_request = self.sampling_params(n, params)
-        outputs = self.llm.generate([{"prompt_token_ids": ids} for ids in encoded],
-                                    per_request, use_tqdm=len(encoded) > 1)
+        outputs = self.llm.generate(
+            [{"prompt_token_ids": ids} for ids in encoded], per_request, use_tqdm=len(encoded) > 1
+        )
         results = []
         for ids, output in zip(encoded, outputs):
             group = []

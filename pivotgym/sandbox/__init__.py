@@ -41,5 +41,16 @@ def get_sandbox(name: str | None = None, **kwargs: Any) -> Sandbox:
     return _maker[0](name, **kwargs)
 
 
-__all__ = ["DEFAULT_BACKEND", "Limits", "Mount", "RunResult", "Sandbox", "SandboxError", "SandboxUnavailable",
-           "fork_dir", "get_sandbox", "remove_dir", "set_sandbox_maker"]
+__all__ = [
+    "DEFAULT_BACKEND",
+    "Limits",
+    "Mount",
+    "RunResult",
+    "Sandbox",
+    "SandboxError",
+    "SandboxUnavailable",
+    "fork_dir",
+    "get_sandbox",
+    "remove_dir",
+    "set_sandbox_maker",
+]

@@ -1,16 +1,14 @@
 """The sandbox contract: run one command on a work dir under limits, get a :class:`RunResult` back.
 
-Every backend shares the same process handling: the command runs in its own session (process group) with
-POSIX rlimits applied before ``exec`` (CPU seconds, address space, processes, file size, no core dumps; through
-``prlimit`` when util-linux has it, so the parent can spawn with vfork, else in a ``preexec_fn``),
-stdout/stderr are drained by threads and truncated to ``limits.output_bytes`` each, and a wall-clock deadline
-kills the whole group. Two aggregate limits bound what all processes of a run use together:
-``total_memory_bytes`` (a memory cgroup per run, see :mod:`pivotgym.sandbox.cgroup`; per-process RLIMIT_AS
-only where the host has no writable cgroup) and ``disk_bytes`` (the work dir is polled during the run, see
-:mod:`pivotgym.sandbox.disk`). When one is hit, :attr:`RunResult.limit_hit` names it and
-:attr:`RunResult.limit_message` says so in words an agent can act on. Backends differ in what they wrap around the command (bubblewrap namespaces, a
-Docker container, or nothing).
-"""
+Every backend shares the same process handling: the command runs in its own session (process group) with POSIX
+rlimits applied before ``exec`` (CPU seconds, address space, processes, file size, no core dumps; through
+``prlimit`` when util-linux has it, so the parent can spawn with vfork, else in a ``preexec_fn``), stdout/stderr are
+drained by threads and truncated to ``limits.output_bytes`` each, and a wall-clock deadline kills the whole group.
+Two aggregate limits bound what all processes of a run use together: ``total_memory_bytes`` (a memory cgroup per
+run, see :mod:`pivotgym.sandbox.cgroup`; per-process RLIMIT_AS only where the host has no writable cgroup) and
+``disk_bytes`` (the work dir is polled during the run, see :mod:`pivotgym.sandbox.disk`). When one is hit,
+:attr:`RunResult.limit_hit` names it and :attr:`RunResult.limit_message` says so in words an agent can act on.
+Backends differ in what they wrap around the command (bubblewrap namespaces, a Docker container, or nothing)."""
 
 from __future__ import annotations
 
@@ -26,11 +24,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
-from pivotgym.errors import SandboxError, SandboxUnavailable
+from pivotgym.errors import SandboxError
+from pivotgym.errors import SandboxUnavailable as SandboxUnavailable  # re-exported: its old home
 
 Command = str | Sequence[str]
-
-
 
 
 @dataclass(frozen=True)
@@ -86,8 +83,9 @@ class RunResult:
     @property
     def output(self) -> str:
         """stdout then stderr, as a terminal would interleave them roughly."""
-        return self.stdout + (("\n" if self.stdout and not self.stdout.endswith("\n") else "") + self.stderr
-                              if self.stderr else "")
+        return self.stdout + (
+            ("\n" if self.stdout and not self.stdout.endswith("\n") else "") + self.stderr if self.stderr else ""
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -102,8 +100,13 @@ def command_argv(cmd: Command) -> list[str]:
     return ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
 
 
-_RLIMIT_FLAGS = (("core", "RLIMIT_CORE"), ("cpu", "cpu_seconds"), ("as", "memory_bytes"), ("nproc", "max_processes"),
-                 ("fsize", "file_size_bytes"))
+_RLIMIT_FLAGS = (
+    ("core", "RLIMIT_CORE"),
+    ("cpu", "cpu_seconds"),
+    ("as", "memory_bytes"),
+    ("nproc", "max_processes"),
+    ("fsize", "file_size_bytes"),
+)
 
 
 def prlimit_prefix(limits: Limits) -> list[str] | None:
@@ -268,13 +271,17 @@ def run_process(
     if group is not None:
         if group.oom_killed():
             limit_hit = "memory"
-            limit_message = (f"memory limit hit: the processes of one command may use {_mib(group.limit)} "
-                             "together, and the kernel killed one; use less memory (fewer or smaller processes)")
+            limit_message = (
+                f"memory limit hit: the processes of one command may use {_mib(group.limit)} "
+                "together, and the kernel killed one; use less memory (fewer or smaller processes)"
+            )
         group.remove()
     if disk is not None and disk.exceeded:
         limit_hit = "disk"
-        limit_message = (f"disk limit hit: the work dir may hold {_mib(disk.limit)} in all, and the command was "
-                         "killed when it grew past that; delete large files and write less")
+        limit_message = (
+            f"disk limit hit: the work dir may hold {_mib(disk.limit)} in all, and the command was "
+            "killed when it grew past that; delete large files and write less"
+        )
     return RunResult(
         returncode=proc.returncode,
         stdout=out.text(),
@@ -342,8 +349,16 @@ class Sandbox:
             extra["hide"] = tuple(os.fspath(p) for p in hide)
         return self._run(cmd, path, limits, env, stdin, **extra)
 
-    def _run(self, cmd: Command, workdir: Path, limits: Limits, env: Mapping[str, str] | None,
-             stdin: str | None, mounts: Sequence[Mount] = (), hide: Sequence[str] = ()) -> RunResult:
+    def _run(
+        self,
+        cmd: Command,
+        workdir: Path,
+        limits: Limits,
+        env: Mapping[str, str] | None,
+        stdin: str | None,
+        mounts: Sequence[Mount] = (),
+        hide: Sequence[str] = (),
+    ) -> RunResult:
         raise NotImplementedError
 
     def describe(self) -> dict[str, Any]:

@@ -3,19 +3,17 @@
 What a command sees:
 
 * no network (its own empty network namespace), its own pid/ipc/uts namespaces, a new session;
-* a read-only view of only what running code needs: ``/usr`` (and the merged ``/bin``, ``/lib`` links), a
-  few files of ``/etc``, the Python installation and the active virtual environment. Nothing else of the
-  host exists inside: no home directories, no other work dirs, no ``/work``;
-* the work dir mounted read-write at ``/repo`` (a fixed path, so outputs do not depend on where the host
-  keeps it) and a size-capped tmpfs at ``/tmp``; extra :class:`~pivotgym.sandbox.base.Mount` s on top
-  (read-only ones under ``/repo`` shadow that part of the work dir: the SWE judge mounts the pristine tests
-  there);
+* a read-only view of only what running code needs: ``/usr`` (and the merged ``/bin``, ``/lib`` links), a few files
+  of ``/etc``, the Python installation and the active virtual environment. Nothing else of the host exists inside:
+  no home directories, no other work dirs, no ``/work``;
+* the work dir mounted read-write at ``/repo`` (a fixed path, so outputs do not depend on where the host keeps it)
+  and a size-capped tmpfs at ``/tmp``; extra :class:`~pivotgym.sandbox.base.Mount` s on top (read-only ones under
+  ``/repo`` shadow that part of the work dir: the SWE judge mounts the pristine tests there);
 * paths passed as ``hide`` (see :mod:`pivotgym.sandbox.hide`) replaced, where they are visible, by an empty
-  read-only tmpfs (directories) or ``/dev/null`` on a ``nodev`` mount (files: opening one fails): the SWE plugin hides installed copies of the project
-  under test and reference solutions that live in the interpreter's trees;
-* when the host runs as root, the command runs as an unprivileged user (``nobody``) with no capabilities
-  and ``no_new_privs``, so the process limit (RLIMIT_NPROC) holds and set-uid binaries cannot regain root.
-"""
+  read-only tmpfs (directories) or ``/dev/null`` on a ``nodev`` mount (files: opening one fails): the SWE plugin
+  hides installed copies of the project under test and reference solutions that live in the interpreter's trees;
+* when the host runs as root, the command runs as an unprivileged user (``nobody``) with no capabilities and
+  ``no_new_privs``, so the process limit (RLIMIT_NPROC) holds and set-uid binaries cannot regain root."""
 
 from __future__ import annotations
 
@@ -26,20 +24,44 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pivotgym.sandbox.base import Command, Limits, Mount, RunResult, Sandbox, SandboxUnavailable, base_env, \
-    command_argv, command_text, run_process
+from pivotgym.sandbox.base import (
+    Command,
+    Limits,
+    Mount,
+    RunResult,
+    Sandbox,
+    SandboxUnavailable,
+    base_env,
+    command_argv,
+    command_text,
+    run_process,
+)
 from pivotgym.sandbox.hide import hidden_targets
 
 MOUNT_POINT = "/repo"
-ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alternatives", "passwd", "group",
-             "nsswitch.conf", "mime.types")
+ETC_FILES = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "alternatives",
+    "passwd",
+    "group",
+    "nsswitch.conf",
+    "mime.types",
+)
 UNPRIVILEGED_UID = 65534
 
 
 def python_paths() -> list[str]:
     """Directories the current Python interpreter and environment live in (bound read-only)."""
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-             str(Path(os.path.realpath(sys.executable)).parent.parent)}
+    paths = {
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        sys.base_exec_prefix,
+        str(Path(os.path.realpath(sys.executable)).parent.parent),
+    }
     return sorted(p for p in paths if p and not p.startswith("/usr") and os.path.isdir(p))
 
 
@@ -83,20 +105,39 @@ class BwrapSandbox(Sandbox):
     def __post_init__(self) -> None:
         self.executable = self.executable or shutil.which("bwrap")
         if not self.executable:
-            raise SandboxUnavailable("bubblewrap is not installed: `apt-get install bubblewrap` (or `make "
-                                     "system-deps`), or choose another backend (docker; local = no isolation)")
+            raise SandboxUnavailable(
+                "bubblewrap is not installed: `apt-get install bubblewrap` (or `make "
+                "system-deps`), or choose another backend (docker; local = no isolation)"
+            )
         self._drop = os.geteuid() == 0
         self._setpriv = shutil.which("setpriv") if self._drop else None
         if self._drop and not self._setpriv:
-            raise SandboxUnavailable("running as root needs `setpriv` (util-linux) to drop privileges inside "
-                                     "the sandbox: `apt-get install util-linux`")
+            raise SandboxUnavailable(
+                "running as root needs `setpriv` (util-linux) to drop privileges inside "
+                "the sandbox: `apt-get install util-linux`"
+            )
 
-    def argv(self, cmd: Command, workdir: Path, limits: Limits, mounts: Sequence[Mount] = (),
-             hide: Sequence[str] = ()) -> list[str]:
+    def argv(
+        self, cmd: Command, workdir: Path, limits: Limits, mounts: Sequence[Mount] = (), hide: Sequence[str] = ()
+    ) -> list[str]:
         """The full bwrap command line for ``cmd`` (exposed for tests and debugging)."""
-        args = [self.executable, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-                "--unshare-cgroup-try", "--die-with-parent", "--new-session",
-                "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev"]
+        args = [
+            self.executable,
+            "--unshare-net",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--die-with-parent",
+            "--new-session",
+            "--ro-bind",
+            "/usr",
+            "/usr",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+        ]
         for link in ("bin", "lib", "lib64", "sbin", "lib32"):
             target = Path("/") / link
             if target.is_symlink():
@@ -111,8 +152,15 @@ class BwrapSandbox(Sandbox):
         binds += [*python_paths(), *self.ro_binds]
         # bwrap would create missing parents of mount points with mode 0700, which the unprivileged
         # sandbox user could not traverse: create them explicitly, world-traversable
-        parents = sorted({str(p) for b in binds for p in Path(b).parents if str(p) not in ("/", "/usr", "/tmp")
-                          and not str(p).startswith("/usr/")}, key=lambda p: (p.count("/"), p))
+        parents = sorted(
+            {
+                str(p)
+                for b in binds
+                for p in Path(b).parents
+                if str(p) not in ("/", "/usr", "/tmp") and not str(p).startswith("/usr/")
+            },
+            key=lambda p: (p.count("/"), p),
+        )
         for parent in parents:
             args += ["--perms", "0755", "--dir", parent]
         for path in binds:
@@ -128,15 +176,37 @@ class BwrapSandbox(Sandbox):
             args += ["--bind" if mount.writable else "--ro-bind", mount.source, mount.target]
         args += ["--chdir", MOUNT_POINT]
         if self._drop:
-            args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
-                     self._setpriv, f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups",
-                     "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--"]
+            args += [
+                "--cap-drop",
+                "ALL",
+                "--cap-add",
+                "CAP_SETUID",
+                "--cap-add",
+                "CAP_SETGID",
+                "--",
+                self._setpriv,
+                f"--reuid={self.uid}",
+                f"--regid={self.uid}",
+                "--clear-groups",
+                "--no-new-privs",
+                "--inh-caps=-all",
+                "--bounding-set=-all",
+                "--",
+            ]
         else:
             args += ["--"]
         return args + command_argv(cmd)
 
-    def _run(self, cmd: Command, workdir: Path, limits: Limits, env: Mapping[str, str] | None,
-             stdin: str | None, mounts: Sequence[Mount] = (), hide: Sequence[str] = ()) -> RunResult:
+    def _run(
+        self,
+        cmd: Command,
+        workdir: Path,
+        limits: Limits,
+        env: Mapping[str, str] | None,
+        stdin: str | None,
+        mounts: Sequence[Mount] = (),
+        hide: Sequence[str] = (),
+    ) -> RunResult:
         if self._drop:
             chown_tree(workdir, self.uid, self.uid)
             mode = workdir.stat().st_mode & 0o7777
@@ -146,8 +216,16 @@ class BwrapSandbox(Sandbox):
         for mount in mounts:
             if mount.writable and self._drop:
                 chown_tree(Path(mount.source), self.uid, self.uid)
-        return run_process(self.argv(cmd, workdir, limits, mounts, hide), cwd=workdir, limits=limits, env=environment,
-                           stdin=stdin, backend=self.name, command=command_text(cmd), watch=workdir)
+        return run_process(
+            self.argv(cmd, workdir, limits, mounts, hide),
+            cwd=workdir,
+            limits=limits,
+            env=environment,
+            stdin=stdin,
+            backend=self.name,
+            command=command_text(cmd),
+            watch=workdir,
+        )
 
 
 def bwrap_available() -> bool:

@@ -15,8 +15,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pivotgym.sandbox.base import Command, Limits, Mount, RunResult, Sandbox, SandboxUnavailable, command_argv, \
-    command_text
+from pivotgym.sandbox.base import (
+    Command,
+    Limits,
+    Mount,
+    RunResult,
+    Sandbox,
+    SandboxUnavailable,
+    command_argv,
+    command_text,
+)
 
 MOUNT_POINT = "/repo"
 
@@ -31,8 +39,9 @@ def docker_client(timeout: float = 5.0) -> Any:
         client = docker.from_env(timeout=int(timeout))
         client.ping()
     except Exception as exc:  # noqa: BLE001 - any connection failure means the same thing to the user
-        raise SandboxUnavailable(f"no reachable Docker engine ({exc.__class__.__name__}: {exc}); start dockerd "
-                                 "or set DOCKER_HOST") from exc
+        raise SandboxUnavailable(
+            f"no reachable Docker engine ({exc.__class__.__name__}: {exc}); start dockerd or set DOCKER_HOST"
+        ) from exc
     return client
 
 
@@ -94,9 +103,17 @@ class DockerSandbox(Sandbox):
             options["pids_limit"] = int(limits.max_processes)
         return options
 
-    def run_in_image(self, image: str, cmd: Command, *, limits: Limits | None = None,
-                     env: Mapping[str, str] | None = None, volumes: Mapping[str, Any] | None = None,
-                     workdir: str | None = None, read_only: bool = False) -> RunResult:
+    def run_in_image(
+        self,
+        image: str,
+        cmd: Command,
+        *,
+        limits: Limits | None = None,
+        env: Mapping[str, str] | None = None,
+        volumes: Mapping[str, Any] | None = None,
+        workdir: str | None = None,
+        read_only: bool = False,
+    ) -> RunResult:
         """Run ``cmd`` in a fresh container of ``image``; kill it at the deadline; remove it after."""
         limits = limits or self.limits
         options = self.container_options(limits, env)
@@ -126,13 +143,22 @@ class DockerSandbox(Sandbox):
                 pass
         return RunResult(code, out, err, timed_out, t1 or t2, time.perf_counter() - start, self.name, command_text(cmd))
 
-    def _run(self, cmd: Command, workdir: Path, limits: Limits, env: Mapping[str, str] | None,
-             stdin: str | None, mounts: Sequence[Mount] = (), hide: Sequence[str] = ()) -> RunResult:
+    def _run(
+        self,
+        cmd: Command,
+        workdir: Path,
+        limits: Limits,
+        env: Mapping[str, str] | None,
+        stdin: str | None,
+        mounts: Sequence[Mount] = (),
+        hide: Sequence[str] = (),
+    ) -> RunResult:
         # ``hide`` names host paths; a container sees its image, not the host, so there is nothing to hide
         if stdin is not None:
             raise NotImplementedError("the docker backend does not pass stdin; write input to a file in the work dir")
         volumes = {os.fspath(workdir): {"bind": MOUNT_POINT, "mode": "rw"}}
         for mount in mounts:
             volumes[mount.source] = {"bind": mount.target, "mode": "rw" if mount.writable else "ro"}
-        return self.run_in_image(self.image, cmd, limits=limits, env=env, volumes=volumes, workdir=MOUNT_POINT,
-                                 read_only=True)
+        return self.run_in_image(
+            self.image, cmd, limits=limits, env=env, volumes=volumes, workdir=MOUNT_POINT, read_only=True
+        )

@@ -1,10 +1,10 @@
 """Fast copies of a work dir, so a state at turn t can be forked many times.
 
-``fork_dir(src, dst)`` (``method="auto"``) makes a plain in-process copy, which for a source tree of a
-few hundred files takes milliseconds; ``method="reflink"`` shells out to ``cp --reflink`` (block-level
-copy-on-write on btrfs/xfs), worth it only for large trees since it costs a process start. ``method="hardlink"`` shares inodes and is only
-safe for consumers that replace files instead of writing into them (a read-only test run, or an editor
-that writes a new file and renames it over the old one).
+``fork_dir(src, dst)`` (``method="auto"``) makes a plain in-process copy, which for a source tree of a few hundred
+files takes milliseconds; ``method="reflink"`` shells out to ``cp --reflink`` (block-level copy-on-write on
+btrfs/xfs), worth it only for large trees since it costs a process start. ``method="hardlink"`` shares inodes and is
+only safe for consumers that replace files instead of writing into them (a read-only test run, or an editor that
+writes a new file and renames it over the old one).
 
 Only directories, regular files and symlinks (as links, never followed) are copied: FIFOs, sockets and
 device nodes that sandboxed code left in a work dir are skipped, so they can neither block nor break a copy.

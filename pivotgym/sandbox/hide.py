@@ -47,7 +47,7 @@ def hidden_targets(paths: Iterable[str], roots: Sequence[str]) -> list[tuple[str
                 if _under(candidate, root):
                     found[candidate] = is_dir
                 elif _under(candidate, real_root):
-                    found[root.rstrip("/") + candidate[len(real_root.rstrip("/")):]] = is_dir
+                    found[root.rstrip("/") + candidate[len(real_root.rstrip("/")) :]] = is_dir
     dirs = [p for p, d in found.items() if d]
     kept = {p: d for p, d in found.items() if not any(o != p and _under(p, o) for o in dirs)}
     return sorted(kept.items(), key=lambda item: (item[0].count("/"), item[0]))

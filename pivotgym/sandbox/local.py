@@ -11,8 +11,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pivotgym.sandbox.base import Command, Limits, Mount, RunResult, Sandbox, base_env, command_argv, \
-    command_text, run_process
+from pivotgym.sandbox.base import (
+    Command,
+    Limits,
+    Mount,
+    RunResult,
+    Sandbox,
+    base_env,
+    command_argv,
+    command_text,
+    run_process,
+)
 
 
 class UnsafeSandboxWarning(UserWarning):
@@ -27,12 +36,31 @@ class LocalSandbox(Sandbox):
 
     def __post_init__(self) -> None:
         if self.warn:
-            warnings.warn("the 'local' sandbox does not isolate anything: commands can read and write host "
-                          "files and use the network. Use 'bwrap' (default) or 'docker' for untrusted code.",
-                          UnsafeSandboxWarning, stacklevel=3)
+            warnings.warn(
+                "the 'local' sandbox does not isolate anything: commands can read and write host "
+                "files and use the network. Use 'bwrap' (default) or 'docker' for untrusted code.",
+                UnsafeSandboxWarning,
+                stacklevel=3,
+            )
 
-    def _run(self, cmd: Command, workdir: Path, limits: Limits, env: Mapping[str, str] | None,
-             stdin: str | None, mounts: Sequence[Mount] = (), hide: Sequence[str] = ()) -> RunResult:
+    def _run(
+        self,
+        cmd: Command,
+        workdir: Path,
+        limits: Limits,
+        env: Mapping[str, str] | None,
+        stdin: str | None,
+        mounts: Sequence[Mount] = (),
+        hide: Sequence[str] = (),
+    ) -> RunResult:
         # no mounts (callers pass host paths) and nothing hidden: the command sees the host filesystem as it is
-        return run_process(command_argv(cmd), cwd=workdir, limits=limits, env=base_env(workdir, env),
-                           stdin=stdin, backend=self.name, command=command_text(cmd), watch=workdir)
+        return run_process(
+            command_argv(cmd),
+            cwd=workdir,
+            limits=limits,
+            env=base_env(workdir, env),
+            stdin=stdin,
+            backend=self.name,
+            command=command_text(cmd),
+            watch=workdir,
+        )

@@ -32,18 +32,26 @@ def _pivotgym(*args: str) -> subprocess.CompletedProcess[str]:
 def _result(model: str, members: dict[str, tuple[str, dict[str, float]]], suite: str = "s") -> dict:
     """A suite result as ``pivotgym eval`` writes it: per member its metric and per-item scores."""
     scores = {key: summarize(list(items.values()), metric, list(items)) for key, (metric, items) in members.items()}
-    return {"suite": suite, "model": model, "scores": scores,
-            "role": {key: "in_domain" if key.startswith("a/") else "ood" for key in members}}
+    return {
+        "suite": suite,
+        "model": model,
+        "scores": scores,
+        "role": {key: "in_domain" if key.startswith("a/") else "ood" for key in members},
+    }
 
 
 def _items(values: list[float], prefix: str = "t") -> dict[str, float]:
     return {f"{prefix}{i}": v for i, v in enumerate(values)}
 
 
-BASE = _result("base", {"a/x-v0@test": ("success", _items([0, 0, 1, 0, 1, 0, 0, 1, 0, 0])),
-                        "g/p-v0": ("accuracy", _items([1, 0, 1, 0]))})
-TRAINED = _result("rl", {"a/x-v0@test": ("success", _items([1, 0, 1, 1, 1, 0, 1, 1, 0, 1])),
-                         "g/p-v0": ("accuracy", _items([1, 0, 1, 1]))})
+BASE = _result(
+    "base",
+    {"a/x-v0@test": ("success", _items([0, 0, 1, 0, 1, 0, 0, 1, 0, 0])), "g/p-v0": ("accuracy", _items([1, 0, 1, 0]))},
+)
+TRAINED = _result(
+    "rl",
+    {"a/x-v0@test": ("success", _items([1, 0, 1, 1, 1, 0, 1, 1, 0, 1])), "g/p-v0": ("accuracy", _items([1, 0, 1, 1]))},
+)
 
 
 def _write(tmp_path: Path, name: str, data: dict) -> str:
@@ -57,7 +65,7 @@ def test_alike_results_compare_with_a_paired_interval_per_member():
     row = next(r for r in comp["rows"] if r["env"] == "a/x-v0@test")
     assert row["paired"] and math.isclose(row["delta"], 0.4)
     diffs = [1, 0, 0, 1, 0, 0, 1, 0, 0, 1]  # per-item trained - base
-    half = 1.959963984540054 * (sum((d - 0.4) ** 2 for d in diffs) / 9) ** 0.5 / 10 ** 0.5
+    half = 1.959963984540054 * (sum((d - 0.4) ** 2 for d in diffs) / 9) ** 0.5 / 10**0.5
     assert row["delta_ci95"] == pytest.approx([0.4 - half, 0.4 + half])
     assert comp["mismatches"] == [] and comp["averages"]["in_domain"]["paired"]
     assert comp["averages"]["in_domain"]["delta_ci95"] == pytest.approx(row["delta_ci95"])  # one member: same
@@ -65,8 +73,10 @@ def test_alike_results_compare_with_a_paired_interval_per_member():
 
 def test_without_per_item_scores_the_interval_is_unpaired_and_said_so():
     def strip(result: dict) -> dict:
-        return {**result, "scores": {k: {f: v for f, v in s.items() if f != "per_item"}
-                                     for k, s in result["scores"].items()}}
+        return {
+            **result,
+            "scores": {k: {f: v for f, v in s.items() if f != "per_item"} for k, s in result["scores"].items()},
+        }
 
     comp = compare(strip(BASE), strip(TRAINED))
     row = next(r for r in comp["rows"] if r["env"] == "a/x-v0@test")
@@ -87,21 +97,38 @@ def test_unpaired_interval_of_two_equal_scores_is_centred_on_zero():
     assert math.isclose(low, -high) and high == pytest.approx(math.hypot(ci[1] - 0.5, 0.5 - ci[0]))
 
 
-@pytest.mark.parametrize(("trained", "expected"), [
-    (_result("rl", {"a/x-v0@test": ("turn_accuracy", _items([1, 0, 1])), "g/p-v0": ("accuracy", _items([1] * 4))}),
-     "member a/x-v0@test: metric 'success' in base, 'turn_accuracy' in trained"),
-    (_result("rl", {"a/x-v0@test": ("success", _items([1, 0, 1])), "g/p-v0": ("accuracy", _items([1] * 4))}),
-     "member a/x-v0@test: different items (base 10, trained 3, 3 in both)"),
-    (_result("rl", {"a/x-v0@test": ("success", _items([1] * 10, "u")), "g/p-v0": ("accuracy", _items([1] * 4))}),
-     "member a/x-v0@test: different items (base 10, trained 10, 0 in both)"),
-    (_result("rl", {"a/x-v0@test": ("success", _items([1] * 10)), "g/p-v0": ("accuracy", _items([1] * 4))},
-             suite="other"),
-     "suite: base is 's', trained is 'other'"),
-])
+@pytest.mark.parametrize(
+    ("trained", "expected"),
+    [
+        (
+            _result(
+                "rl", {"a/x-v0@test": ("turn_accuracy", _items([1, 0, 1])), "g/p-v0": ("accuracy", _items([1] * 4))}
+            ),
+            "member a/x-v0@test: metric 'success' in base, 'turn_accuracy' in trained",
+        ),
+        (
+            _result("rl", {"a/x-v0@test": ("success", _items([1, 0, 1])), "g/p-v0": ("accuracy", _items([1] * 4))}),
+            "member a/x-v0@test: different items (base 10, trained 3, 3 in both)",
+        ),
+        (
+            _result("rl", {"a/x-v0@test": ("success", _items([1] * 10, "u")), "g/p-v0": ("accuracy", _items([1] * 4))}),
+            "member a/x-v0@test: different items (base 10, trained 10, 0 in both)",
+        ),
+        (
+            _result(
+                "rl",
+                {"a/x-v0@test": ("success", _items([1] * 10)), "g/p-v0": ("accuracy", _items([1] * 4))},
+                suite="other",
+            ),
+            "suite: base is 's', trained is 'other'",
+        ),
+    ],
+)
 def test_unlike_results_are_refused_naming_the_member_and_what_differs(trained, expected):
     assert mismatches(BASE, trained) == [expected]
-    with pytest.raises(ResultMismatch, match="^results not comparable: " + expected.replace("(", r"\(")
-                       .replace(")", r"\)") + "$"):
+    with pytest.raises(
+        ResultMismatch, match="^results not comparable: " + expected.replace("(", r"\(").replace(")", r"\)") + "$"
+    ):
         compare(BASE, trained)
     comp = compare(BASE, trained, allow_mismatch=True)
     assert comp["mismatches"] == [expected] and f"warning: {expected}" in format_comparison(comp)
@@ -117,8 +144,19 @@ def test_cli_table_shows_each_delta_with_its_interval(tmp_path):
     done = _pivotgym("compare", _write(tmp_path, "b.json", BASE), _write(tmp_path, "t.json", TRAINED))
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].split() == ["env", "role", "metric", "base", "trained", "delta", "delta", "95%", "CI",
-                                "interval", "n"]
+    assert lines[0].split() == [
+        "env",
+        "role",
+        "metric",
+        "base",
+        "trained",
+        "delta",
+        "delta",
+        "95%",
+        "CI",
+        "interval",
+        "n",
+    ]
     row = next(line for line in lines if line.startswith("a/x-v0@test"))
     low, high = compare(BASE, TRAINED)["rows"][0]["delta_ci95"]
     assert row.split()[5:] == ["+40.0", f"[{100 * low:+.1f},", f"{100 * high:+.1f}]", "paired", "10"]
@@ -127,14 +165,19 @@ def test_cli_table_shows_each_delta_with_its_interval(tmp_path):
 
 def test_cli_refuses_a_mismatch_with_one_line_and_exit_1_unless_allowed(tmp_path):
     """The issue's case: a 10-item episode-success member against a 3-item turn-accuracy one."""
-    other = _result("rl", {"a/x-v0@test": ("turn_accuracy", _items([1, 0, 1])),
-                           "g/p-v0": ("accuracy", _items([1, 0, 1, 1]))})
+    other = _result(
+        "rl", {"a/x-v0@test": ("turn_accuracy", _items([1, 0, 1])), "g/p-v0": ("accuracy", _items([1, 0, 1, 1]))}
+    )
     base, trained = _write(tmp_path, "b.json", BASE), _write(tmp_path, "t.json", other)
     done = _pivotgym("compare", base, trained)
     assert done.returncode == 1 and done.stdout == ""
     (line,) = done.stderr.strip().splitlines()
-    assert line.startswith("error: results not comparable: member a/x-v0@test: metric 'success' in base, "
-                           "'turn_accuracy' in trained") and "--allow-mismatch" in line
+    assert (
+        line.startswith(
+            "error: results not comparable: member a/x-v0@test: metric 'success' in base, 'turn_accuracy' in trained"
+        )
+        and "--allow-mismatch" in line
+    )
     done = _pivotgym("compare", base, trained, "--json")
     assert done.returncode == 1 and done.stdout == ""
     allowed = _pivotgym("compare", base, trained, "--allow-mismatch")

@@ -36,8 +36,29 @@ def echo(monkeypatch):
 
 def test_eval_uses_the_sampler_named_by_the_option(echo, tmp_path, capsys):
     out = tmp_path / "scores.json"
-    assert main(["eval", "--suite", "ood-quick", "--sampler", "echo", "--model", "served-name", "--out", str(out),
-                 "--limit", "2", "--member", "general/navigate-v0", "--batch-size", "4", "--json"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--suite",
+                "ood-quick",
+                "--sampler",
+                "echo",
+                "--model",
+                "served-name",
+                "--out",
+                str(out),
+                "--limit",
+                "2",
+                "--member",
+                "general/navigate-v0",
+                "--batch-size",
+                "4",
+                "--json",
+            ]
+        )
+        == 0
+    )
     # the backend got the model name as is (not resolved as a local model) and the options it declares
     assert EchoSampler.built == [{"model": "served-name", "max_batch_size": 16}]
     saved = json.loads(out.read_text())
@@ -46,8 +67,12 @@ def test_eval_uses_the_sampler_named_by_the_option(echo, tmp_path, capsys):
 
 
 def test_an_option_the_backend_does_not_take_is_one_line(echo, tmp_path, capsys):
-    assert main(["eval", "--suite", "ood-quick", "--sampler", "echo", "--device", "cpu",
-                 "--out", str(tmp_path / "s.json")]) == 1
+    assert (
+        main(
+            ["eval", "--suite", "ood-quick", "--sampler", "echo", "--device", "cpu", "--out", str(tmp_path / "s.json")]
+        )
+        == 1
+    )
     err = capsys.readouterr().err
     assert err.startswith("error: sampler 'echo' takes no --device") and len(err.strip().splitlines()) == 1
     assert EchoSampler.built == []
@@ -60,6 +85,8 @@ def test_an_unknown_sampler_says_how_to_list_them(tmp_path, capsys):
 
 
 def test_an_unknown_model_fails_before_the_hf_backend_loads(tmp_path, capsys):
-    assert main(["eval", "--suite", "ood-quick", "--model", str(tmp_path / "missing"),
-                 "--out", str(tmp_path / "s.json")]) == 1
+    assert (
+        main(["eval", "--suite", "ood-quick", "--model", str(tmp_path / "missing"), "--out", str(tmp_path / "s.json")])
+        == 1
+    )
     assert capsys.readouterr().err.startswith("error: ")

@@ -106,8 +106,9 @@ class Varied(Replies):
 
 def test_a_shared_prompt_is_sampled_once_n_times_and_diverged_episodes_alone(envs):
     sampler = Varied()
-    groups = run_episodes(sampler, lambda: make("test/counter-v0"), ["test-100", "test-101"], PARAMS, n=3,
-                          max_turns=2, tokens=True)
+    groups = run_episodes(
+        sampler, lambda: make("test/counter-v0"), ["test-100", "test-101"], PARAMS, n=3, max_turns=2, tokens=True
+    )
     assert sampler.calls == [(2, 3), (6, 1)]  # turn 0: one prompt per task, n=3; turn 1: every episode once
     assert [len(g) for g in groups] == [3, 3] and all(e.num_turns == 2 and not e.done for g in groups for e in g)
     same = Replies()  # identical replies keep the episodes' prompts identical: still shared on turn 1
@@ -117,22 +118,33 @@ def test_a_shared_prompt_is_sampled_once_n_times_and_diverged_episodes_alone(env
 
 def test_seeds_sample_each_prompt_under_its_own_seed(envs):
     sampler = Varied()
-    run_episodes(sampler, lambda: make("test/counter-v0"), ["test-100", "test-101"], PARAMS, n=2, max_turns=2,
-                 seeds=lambda task, turn, slot: 1000 * task + 10 * turn + slot)
+    run_episodes(
+        sampler,
+        lambda: make("test/counter-v0"),
+        ["test-100", "test-101"],
+        PARAMS,
+        n=2,
+        max_turns=2,
+        seeds=lambda task, turn, slot: 1000 * task + 10 * turn + slot,
+    )
     # turn 0: each task's shared prompt under slot 0; turn 1: episode j of each task alone under slot j + 1
     assert sampler.seeds == [0, 1000, 11, 12, 1011, 1012]
 
 
 def test_batch_size_groups_tasks_in_lockstep(envs):
     sampler = Replies()
-    run_episodes(sampler, lambda: make("test/counter-v0"), ["test-100", "test-101", "test-102"], PARAMS,
-                 batch_size=2)
+    run_episodes(sampler, lambda: make("test/counter-v0"), ["test-100", "test-101", "test-102"], PARAMS, batch_size=2)
     assert sampler.calls == [(2, 1)] * 6 + [(1, 1)] * 6
 
 
 def test_each_multi_turn_member_shows_a_bar_over_its_episodes(envs, capsys):
-    evaluate_suite({"test/counter-v0@test": "in_domain", "general/navigate-v0": "ood"}, Replies("(A)"), None,
-                   limit=2, progress=True)
+    evaluate_suite(
+        {"test/counter-v0@test": "in_domain", "general/navigate-v0": "ood"},
+        Replies("(A)"),
+        None,
+        limit=2,
+        progress=True,
+    )
     err = capsys.readouterr().err
     assert "test/counter-v0@test" in err and "2/2 [" in err and "episode" in err
     assert "general/navigate-v0" in err and "item" in err

@@ -35,15 +35,19 @@ def test_wilson_interval_matches_known_values():
 
 
 def _result(model, scores, roles):
-    return {"suite": "s", "model": model, "role": roles,
-            "scores": {k: {"metric": "acc", "value": v, "n": 50, "ci95": [v, v]} for k, v in scores.items()}}
+    return {
+        "suite": "s",
+        "model": model,
+        "role": roles,
+        "scores": {k: {"metric": "acc", "value": v, "n": 50, "ci95": [v, v]} for k, v in scores.items()},
+    }
 
 
 def test_compare_arithmetic():
-    roles = {"a/x-v0@test": "in_domain", "a/y-v0@test": "in_domain", "g/p-v0": "ood", "g/q-v0": "ood",
-             "g/r-v0": "ood"}
-    base = _result("base", {"a/x-v0@test": 0.20, "a/y-v0@test": 0.40, "g/p-v0": 0.50, "g/q-v0": 0.30,
-                            "g/r-v0": 0.9}, roles)
+    roles = {"a/x-v0@test": "in_domain", "a/y-v0@test": "in_domain", "g/p-v0": "ood", "g/q-v0": "ood", "g/r-v0": "ood"}
+    base = _result(
+        "base", {"a/x-v0@test": 0.20, "a/y-v0@test": 0.40, "g/p-v0": 0.50, "g/q-v0": 0.30, "g/r-v0": 0.9}, roles
+    )
     trained = _result("rl", {"a/x-v0@test": 0.50, "a/y-v0@test": 0.50, "g/p-v0": 0.45, "g/q-v0": 0.33}, roles)
     comp = compare(base, trained)
     deltas = {r["env"]: round(r["delta"], 6) for r in comp["rows"]}
@@ -74,7 +78,7 @@ def test_loglik_scores_pick_the_most_likely_option(tiny_sampler):
     totals = []
     ctx = tiny_sampler.encode(context)
     for opt in options:
-        ids = tiny_sampler.encode(context + opt)[len(ctx):]
+        ids = tiny_sampler.encode(context + opt)[len(ctx) :]
         totals.append(sum(tiny_sampler.score(ctx, ids)))
     best = max(range(3), key=totals.__getitem__)
     rows = loglik_scores(tiny_sampler, [(context, options, best), (context, options, (best + 1) % 3)])
@@ -90,7 +94,8 @@ def test_evaluate_suite_on_tiny_model_with_resume(tiny_sampler, tmp_path):
     assert nav["metric"] == "accuracy" and nav["n"] == 3 and 0.0 <= nav["ci95"][0] <= nav["value"] <= nav["ci95"][1]
     assert result["scores"]["general/word-sorting-v0"]["metric"] == "accuracy"
     assert result["averages"]["ood"] == pytest.approx(
-        (nav["value"] + result["scores"]["general/word-sorting-v0"]["value"]) / 2)
+        (nav["value"] + result["scores"]["general/word-sorting-v0"]["value"]) / 2
+    )
     assert json.loads(out.read_text())["scores"] == result["scores"]
     items = read_jsonl(str(out) + ".items.jsonl")
     assert len(items) == 6
@@ -102,8 +107,14 @@ def test_evaluate_suite_on_tiny_model_with_resume(tiny_sampler, tmp_path):
 
 
 def test_multi_turn_members_run_greedy_episodes(tiny_sampler, arith_registry, tmp_path):
-    result = evaluate_suite({"arith/chain-v0@test": "in_domain"}, tiny_sampler, tmp_path / "s.json", limit=1,
-                            max_new_tokens=3, progress=False)
+    result = evaluate_suite(
+        {"arith/chain-v0@test": "in_domain"},
+        tiny_sampler,
+        tmp_path / "s.json",
+        limit=1,
+        max_new_tokens=3,
+        progress=False,
+    )
     score = result["scores"]["arith/chain-v0@test"]
     assert score["metric"] == "success" and score["n"] == 1 and score["value"] == 0.0  # gibberish model
     items = read_jsonl(tmp_path / "s.json.items.jsonl")
@@ -131,8 +142,11 @@ def test_example_script_evaluates_and_compares(tmp_path, monkeypatch):
     finally:
         monkeypatch.delenv("PIVOTGYM_ENV_PATH", raising=False)
         reset_registry()
-    assert [r["env"] for r in comp["rows"]] == ["trivia/capitals-v0@test", "general/navigate-v0",
-                                                "general/sports-understanding-v0"]
+    assert [r["env"] for r in comp["rows"]] == [
+        "trivia/capitals-v0@test",
+        "general/navigate-v0",
+        "general/sports-understanding-v0",
+    ]
     assert comp["averages"]["in_domain"]["n_envs"] == 1 and comp["averages"]["ood"]["n_envs"] == 2
 
 
@@ -143,8 +157,27 @@ def test_eval_cli_writes_a_suite_result(tmp_path, capsys):
     model.save_pretrained(tmp_path / "model")
     tokenizer.save_pretrained(tmp_path / "model")
     out = tmp_path / "scores.json"
-    assert main(["eval", "--suite", "ood-quick", "--model", str(tmp_path / "model"), "--out", str(out),
-                 "--limit", "2", "--member", "general/navigate-v0", "--json", "--device", "cpu"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--suite",
+                "ood-quick",
+                "--model",
+                str(tmp_path / "model"),
+                "--out",
+                str(out),
+                "--limit",
+                "2",
+                "--member",
+                "general/navigate-v0",
+                "--json",
+                "--device",
+                "cpu",
+            ]
+        )
+        == 0
+    )
     printed = json.loads(capsys.readouterr().out)
     saved = json.loads(out.read_text())
     assert printed["scores"] == saved["scores"] and saved["suite"] == "ood-quick"
@@ -169,8 +202,14 @@ def test_a_suite_wide_generation_cap_never_lengthens_a_short_answer_env(tmp_path
             return [[Completion("(A)")] for _ in prompts]
 
     rec = Recorder()
-    evaluate_suite({"general/navigate-v0": "ood", "general/word-sorting-v0": "ood"}, rec, None, limit=2,
-                   max_new_tokens=64, progress=False)
+    evaluate_suite(
+        {"general/navigate-v0": "ood", "general/word-sorting-v0": "ood"},
+        rec,
+        None,
+        limit=2,
+        max_new_tokens=64,
+        progress=False,
+    )
     assert rec.caps == [8, 48]
     rec.caps.clear()
     evaluate_suite({"general/word-sorting-v0": "ood"}, rec, None, limit=2, max_new_tokens=16, progress=False)

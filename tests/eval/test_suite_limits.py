@@ -38,8 +38,11 @@ def envs(monkeypatch):
     """``test/short-v0`` (declares 12), ``test/plain-v0`` (declares nothing), ``test/kw-v0`` (7 through the
     registration's keyword arguments), registered for this test only."""
     registry = get_registry()
-    for env_id, factory, kwargs in (("test/short-v0", ShortEnv, {}), ("test/plain-v0", CounterEnv, {}),
-                                    ("test/kw-v0", CounterEnv, {"max_new_tokens": 7})):
+    for env_id, factory, kwargs in (
+        ("test/short-v0", ShortEnv, {}),
+        ("test/plain-v0", CounterEnv, {}),
+        ("test/kw-v0", CounterEnv, {"max_new_tokens": 7}),
+    ):
         monkeypatch.setitem(registry.envs, env_id, EnvSpec(env_id, factory, "tests", kwargs=kwargs))
     return registry
 
@@ -102,8 +105,15 @@ def test_items_record_the_cap_and_a_changed_env_cap_rescores_them(envs, tmp_path
     assert set(rec.caps) == {8}  # items made under another cap are scored again
 
 
-@pytest.mark.parametrize(("env_id", "cap"), [("planning/blocks-v0", 64), ("tooluse/bfcl-simple-v0", 256),
-                                             ("tooluse/bfcl-multi-turn-v0", 256), ("swe/toolz-v0", 512)])
+@pytest.mark.parametrize(
+    ("env_id", "cap"),
+    [
+        ("planning/blocks-v0", 64),
+        ("tooluse/bfcl-simple-v0", 256),
+        ("tooluse/bfcl-multi-turn-v0", 256),
+        ("swe/toolz-v0", 512),
+    ],
+)
 def test_first_party_envs_declare_their_turn_length(env_id, cap):
     spec = get_registry().envs.get(env_id)
     if spec is None:

@@ -34,8 +34,7 @@ class Scripted:
 
 @pytest.fixture()
 def counter(monkeypatch):
-    monkeypatch.setitem(get_registry().envs, "test/counter-v0",
-                        EnvSpec("test/counter-v0", CounterEnv, "tests"))
+    monkeypatch.setitem(get_registry().envs, "test/counter-v0", EnvSpec("test/counter-v0", CounterEnv, "tests"))
 
 
 def _items(out) -> list[dict]:
@@ -85,7 +84,18 @@ def test_items_without_transcripts_still_read_and_resume(counter, tmp_path):
     assert sampler.calls == 0 and result["scores"][MEMBER]["n"] == 2  # reused, no transcript needed
     # and a row in the oldest format (no transcript, no max_new_tokens) does not break reading
     path = tmp_path / "old.json.items.jsonl"
-    path.write_text(json.dumps({"member": MEMBER, "task_id": "test-100", "fingerprint": "x", "metric": "success",
-                                "reward": 0.0, "turns": 6}) + "\n")
+    path.write_text(
+        json.dumps(
+            {
+                "member": MEMBER,
+                "task_id": "test-100",
+                "fingerprint": "x",
+                "metric": "success",
+                "reward": 0.0,
+                "turns": 6,
+            }
+        )
+        + "\n"
+    )
     result = evaluate_suite({MEMBER: "in_domain"}, Scripted("add 1"), tmp_path / "old.json", limit=1, progress=False)
     assert result["scores"][MEMBER]["n"] == 1

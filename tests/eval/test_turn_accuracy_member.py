@@ -40,11 +40,15 @@ class Calculator:
 
 def test_a_member_key_suffix_chooses_the_measure():
     assert Member.parse("planning/blocks-v0@test:turns", "in_domain") == Member(
-        "planning/blocks-v0@test:turns", "planning/blocks-v0", "test", "in_domain", "turns")
+        "planning/blocks-v0@test:turns", "planning/blocks-v0", "test", "in_domain", "turns"
+    )
     assert Member.parse("general/navigate-v0", "ood").measure is None
     assert Member.parse("a/b-v0:episodes", "ood").split is None
-    with pytest.raises(ConfigError, match=r"suite member 'a/b-v0@test:turn': unknown measure 'turn' after ':'; "
-                                          r"use one of :episodes, :turns"):
+    with pytest.raises(
+        ConfigError,
+        match=r"suite member 'a/b-v0@test:turn': unknown measure 'turn' after ':'; "
+        r"use one of :episodes, :turns",
+    ):
         Member.parse("a/b-v0@test:turn", "in_domain")
 
 
@@ -67,7 +71,8 @@ def test_turn_accuracy_member_scores_each_task_by_its_expert_states(arith_regist
     assert episodes["per_item"] == {t.id: float(all(op != "mul" for op, _ in t.data["ops"])) for t in tasks}
     items = [r for r in read_jsonl(str(out) + ".items.jsonl") if r["member"] == "arith/chain-v0@test:turns"]
     assert [(r["task_id"], r["metric"], r["states"]) for r in items] == [
-        (t.id, "turn_accuracy", len(t.data["ops"])) for t in tasks]
+        (t.id, "turn_accuracy", len(t.data["ops"])) for t in tasks
+    ]
 
     class Never(Calculator):
         def sample(self, prompts, n=1, params=None):

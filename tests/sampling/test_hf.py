@@ -11,8 +11,10 @@ from pivotgym.sampling.base import Sampler, SamplingParams
 from pivotgym.sampling.hf import HFSampler
 
 CHAT_A = [{"role": "user", "content": "hi"}]
-CHAT_B = [{"role": "system", "content": "You are terse."},
-          {"role": "user", "content": "Name three prime numbers greater than ten, please."}]
+CHAT_B = [
+    {"role": "system", "content": "You are terse."},
+    {"role": "user", "content": "Name three prime numbers greater than ten, please."},
+]
 
 
 def _forward_shapes(model: torch.nn.Module) -> tuple[list[tuple[int, int]], object]:
@@ -98,7 +100,8 @@ def test_sample_seeded_batches_capable_backends_and_loops_over_the_rest(tiny_sam
     plain = sample_seeded(PlainBackend(), [CHAT_A, CHAT_B], 2, params, [5, 6])
     assert calls == [1, 1]  # one call per prompt, each under its own params.seed
     assert [c.token_ids for c in plain[1]] == [
-        c.token_ids for c in tiny_sampler.sample([CHAT_B], n=2, params=SamplingParams(max_new_tokens=4, seed=6))[0]]
+        c.token_ids for c in tiny_sampler.sample([CHAT_B], n=2, params=SamplingParams(max_new_tokens=4, seed=6))[0]
+    ]
     batched = sample_seeded(tiny_sampler, [CHAT_A, CHAT_B], 2, params, [5, 6])
     assert [len(g) for g in batched] == [2, 2]
     assert sample_seeded(tiny_sampler, [], 2, params, []) == []
@@ -130,9 +133,14 @@ def test_greedy_matches_transformers_generate(tiny):
     sampler = HFSampler(model, tokenizer)
     ids = sampler.encode(CHAT_B)
     ours = sampler.sample([ids], params=SamplingParams(max_new_tokens=8, temperature=0))[0][0]
-    ref = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                         max_new_tokens=8, do_sample=False, eos_token_id=None)
-    assert ours.token_ids == ref[0, len(ids):].tolist()
+    ref = model.generate(
+        torch.tensor([ids]),
+        attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+        max_new_tokens=8,
+        do_sample=False,
+        eos_token_id=None,
+    )
+    assert ours.token_ids == ref[0, len(ids) :].tolist()
 
 
 def test_top_k_one_is_greedy(tiny_sampler):
@@ -149,9 +157,9 @@ def test_eos_ends_a_completion_and_is_kept(tiny_sampler):
     cut = next(i for i, t in enumerate(first.token_ids) if i >= 1 and t not in first.token_ids[:i])
     tiny_sampler.eos_ids = {first.token_ids[cut]}
     stopped = tiny_sampler.sample([CHAT_A], params=params)[0][0]
-    assert stopped.token_ids == first.token_ids[:cut + 1]  # EOS kept in the ids (the trainer learns to stop)
+    assert stopped.token_ids == first.token_ids[: cut + 1]  # EOS kept in the ids (the trainer learns to stop)
     assert stopped.finish_reason == "stop"
-    assert stopped.logprobs == pytest.approx(first.logprobs[:cut + 1], abs=1e-5)
+    assert stopped.logprobs == pytest.approx(first.logprobs[: cut + 1], abs=1e-5)
 
 
 def test_stop_string_truncates_text_but_keeps_tokens(tiny_sampler):
@@ -162,7 +170,7 @@ def test_stop_string_truncates_text_but_keeps_tokens(tiny_sampler):
     stopped = tiny_sampler.sample([CHAT_A], params=SamplingParams(max_new_tokens=6, temperature=0, stop=[marker]))[0][0]
     assert stopped.finish_reason == "stop"
     assert marker not in stopped.text
-    assert stopped.token_ids == first.token_ids[:len(stopped.token_ids)] and len(stopped.token_ids) <= 3
+    assert stopped.token_ids == first.token_ids[: len(stopped.token_ids)] and len(stopped.token_ids) <= 3
 
 
 def test_restores_training_mode_and_accepts_raw_ids(tiny):
@@ -206,8 +214,11 @@ def test_static_cache_path_matches_the_dynamic_one(tiny):
     for sampler in (dynamic, static):
         sampler.eos_ids = {first.token_ids[3]}
     marker = dynamic.decode(first.token_ids[:2])[-1:]
-    for params in (SamplingParams(max_new_tokens=7, seed=5), SamplingParams(max_new_tokens=7, temperature=0),
-                   SamplingParams(max_new_tokens=7, seed=9, stop=[marker] if marker.strip() else [])):
+    for params in (
+        SamplingParams(max_new_tokens=7, seed=5),
+        SamplingParams(max_new_tokens=7, temperature=0),
+        SamplingParams(max_new_tokens=7, seed=9, stop=[marker] if marker.strip() else []),
+    ):
         a = dynamic.sample([CHAT_A, CHAT_B], n=3, params=params)
         b = static.sample([CHAT_A, CHAT_B], n=3, params=params)
         for ga, gb in zip(a, b):
@@ -268,12 +279,13 @@ def test_prefix_hosts_finds_the_longest_prompt_that_starts_with_each():
     assert hosts[3] == 7 and hosts[7] == 7 and hosts[4] == 4  # [9] -> [9, 9]; [1, 3] stands alone
     assert hosts[2] == 2 and hosts[6] == 6  # two different extensions of [1, 2, 3, 4] each host themselves
     for i in (0, 1, 5):  # the shared prefixes go to one of the longest prompts that extend them
-        assert hosts[i] in (2, 6) and prompts[hosts[i]][:len(prompts[i])] == prompts[i]
+        assert hosts[i] in (2, 6) and prompts[hosts[i]][: len(prompts[i])] == prompts[i]
     assert prefix_hosts([]) == [] and prefix_hosts([[5], [6]]) == [0, 1]
 
 
-@pytest.mark.parametrize("params", [SamplingParams(temperature=0.0, max_new_tokens=6),
-                                    SamplingParams(temperature=1.0, max_new_tokens=6)])
+@pytest.mark.parametrize(
+    "params", [SamplingParams(temperature=0.0, max_new_tokens=6), SamplingParams(temperature=1.0, max_new_tokens=6)]
+)
 def test_prompts_that_extend_each_other_share_one_prefill_and_sample_the_same(tiny_sampler, params):
     """The states of a trajectory (each prompt begins with the previous one) are served from one prefill of
     the longest; completions and logprobs equal those of each prompt sampled alone."""

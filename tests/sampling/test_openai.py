@@ -57,14 +57,24 @@ class FakeServer:
     def completions(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         if body.get("model") != "tiny":
             return 404, {"error": {"message": f"model {body.get('model')!r} not found"}}
-        params = SamplingParams(temperature=body["temperature"], top_p=body["top_p"], top_k=body.get("top_k", 0),
-                                max_new_tokens=body["max_tokens"], stop=body.get("stop") or [], seed=body.get("seed"))
+        params = SamplingParams(
+            temperature=body["temperature"],
+            top_p=body["top_p"],
+            top_k=body.get("top_k", 0),
+            max_new_tokens=body["max_tokens"],
+            stop=body.get("stop") or [],
+            seed=body.get("seed"),
+        )
         with self.lock:  # the tiny model is shared by the handler threads
             group = self.sampler.sample([body["prompt"]], n=body["n"], params=params)[0]
         choices = []
         for index, c in enumerate(group):
-            choice: dict[str, Any] = {"index": index, "text": c.text, "finish_reason": c.finish_reason,
-                                      "logprobs": {"token_logprobs": c.logprobs, "text_offset": [], "top_logprobs": []}}
+            choice: dict[str, Any] = {
+                "index": index,
+                "text": c.text,
+                "finish_reason": c.finish_reason,
+                "logprobs": {"token_logprobs": c.logprobs, "text_offset": [], "top_logprobs": []},
+            }
             if self.dialect == "vllm":
                 choice["token_ids"] = c.token_ids
                 choice["logprobs"]["tokens"] = [f"token_id:{t}" for t in c.token_ids]
@@ -92,10 +102,14 @@ def test_round_trip_matches_the_in_process_sampler(tiny, server):
     remote = client.sample(prompts, n=3, params=params)
     local = [HFSampler(*tiny).sample([p], n=3, params=params)[0] for p in prompts]
     for r_group, l_group in zip(remote, local):
-        for r, l in zip(r_group, l_group):
-            assert (r.token_ids, r.text, r.finish_reason, r.prompt_token_ids) == \
-                   (l.token_ids, l.text, l.finish_reason, l.prompt_token_ids)
-            assert r.logprobs == pytest.approx(l.logprobs)
+        for r, loc in zip(r_group, l_group):
+            assert (r.token_ids, r.text, r.finish_reason, r.prompt_token_ids) == (
+                loc.token_ids,
+                loc.text,
+                loc.finish_reason,
+                loc.prompt_token_ids,
+            )
+            assert r.logprobs == pytest.approx(loc.logprobs)
     body = server.requests[0]["body"]
     assert body["prompt"] == client.encode(prompts[0]) or body["prompt"] == client.encode(prompts[1])
     assert body["n"] == 3 and body["logprobs"] == 0 and body["return_token_ids"] is True

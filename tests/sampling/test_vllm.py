@@ -29,6 +29,8 @@ def test_vllm_samples_token_ids_and_logprobs():
     from pivotgym.sampling.vllm import VLLMSampler
 
     sampler = VLLMSampler("smollm2-135m", gpu_memory_utilization=0.3)
-    out = sampler.sample([[{"role": "user", "content": "Say hi"}]], n=4, params=SamplingParams(max_new_tokens=8, seed=0))
+    out = sampler.sample(
+        [[{"role": "user", "content": "Say hi"}]], n=4, params=SamplingParams(max_new_tokens=8, seed=0)
+    )
     assert len(out[0]) == 4
     assert all(len(c.token_ids) == len(c.logprobs) > 0 for c in out[0])

@@ -13,15 +13,26 @@ import pytest
 from pivotgym.sandbox import Limits, get_sandbox
 from pivotgym.sandbox.bwrap import bwrap_available
 
-pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed (apt-get install bubblewrap)")
+pytestmark = pytest.mark.skipif(
+    not bwrap_available(), reason="bubblewrap is not installed (apt-get install bubblewrap)"
+)
 
 PY = "python3"
 
 
 @pytest.fixture()
 def box():
-    return get_sandbox("bwrap", limits=Limits(wall_seconds=20, cpu_seconds=10, memory_bytes=1 << 30,
-                                              max_processes=64, file_size_bytes=8 << 20, output_bytes=16 << 10))
+    return get_sandbox(
+        "bwrap",
+        limits=Limits(
+            wall_seconds=20,
+            cpu_seconds=10,
+            memory_bytes=1 << 30,
+            max_processes=64,
+            file_size_bytes=8 << 20,
+            output_bytes=16 << 10,
+        ),
+    )
 
 
 @pytest.fixture()
@@ -41,9 +52,11 @@ def test_no_network_even_to_host_loopback(box, work):
     server.settimeout(3)
     t = threading.Thread(target=lambda: accepted.append(_accept(server)), daemon=True)
     t.start()
-    code = (f"import socket\nfor addr in [('127.0.0.1', {port}), ('151.101.0.223', 443), ('pypi.org', 443)]:\n"
-            "    try:\n        socket.create_connection(addr, timeout=2); print('CONNECTED', addr)\n"
-            "    except OSError as e:\n        print('blocked', type(e).__name__)\n")
+    code = (
+        f"import socket\nfor addr in [('127.0.0.1', {port}), ('151.101.0.223', 443), ('pypi.org', 443)]:\n"
+        "    try:\n        socket.create_connection(addr, timeout=2); print('CONNECTED', addr)\n"
+        "    except OSError as e:\n        print('blocked', type(e).__name__)\n"
+    )
     result = box.run([PY, "-c", code], work)
     t.join(5)
     server.close()
@@ -64,15 +77,17 @@ def _accept(server: socket.socket) -> object:
 def test_host_files_outside_workdir_are_invisible(box, work, tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text("TOP-SECRET")
-    result = box.run(f"cat {secret}; cat /root/.bashrc; cat /etc/shadow; ls /work /home; cat ../../secret.txt",
-                     work)
+    result = box.run(f"cat {secret}; cat /root/.bashrc; cat /etc/shadow; ls /work /home; cat ../../secret.txt", work)
     assert "TOP-SECRET" not in result.output
     assert "No such file" in result.stderr
 
 
 def test_writes_outside_workdir_fail_or_vanish(box, work, tmp_path):
-    result = box.run("echo x > /usr/evil; echo x > /etc/evil; echo x > /evil; echo ok > /tmp/inside; "
-                     "echo x > ../escaped; echo fine > mine.txt", work)
+    result = box.run(
+        "echo x > /usr/evil; echo x > /etc/evil; echo x > /evil; echo ok > /tmp/inside; "
+        "echo x > ../escaped; echo fine > mine.txt",
+        work,
+    )
     assert not Path("/usr/evil").exists() and not Path("/etc/evil").exists() and not Path("/evil").exists()
     assert not (work.parent / "escaped").exists()
     assert not Path("/tmp/inside").exists()  # the sandbox's /tmp is its own tmpfs
@@ -173,7 +188,10 @@ def test_memory_is_capped_across_all_processes_of_a_run(box, work):
 
     if not memory_cgroups_available():
         pytest.skip(f"no writable memory cgroup: {unavailable_reason()}")
-    grab = "python3 -c \"import time; x = bytearray(120 << 20); x[::4096] = b'y' * len(x[::4096]); time.sleep(2); print('held')\""
+    grab = (
+        "python3 -c \"import time; x = bytearray(120 << 20); x[::4096] = b'y' * len(x[::4096]); "
+        "time.sleep(2); print('held')\""
+    )
     limits = box.limits.with_(total_memory_bytes=200 << 20)  # each process fits its 1 GiB rlimit; the sum does not
     start = time.monotonic()
     result = box.run(f"{grab} & {grab} & {grab} & wait", work, limits=limits)
@@ -190,16 +208,20 @@ def test_memory_is_capped_across_all_processes_of_a_run(box, work):
 def test_the_work_dir_is_capped_in_bytes_and_files(box, work):
     limits = box.limits.with_(disk_bytes=24 << 20)
     start = time.monotonic()
-    result = box.run("for i in $(seq 1 100); do head -c 5000000 /dev/zero > f$i.bin; done; echo finished", work,
-                     limits=limits)
+    result = box.run(
+        "for i in $(seq 1 100); do head -c 5000000 /dev/zero > f$i.bin; done; echo finished", work, limits=limits
+    )
     assert "finished" not in result.stdout and result.limit_hit == "disk", result.output
     assert time.monotonic() - start < 10
     from pivotgym.sandbox.disk import tree_usage
 
     assert tree_usage(work) <= (24 << 20) + (128 << 20)  # the cap + one poll interval of writing (500 MB uncapped)
     # a million empty files count too (each entry is charged)
-    result = box.run("mkdir many && cd many && i=0; while true; do : > f$i; i=$((i+1)); done", work, limits=limits.with_(
-        disk_bytes=2 << 20))
+    result = box.run(
+        "mkdir many && cd many && i=0; while true; do : > f$i; i=$((i+1)); done",
+        work,
+        limits=limits.with_(disk_bytes=2 << 20),
+    )
     assert result.limit_hit == "disk" and not result.timed_out
 
 
@@ -216,8 +238,12 @@ def test_read_only_mount_shadows_part_of_the_work_dir(box, work, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     mounts = [Mount(str(pristine), "/repo/tests"), Mount(str(out), "/judge", writable=True)]
-    result = box.run("cat tests/test_x.py; echo forged > tests/test_x.py; rm -f tests/test_x.py; "
-                     "ln -s /etc tests/evil; echo ok > /judge/r.txt; ls /judge", work, mounts=mounts)
+    result = box.run(
+        "cat tests/test_x.py; echo forged > tests/test_x.py; rm -f tests/test_x.py; "
+        "ln -s /etc tests/evil; echo ok > /judge/r.txt; ls /judge",
+        work,
+        mounts=mounts,
+    )
     assert result.stdout.startswith("PRISTINE\n"), result.output
     assert "Read-only file system" in result.stderr
     assert (pristine / "test_x.py").read_text() == "PRISTINE\n" and sorted(os.listdir(pristine)) == ["test_x.py"]
@@ -227,8 +253,10 @@ def test_read_only_mount_shadows_part_of_the_work_dir(box, work, tmp_path):
 def test_forks_skip_fifos_and_sockets_left_in_a_work_dir(box, work, tmp_path):
     from pivotgym.sandbox import fork_dir
 
-    box.run("mkfifo pipe; python3 -c \"import socket; socket.socket(socket.AF_UNIX).bind('sock')\"; "
-            "ln -s /etc/passwd link", work)
+    box.run(
+        "mkfifo pipe; python3 -c \"import socket; socket.socket(socket.AF_UNIX).bind('sock')\"; ln -s /etc/passwd link",
+        work,
+    )
     assert {p.name for p in work.iterdir()} >= {"pipe", "sock", "link"}
     for method in ("copy", "hardlink"):
         start = time.monotonic()

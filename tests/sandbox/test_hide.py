@@ -31,8 +31,16 @@ def tree(tmp_path: Path) -> Path:
 
 def test_targets_are_mapped_through_symlinks_nested_ones_dropped_missing_ones_skipped(tree):
     link = tree.parent / "link"
-    targets = hidden_targets([str(tree / "pkg" / "sub"), str(link / "pkg"), str(tree / "solutions.jsonl"),
-                              str(tree / "missing"), "/elsewhere/not/bound"], [str(link)])
+    targets = hidden_targets(
+        [
+            str(tree / "pkg" / "sub"),
+            str(link / "pkg"),
+            str(tree / "solutions.jsonl"),
+            str(tree / "missing"),
+            "/elsewhere/not/bound",
+        ],
+        [str(link)],
+    )
     # the bound root is the symlink: the real paths are hidden at their place under it; pkg/sub is inside pkg
     assert targets == [(str(link / "pkg"), True), (str(link / "solutions.jsonl"), False)]
     assert hidden_targets([str(tree / "pkg")], ["/usr"]) == []  # not shown by the sandbox: nothing to do
@@ -43,7 +51,11 @@ def test_find_named_finds_every_copy_and_archives_but_not_inside_a_hit(tree):
     (tree / "vendor" / "dist-1.0-py3-none-any.whl").write_bytes(b"PK")
     (tree / "pkg" / "__pycache__" / "pkg").mkdir(parents=True)
     found = find_named((str(tree),), frozenset({"pkg"}), (".whl",))
-    assert found == (str(tree / "pkg"), str(tree / "vendor" / "dist-1.0-py3-none-any.whl"), str(tree / "vendor" / "pkg"))
+    assert found == (
+        str(tree / "pkg"),
+        str(tree / "vendor" / "dist-1.0-py3-none-any.whl"),
+        str(tree / "vendor" / "pkg"),
+    )
 
 
 @requires_bwrap
@@ -52,11 +64,16 @@ def test_hidden_paths_are_empty_or_unreadable_and_the_rest_still_works(tree, tmp
     work.mkdir()
     work.chmod(0o755)
     box = get_sandbox("bwrap", limits=Limits(wall_seconds=30), ro_binds=[str(tree)])
-    script = (f"ls -A {tree}/pkg; echo listed; cat {tree}/pkg/answer.py; cat {tree}/solutions.jsonl; "
-              f"cat {tree}/keep.txt; touch {tree}/pkg/planted && echo PLANTED; "
-              "python -I -c 'import pytest, json; print(\"imports\", pytest.__name__)'")
-    result = box.run(script, work, hide=[tree / "pkg", str(tree / "pkg" / "answer.py"), tree / "solutions.jsonl",
-                                         "/nonexistent/path"])
+    script = (
+        f"ls -A {tree}/pkg; echo listed; cat {tree}/pkg/answer.py; cat {tree}/solutions.jsonl; "
+        f"cat {tree}/keep.txt; touch {tree}/pkg/planted && echo PLANTED; "
+        "python -I -c 'import pytest, json; print(\"imports\", pytest.__name__)'"
+    )
+    result = box.run(
+        script,
+        work,
+        hide=[tree / "pkg", str(tree / "pkg" / "answer.py"), tree / "solutions.jsonl", "/nonexistent/path"],
+    )
     out = result.output
     assert out.split("listed")[0].strip() == ""  # the directory is there, empty
     assert "ANSWER" not in out and "canonical" not in out and "PLANTED" not in out, out
@@ -77,7 +94,9 @@ def test_an_installed_package_can_be_hidden_without_breaking_python(tmp_path):
     work.chmod(0o755)
     box = get_sandbox("bwrap", limits=Limits(wall_seconds=30))
     # an empty directory on sys.path imports as a namespace package: one with nothing in it
-    probe = ("python -I -c 'import pluggy; print(\"code\", hasattr(pluggy, \"HookimplMarker\"))'; "
-             "python -I -c 'import json, os; print(\"stdlib\", os.sep)'")
+    probe = (
+        'python -I -c \'import pluggy; print("code", hasattr(pluggy, "HookimplMarker"))\'; '
+        "python -I -c 'import json, os; print(\"stdlib\", os.sep)'"
+    )
     assert box.run(probe, work).output.split() == ["code", "True", "stdlib", os.sep]
     assert box.run(probe, work, hide=[installed]).output.split() == ["code", "False", "stdlib", os.sep]
