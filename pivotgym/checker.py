@@ -91,17 +91,25 @@ def check_env(
     env_kwargs = dict(env_kwargs or {})
     if isinstance(env, str):
         env_id = env
-        env = registry.make(env_id, **env_kwargs)
+        instance: AgentEnv = registry.make(env_id, **env_kwargs)
         factory: Callable[[], AgentEnv] = lambda: registry.make(env_id, **env_kwargs)  # noqa: E731
     else:
-        env_id = env.env_id
+        env_id, instance = env.env_id, env
         factory = lambda: copy.deepcopy(_pristine)  # noqa: E731
         _pristine = copy.deepcopy(env)
+    judge: Verifier | None
     if isinstance(verifier, str):
-        verifier = registry.make_verifier(verifier)
-    elif verifier is None and getattr(env, "default_verifier", None):
-        verifier = registry.make_verifier(env.default_verifier)
+        judge = registry.make_verifier(verifier)
+    elif verifier is None and (default := getattr(instance, "default_verifier", None)):
+        judge = registry.make_verifier(default)
+    else:
+        judge = verifier
+    return _run_checks(instance, env_id, factory, judge, n_experts=n_experts, split=split, seed=seed)
 
+
+def _run_checks(env: AgentEnv, env_id: str, factory: Callable[[], AgentEnv], verifier: Verifier | None, *,
+                n_experts: int, split: str | None, seed: int) -> CheckReport:
+    """Every check of :func:`check_env` on a built env (``factory`` makes fresh copies) and its verifier."""
     report = CheckReport(env_id)
     split = split or env.splits[0]
     experts: list[Trajectory] = []
@@ -175,10 +183,11 @@ def check_env(
             raise _Skip(str(exc)) from None
         _expect(bool(experts), f"no expert trajectory for split {split!r}")
         runs = [[_replay(factory(), t) for t in experts] for _ in range(2)]
-        for traj, (rewards, obs, terminated) in zip(experts, runs[0]):
+        for traj, (rewards, _obs, terminated) in zip(experts, runs[0]):
             _expect(terminated, f"{traj.task_id}: replaying the expert did not terminate the episode")
             _expect(rewards[-1] > 0, f"{traj.task_id}: expert replay ended with reward {rewards[-1]}")
-            _expect(abs(rewards[-1] - traj.reward) < 1e-9, f"{traj.task_id}: replay reward {rewards[-1]} != {traj.reward}")
+            _expect(abs(rewards[-1] - traj.reward) < 1e-9,
+                    f"{traj.task_id}: replay reward {rewards[-1]} != {traj.reward}")
         _expect(runs[0] == runs[1], "replaying the same expert actions twice gave different results")
         return f"{len(experts)} trajectory(ies), {sum(len(t.assistant_turns()) for t in experts)} turns"
 

@@ -120,7 +120,8 @@ def test_wrong_action_probe_passes_a_correct_verifier_and_catches_one_that_credi
 
 def test_an_env_without_the_capability_skips_the_wrong_action_probe():
     report = check_env(CounterEnv(), verifier=_GoodVerifier())
-    assert _status(report)["verifier_wrong_action"] == "skip" and "wrong_action" in report.to_dict()["results"][-1]["detail"]
+    assert _status(report)["verifier_wrong_action"] == "skip"
+    assert "wrong_action" in report.to_dict()["results"][-1]["detail"]
 
 
 class _BudgetVerifier(_GoodVerifier):

@@ -4,8 +4,15 @@ import pytest
 
 from pivotgym.types import ToolCall, Trajectory, Verdict, message
 from pivotgym.verify import (
-    ExactMatchVerifier, VerifyContext, arguments_equivalent, calls_equivalent, coerce_value, normalize_string,
-    type_matches, values_equivalent, verify_safely,
+    ExactMatchVerifier,
+    VerifyContext,
+    arguments_equivalent,
+    calls_equivalent,
+    coerce_value,
+    normalize_string,
+    type_matches,
+    values_equivalent,
+    verify_safely,
 )
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer", "default": 1},
@@ -66,10 +73,12 @@ def test_arguments_equivalent_uses_schema_defaults_and_strict_types():
     assert not wrong.ok and wrong.reason == "argument_value"
     off_default = arguments_equivalent({"city": "Paris", "days": 2}, {"city": "Paris"}, schema=SCHEMA)
     assert off_default.reason == "unexpected_argument"
-    assert arguments_equivalent({"city": "Paris"}, {"city": "Paris", "days": 2}, schema=SCHEMA).reason == "missing_argument"
+    missing = arguments_equivalent({"city": "Paris"}, {"city": "Paris", "days": 2}, schema=SCHEMA)
+    assert missing.reason == "missing_argument"
     extra = arguments_equivalent({"city": "Paris", "metric": True}, {"city": "Paris"}, schema=SCHEMA)
     assert not extra.ok and extra.reason == "unexpected_argument"
-    assert arguments_equivalent({"city": "Paris", "x": 1}, {"city": "Paris"}, schema=SCHEMA).reason == "unexpected_argument"
+    unknown = arguments_equivalent({"city": "Paris", "x": 1}, {"city": "Paris"}, schema=SCHEMA)
+    assert unknown.reason == "unexpected_argument"
     missing = arguments_equivalent({}, {"city": "Paris"}, schema=SCHEMA)
     assert missing.reason == "missing_argument"
 

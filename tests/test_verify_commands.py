@@ -5,8 +5,8 @@ import subprocess
 import sys
 
 import pytest
-
 from core_helpers import cli_env
+
 from pivotgym.cli.verify import load_turn
 
 

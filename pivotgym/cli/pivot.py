@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -35,21 +35,25 @@ def profile_cmd(
     sampler: str = typer.Option("hf", help="Sampler backend registered by a plugin (hf, vllm, ...)."),
     temperature: float = typer.Option(1.0, help="Sampling temperature."),
     top_p: float = typer.Option(1.0, help="Nucleus sampling threshold."),
-    max_new_tokens: Optional[int] = typer.Option(None, min=1, help="A cap on tokens per sampled action; it only "
+    max_new_tokens: int | None = typer.Option(None, min=1, help="A cap on tokens per sampled action; it only "
                                                  "shortens each env's own limit (default: the env's own, as "
                                                  "in evaluation)."),
     seed: int = typer.Option(0, help="Seed; each state's sampling seeds are derived from it and the state's key."),
-    adaptive: bool = typer.Option(False, "--adaptive", help="Stop sampling a state once its pivot decision is settled."),
+    adaptive: bool = typer.Option(False, "--adaptive",
+                                  help="Stop sampling a state once its pivot decision is settled."),
     max_mean: float = typer.Option(0.6, help="λ: the mean a pivot must stay below (used by --adaptive)."),
-    min_pass_rate: float = typer.Option(0.1, help="--adaptive: the error bound covers states with this pass rate or more."),
-    delta: float = typer.Option(0.05, help="--adaptive: at most this chance of dropping a fixed-K pivot (pass rate >= --min-pass-rate)."),
-    min_unanimous: Optional[int] = typer.Option(None, help="--adaptive: stop after this many equal rewards (default: derived from the bound; refused if it breaks it)."),
-    block: Optional[int] = typer.Option(None, help="Samples per sampler call (default: K, or 2 with --adaptive)."),
+    min_pass_rate: float = typer.Option(0.1, help="--adaptive: the error bound covers states with this pass rate "
+                                        "or more."),
+    delta: float = typer.Option(0.05, help="--adaptive: at most this chance of dropping a fixed-K pivot (pass "
+                                "rate >= --min-pass-rate)."),
+    min_unanimous: int | None = typer.Option(None, help="--adaptive: stop after this many equal rewards (default: "
+                                             "derived from the bound; refused if it breaks it)."),
+    block: int | None = typer.Option(None, help="Samples per sampler call (default: K, or 2 with --adaptive)."),
     executor: str = typer.Option("process", help="Where verification runs: process, serial, ray, ray:ADDRESS."),
-    workers: Optional[int] = typer.Option(None, help="Parallel verification workers (default: CPU count)."),
+    workers: int | None = typer.Option(None, help="Parallel verification workers (default: CPU count)."),
     timeout: float = typer.Option(60.0, help="Seconds one verification may take before it counts as failed."),
     chunk: int = typer.Option(16, help="States profiled together per round (rows are written after each)."),
-    limit: Optional[int] = typer.Option(None, help="Profile only the first N states."),
+    limit: int | None = typer.Option(None, help="Profile only the first N states."),
     resume: bool = typer.Option(True, "--resume/--no-resume", help="Skip states already in --out (default)."),
     as_json: bool = typer.Option(False, "--json", help="Print the run statistics as JSON."),
 ) -> None:
@@ -103,11 +107,11 @@ def _parse_quotas(values: list[str]) -> dict[str, int]:
 
 def select_cmd(
     profiles: Path = typer.Argument(..., help="Turn profiles written by `pivotgym profile`."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Pivot set (JSONL) to write."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Pivot set (JSONL) to write."),
     min_var: float = typer.Option(0.0, help="Keep turns whose reward variance is above this."),
     max_mean: float = typer.Option(0.6, help="Keep turns whose mean reward is below this (λ)."),
-    min_mean: Optional[float] = typer.Option(None, help="And at least this mean (optional)."),
-    top_n: Optional[int] = typer.Option(None, help="Keep at most N pivots, lowest mean first."),
+    min_mean: float | None = typer.Option(None, help="And at least this mean (optional)."),
+    top_n: int | None = typer.Option(None, help="Keep at most N pivots, lowest mean first."),
     per_env: list[str] = typer.Option([], help="Per-env quota ENV_ID=N (repeatable; *=N for all envs)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
@@ -131,9 +135,9 @@ def select_cmd(
         emit_json({"rule": pivot_set.rule, "per_env": per_env_stats, "pivots": len(pivot_set.pivots),
                    "out": str(out) if out else None})
         return
-    rows = [[env, s["turns"], s["all_fail"], s["all_pass"], f"{s['share_uninformative']:.1%}", s["pivots"]]
-            for env, s in per_env_stats.items()]
-    typer.echo(table(rows, ["env", "turns", "all fail", "all pass", "uninformative", "pivots"]))
+    lines = [[env, s["turns"], s["all_fail"], s["all_pass"], f"{s['share_uninformative']:.1%}", s["pivots"]]
+             for env, s in per_env_stats.items()]
+    typer.echo(table(lines, ["env", "turns", "all fail", "all pass", "uninformative", "pivots"]))
     if out is not None:
         typer.echo(f"wrote {len(pivot_set.pivots)} pivots to {out}")
 
@@ -142,7 +146,7 @@ def select_cmd(
 def import_cmd(
     source: Path = typer.Argument(..., help="NeMo-Gym / Nemotron pivot rows (JSONL)."),
     out: Path = typer.Option(..., "--out", "-o", help="Trajectories (JSONL) to write."),
-    env_id: Optional[str] = typer.Option(None, help="The pivotgym env the states belong to (rows we exported name it)."),
+    env_id: str | None = typer.Option(None, help="The pivotgym env the states belong to (rows we exported name it)."),
     fmt: str = typer.Option("nemo", "--from", help="Source format (nemo)."),
 ) -> None:
     """Import pivot rows as trajectories (each row's state is the trajectory's last turn)."""

@@ -19,7 +19,7 @@ import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -79,11 +79,11 @@ def verify_turn(env_id: str, turn: Mapping[str, Any], candidates: list[str],
 
 def verify_cmd(
     turn: Path = typer.Option(..., "--turn", help=TURN_HELP),
-    env: Optional[str] = typer.Option(None, "--env", help="Env id whose verifier judges (default: the "
+    env: str | None = typer.Option(None, "--env", help="Env id whose verifier judges (default: the "
                                       "turn file's env_id), e.g. tooluse/bfcl-simple-v0."),
     candidate: list[str] = typer.Option([], "--candidate", help="A candidate action's text (repeatable); "
                                         "'-' reads one from stdin."),
-    candidates_file: Optional[Path] = typer.Option(None, "--candidates", help="A file of candidates: JSON "
+    candidates_file: Path | None = typer.Option(None, "--candidates", help="A file of candidates: JSON "
                                                    "lines of strings or {\"text\": ...}."),
     verifier: str = typer.Option("functional", help="functional, exact, or a verifier name."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),

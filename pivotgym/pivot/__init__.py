@@ -6,7 +6,7 @@ turns with a learning signal (pivots), and move pivot sets in and out of other f
 * :mod:`pivotgym.pivot.formats` - NeMo-Gym / Nemotron pivot rows and HF ``datasets`` prompts for TRL.
 """
 
-from pivotgym.pivot.profile import AdaptiveK, ProfileConfig, ProfileResult, Profiler, profile_trajectories
+from pivotgym.pivot.profile import AdaptiveK, ProfileConfig, Profiler, ProfileResult, profile_trajectories
 from pivotgym.pivot.select import SelectionRule, select_pivots, turn_stats
 
 __all__ = [

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from pivotgym.types import Message, PivotSet, Trajectory, Turn, TurnProfile, Verdict, content_hash, tool_calls_of
 from pivotgym.verify import Verifier, VerifyContext
@@ -116,7 +116,7 @@ def _messages_from_input(items: Sequence[Mapping[str, Any]]) -> list[Message]:
     for item in items:
         kind = item.get("type")
         if kind == "function_call":  # consecutive calls are one assistant turn (parallel calls)
-            call = message_from_expected_action(item)["tool_calls"][0]  # type: ignore[typeddict-item]
+            call = message_from_expected_action(item)["tool_calls"][0]
             if previous == "function_call":
                 out[-1]["tool_calls"].append(call)
             else:
@@ -125,7 +125,8 @@ def _messages_from_input(items: Sequence[Mapping[str, Any]]) -> list[Message]:
             continue
         previous = kind
         if kind == "function_call_output":
-            out.append({"role": "tool", "content": _text_of(item.get("output")), "tool_call_id": item.get("call_id", "")})
+            out.append({"role": "tool", "content": _text_of(item.get("output")),
+                        "tool_call_id": item.get("call_id", "")})
             continue
         role = item.get("role", "user")
         msg: dict[str, Any] = {"role": "system" if role == "developer" else role,
@@ -236,7 +237,8 @@ def import_nemo_rows(rows: Iterable[Mapping[str, Any]], env_id: str | None = Non
                                              if k not in ("responses_create_params", "expected_action", "ref_message")}}
         if params.get("tools"):
             metadata["tools"] = tools_from_responses(params["tools"])
-        out.append(Trajectory(id=trajectory_id, env_id=env, task_id=str(task_id), messages=[*prefix, expert],
+        out.append(Trajectory(id=trajectory_id, env_id=env, task_id=str(task_id),
+                              messages=[*prefix, cast(Message, expert)],
                               reward=0.0, source="nemo-gym", metadata=metadata))
     return out
 

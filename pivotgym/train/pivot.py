@@ -131,7 +131,7 @@ class PivotTrainer(RLTrainer):
             # a failed verification is no reward: its sample leaves the group (no fake advantage from a 0)
             keep = [i for i, r in enumerate(judged) if r is not None]
             local["failed_verifications"] += len(judged) - len(keep)
-            rewards = [float(judged[i]) for i in keep]
+            rewards = [float(r) for r in judged if r is not None]
             group = group_samples(state.prompt_ids, [completions[i].token_ids for i in keep], rewards,
                                   cfg.advantage, {"state": state_index}) if len(keep) >= 2 else []
             local["tokens_generated"] += sum(len(c.token_ids) for c in completions)

@@ -105,7 +105,7 @@ def states_from_trajectories(trajectories: Sequence[Trajectory], encode: Callabl
 
     registry = get_registry()
     envs: dict[str, Any] = {}
-    states = []
+    states: list[PivotState] = []
     for trajectory in trajectories:
         env = envs.get(trajectory.env_id) or envs.setdefault(trajectory.env_id, registry.make(trajectory.env_id))
         for turn in trajectory.turns():

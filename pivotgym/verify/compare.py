@@ -145,7 +145,8 @@ def values_equivalent(a: Any, b: Any, *, spec: Mapping[str, Any] | None = None, 
             values_equivalent(x, y, spec=items, loose_strings=loose_strings, rel_tol=rel_tol, _depth=_depth + 1)
             for x, y in zip(a, b))
     if isinstance(a, Mapping) and isinstance(b, Mapping):
-        props = spec.get("properties") if isinstance(spec.get("properties"), Mapping) else {}
+        found = spec.get("properties")
+        props: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
         return a.keys() == b.keys() and all(
             values_equivalent(a[k], b[k], spec=props.get(k), loose_strings=loose_strings, rel_tol=rel_tol,
                               _depth=_depth + 1) for k in a)
@@ -211,7 +212,8 @@ def arguments_equivalent(
     one the expert leaves out is never "required", a type the expert's own value violates is not enforced,
     and a value equal to the schema default (even ``null``) is always of an acceptable type."""
     schema = schema if isinstance(schema, Mapping) else {}
-    props: Mapping[str, Any] = schema.get("properties") if isinstance(schema.get("properties"), Mapping) else {}
+    found = schema.get("properties")
+    props: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     for name in candidate:
         if props and name not in props and name not in expected:
             return CallMatch(False, "unexpected_argument", [f"the function has no parameter {name!r}"])

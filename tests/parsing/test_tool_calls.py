@@ -10,7 +10,14 @@ import pytest
 
 from pivotgym.errors import ParseError, PivotgymError
 from pivotgym.parsing import (
-    FORMAT_HINT, MAX_NESTING, ToolCallCodec, load_json, parse_action, python_call, render_calls, render_message,
+    FORMAT_HINT,
+    MAX_NESTING,
+    ToolCallCodec,
+    load_json,
+    parse_action,
+    python_call,
+    render_calls,
+    render_message,
 )
 from pivotgym.types import ToolCall, assistant_message
 
@@ -34,7 +41,8 @@ def _read(codec, text):
 def test_the_default_codec_reads_every_shape_and_round_trips():
     want = [("view", {"path": "a.py", "start": 2})]
     for text in (f"<tool_call>{CALL}</tool_call>", CALL, f"[{CALL}]", f"```json\n{CALL}\n```",
-                 '{"tool_calls": [{"function": {"name": "view", "arguments": "{\\"path\\": \\"a.py\\", \\"start\\": 2}"}}]}',
+                 '{"tool_calls": [{"function": {"name": "view", '
+                 '"arguments": "{\\"path\\": \\"a.py\\", \\"start\\": 2}"}}]}',
                  "view(path='a.py', start=2)"):
         assert _read(ToolCallCodec(), text) == want, text
     calls = [ToolCall("view", {"path": "a.py", "start": 2}), ToolCall("g", {"s": "ü"})]

@@ -17,8 +17,8 @@ class _Env:
         self.max_new_tokens, self.env_id = own, "x/y-v0"
 
 
-@pytest.mark.parametrize("own,cap,want", [(64, None, 64), (64, 16, 16), (64, 128, 64), (None, None, DEFAULT_MAX_NEW_TOKENS),
-                                          (None, 40, 40)])
+@pytest.mark.parametrize("own,cap,want", [(64, None, 64), (64, 16, 16), (64, 128, 64),
+                                          (None, None, DEFAULT_MAX_NEW_TOKENS), (None, 40, 40)])
 def test_the_rule(own, cap, want):
     assert generation_cap(_Env(own), cap) == want
 

@@ -2,8 +2,8 @@
 for env state that does not exist."""
 
 import pytest
-
 from core_helpers import CounterEnv
+
 from pivotgym.errors import AdhocTurn, TaskNotFound
 from pivotgym.types import Verdict
 from pivotgym.verify import VerifyContext, is_undecided, verify_safely

@@ -120,7 +120,8 @@ def parse_tool_call(text: Any) -> ToolCall:
             if not isinstance(args[key], want) or isinstance(args[key], bool):
                 raise InvalidAction(f"{name}: argument {key!r} must be a {spec['type']}.", code="bad_arguments")
             if want is int and abs(args[key]) > MAX_INT:
-                raise InvalidAction(f"{name}: argument {key!r} is out of range (|n| <= {MAX_INT}).", code="bad_arguments")
+                raise InvalidAction(f"{name}: argument {key!r} is out of range (|n| <= {MAX_INT}).",
+                                    code="bad_arguments")
             if want is str:
                 check_text(args[key], f"{name}: argument {key!r}")
     return ToolCall(name=name, arguments=dict(args))
