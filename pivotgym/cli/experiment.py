@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -12,14 +11,19 @@ from pivotgym.cli.output import CLIError, emit_json
 
 def experiment_cmd(
     config: Path = typer.Argument(..., help="Experiment YAML (see examples/configs/quickstart.yaml)."),
-    out: Optional[Path] = typer.Option(None, help="Run folder (default: runs/<name>)."),
-    stages: Optional[str] = typer.Option(None, help="Comma-separated stages to run (default: all)."),
-    seeds: Optional[str] = typer.Option(
-        None, help="Comma-separated training seeds, replacing the config's `seeds` (e.g. 0,1,2). Finished "
-                   "seeds of the run folder are kept, so this adds seeds to a finished run."),
-    rerun: Optional[list[str]] = typer.Option(
-        None, "--rerun", help="Recompute this stage and every stage downstream of it, although they finished "
-                              "(repeatable); needed after a config change that touches a finished stage."),
+    out: Path | None = typer.Option(None, help="Run folder (default: runs/<name>)."),
+    stages: str | None = typer.Option(None, help="Comma-separated stages to run (default: all)."),
+    seeds: str | None = typer.Option(
+        None,
+        help="Comma-separated training seeds, replacing the config's `seeds` (e.g. 0,1,2). Finished "
+        "seeds of the run folder are kept, so this adds seeds to a finished run.",
+    ),
+    rerun: list[str] | None = typer.Option(
+        None,
+        "--rerun",
+        help="Recompute this stage and every stage downstream of it, although they finished "
+        "(repeatable); needed after a config change that touches a finished stage.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the summary JSON."),
 ) -> None:
     """Run the whole comparison for one domain: base eval, expert data, SFT, pivots, PivotRL, E2E RL,

@@ -37,9 +37,16 @@ class TurnAccuracy:
         return sum(self.per_task) / len(self.per_task) if self.per_task else 0.0
 
 
-def turn_accuracy(sampler: Sampler, trajectories: Sequence[Trajectory], params: SamplingParams, *,
-                  executor: Any = None, chunk: int = 16, verifier: str = "functional",
-                  progress: bool = True) -> TurnAccuracy:
+def turn_accuracy(
+    sampler: Sampler,
+    trajectories: Sequence[Trajectory],
+    params: SamplingParams,
+    *,
+    executor: Any = None,
+    chunk: int = 16,
+    verifier: str = "functional",
+    progress: bool = True,
+) -> TurnAccuracy:
     """Per-task turn accuracy of ``sampler`` on held-out expert ``trajectories``.
 
     Every assistant turn of every trajectory is a state (the history before the turn, the expert's action);
@@ -58,12 +65,25 @@ def turn_accuracy(sampler: Sampler, trajectories: Sequence[Trajectory], params: 
     by_task: dict[str, list[float]] = {t.task_id: [] for t in trajectories}
     failed: dict[str, int] = {}
     states = 0
-    bar = tqdm(total=sum(len(t.turns()) for t in trajectories), desc="turn accuracy", unit="state",
-               disable=not progress, dynamic_ncols=True)
+    bar = tqdm(
+        total=sum(len(t.turns()) for t in trajectories),
+        desc="turn accuracy",
+        unit="state",
+        disable=not progress,
+        dynamic_ncols=True,
+    )
     try:
         for group in _groups(trajectories, max(1, chunk)):
-            result = profile_trajectories(group, sampler, k=1, params=params, executor=executor, verifier=verifier,
-                                          chunk=max(1, chunk), progress=False)
+            result = profile_trajectories(
+                group,
+                sampler,
+                k=1,
+                params=params,
+                executor=executor,
+                verifier=verifier,
+                chunk=max(1, chunk),
+                progress=False,
+            )
             for profile in result.profiles:
                 states += 1
                 if profile.rewards:
@@ -75,8 +95,9 @@ def turn_accuracy(sampler: Sampler, trajectories: Sequence[Trajectory], params: 
     finally:
         bar.close()
     per_task = [sum(v) / len(v) if v else 0.0 for v in by_task.values()]
-    return TurnAccuracy(task_ids=list(by_task), per_task=per_task, states=states, failed=sum(failed.values()),
-                        failed_by_task=failed)
+    return TurnAccuracy(
+        task_ids=list(by_task), per_task=per_task, states=states, failed=sum(failed.values()), failed_by_task=failed
+    )
 
 
 def _groups(trajectories: Sequence[Trajectory], states: int) -> list[list[Trajectory]]:

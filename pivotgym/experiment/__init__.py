@@ -30,15 +30,43 @@ turns and wall-clock, the report's side-by-side table.
 from __future__ import annotations
 
 from pivotgym.experiment.accounting import matched_sft_steps, optimizer_steps, rl_total_steps, write_accounting
-from pivotgym.experiment.config import (ABLATIONS, CURVE_METRICS, CurveSection, EvalSection, ExperimentConfig,
-                                        ExperimentError, ProfileSection, check_ids, load_experiment)
+from pivotgym.experiment.config import (
+    ABLATIONS,
+    CURVE_METRICS,
+    CurveSection,
+    EvalSection,
+    ExperimentConfig,
+    ExperimentError,
+    ProfileSection,
+    check_ids,
+    load_experiment,
+)
 from pivotgym.experiment.layout import STAGES, RunLayout, downstream, upstream
 from pivotgym.experiment.pipeline import run_experiment
 from pivotgym.experiment.report import write_experiment_report
 from pivotgym.experiment.run import Run
 from pivotgym.experiment.stages import expert_task_e2e
 
-__all__ = ["ABLATIONS", "CURVE_METRICS", "STAGES", "CurveSection", "EvalSection", "ExperimentConfig",
-           "ExperimentError", "ProfileSection", "Run", "RunLayout", "check_ids", "downstream", "expert_task_e2e",
-           "load_experiment", "matched_sft_steps", "optimizer_steps", "rl_total_steps", "run_experiment",
-           "upstream", "write_accounting", "write_experiment_report"]
+__all__ = [
+    "ABLATIONS",
+    "CURVE_METRICS",
+    "STAGES",
+    "CurveSection",
+    "EvalSection",
+    "ExperimentConfig",
+    "ExperimentError",
+    "ProfileSection",
+    "Run",
+    "RunLayout",
+    "check_ids",
+    "downstream",
+    "expert_task_e2e",
+    "load_experiment",
+    "matched_sft_steps",
+    "optimizer_steps",
+    "rl_total_steps",
+    "run_experiment",
+    "upstream",
+    "write_accounting",
+    "write_experiment_report",
+]

@@ -8,12 +8,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pivotgym.eval import write_json
 from pivotgym.experiment.config import ExperimentConfig
 from pivotgym.experiment.layout import METHOD_LABELS, RunLayout
-from pivotgym.eval import write_json
 
-__all__ = ["ACCOUNTED", "accounting_table", "matched_sft_steps", "optimizer_steps", "rl_total_steps",
-           "write_accounting"]
+__all__ = [
+    "ACCOUNTED",
+    "accounting_table",
+    "matched_sft_steps",
+    "optimizer_steps",
+    "rl_total_steps",
+    "write_accounting",
+]
 
 #: the methods of the cost table, in its row order
 ACCOUNTED = ("sft", "sft-more", "pivot", "e2e")
@@ -36,9 +42,18 @@ def matched_sft_steps(config: ExperimentConfig) -> int:
     return max(0, rl_total_steps(config) - optimizer_steps(config.sft))
 
 
-def write_accounting(path: Path, *, method: str, start: str, data: str, summary: Mapping[str, Any],
-                     optimizer_steps: int, extra_turns: int = 0, extra_seconds: float = 0.0,
-                     tasks: int | None = None) -> dict[str, Any]:
+def write_accounting(
+    path: Path,
+    *,
+    method: str,
+    start: str,
+    data: str,
+    summary: Mapping[str, Any],
+    optimizer_steps: int,
+    extra_turns: int = 0,
+    extra_seconds: float = 0.0,
+    tasks: int | None = None,
+) -> dict[str, Any]:
     """What one training run spent, from its trainer summary, written to ``path``: a row of the report's
     side-by-side table.
 
@@ -46,12 +61,19 @@ def write_accounting(path: Path, *, method: str, start: str, data: str, summary:
     adds profiling done outside the trainer); ``wall_seconds`` excludes evaluation and adds
     ``extra_seconds`` (profiling)."""
     c = summary.get("counters", {})
-    row = {"method": method, "start": start, "data": data, "tasks": tasks, "optimizer_steps": optimizer_steps,
-           "steps": int(summary.get("steps", 0)), "tokens_trained": int(c.get("tokens_trained", 0)),
-           "tokens_generated": int(c.get("tokens_generated", 0)),
-           "rollout_turns": int(c.get("total_turns", 0)) + extra_turns,
-           "profiling_turns": int(c.get("profiling_turns", 0)) + extra_turns,
-           "wall_seconds": float(c.get("wall_seconds", 0.0)) - float(c.get("seconds_eval", 0.0)) + extra_seconds}
+    row = {
+        "method": method,
+        "start": start,
+        "data": data,
+        "tasks": tasks,
+        "optimizer_steps": optimizer_steps,
+        "steps": int(summary.get("steps", 0)),
+        "tokens_trained": int(c.get("tokens_trained", 0)),
+        "tokens_generated": int(c.get("tokens_generated", 0)),
+        "rollout_turns": int(c.get("total_turns", 0)) + extra_turns,
+        "profiling_turns": int(c.get("profiling_turns", 0)) + extra_turns,
+        "wall_seconds": float(c.get("wall_seconds", 0.0)) - float(c.get("seconds_eval", 0.0)) + extra_seconds,
+    }
     write_json(path, row)
     return row
 
@@ -63,6 +85,7 @@ def _read(path: Path) -> Any:
 def accounting_table(layout: RunLayout, seeds: Sequence[int]) -> tuple[list[list[Any]], dict[str, Any]]:
     """Rows of the side-by-side cost table (mean over seeds) from each run's ``accounting.json``; "from base"
     adds SFT's cost to a run that starts from the SFT model."""
+
     def mean(rows: Sequence[Mapping[str, Any]], key: str) -> float:
         return sum(float(r[key]) for r in rows) / len(rows)
 
@@ -75,9 +98,24 @@ def accounting_table(layout: RunLayout, seeds: Sequence[int]) -> tuple[list[list
         from_sft = str(rows[0].get("start", "")).lower() == "sft" and bool(sft_rows)
         row = {k: mean(rows, k) for k in ("optimizer_steps", "tokens_trained", "rollout_turns", "wall_seconds")}
         total = {k: row[k] + (mean(sft_rows, k) if from_sft else 0.0) for k in row}
-        data[tag] = {**row, "from_base": total, "start": rows[0].get("start"), "data": rows[0].get("data"),
-                     "seeds": len(rows)}
-        table.append([METHOD_LABELS[tag], rows[0].get("start"), rows[0].get("data"), f"{row['optimizer_steps']:.0f}",
-                      f"{total['optimizer_steps']:.0f}", f"{total['tokens_trained']:.0f}",
-                      f"{row['rollout_turns']:.0f}", f"{row['wall_seconds']:.0f}", f"{total['wall_seconds']:.0f}"])
+        data[tag] = {
+            **row,
+            "from_base": total,
+            "start": rows[0].get("start"),
+            "data": rows[0].get("data"),
+            "seeds": len(rows),
+        }
+        table.append(
+            [
+                METHOD_LABELS[tag],
+                rows[0].get("start"),
+                rows[0].get("data"),
+                f"{row['optimizer_steps']:.0f}",
+                f"{total['optimizer_steps']:.0f}",
+                f"{total['tokens_trained']:.0f}",
+                f"{row['rollout_turns']:.0f}",
+                f"{row['wall_seconds']:.0f}",
+                f"{total['wall_seconds']:.0f}",
+            ]
+        )
     return table, data

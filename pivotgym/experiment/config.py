@@ -22,8 +22,19 @@ from pivotgym.errors import ConfigError, RegistryError
 from pivotgym.pivot.adaptive import AdaptiveK
 from pivotgym.pivot.select import SelectionRule
 
-__all__ = ["ABLATIONS", "CURVE_METRICS", "CurveSection", "EvalSection", "ExperimentConfig", "ExperimentError",
-           "ProfileSection", "RL_INITS", "TRAINER_SECTIONS", "check_ids", "load_experiment"]
+__all__ = [
+    "ABLATIONS",
+    "CURVE_METRICS",
+    "CurveSection",
+    "EvalSection",
+    "ExperimentConfig",
+    "ExperimentError",
+    "ProfileSection",
+    "RL_INITS",
+    "TRAINER_SECTIONS",
+    "check_ids",
+    "load_experiment",
+]
 
 #: the experiment's errors are config errors (one error type for every config file)
 ExperimentError = ConfigError
@@ -168,8 +179,12 @@ class ExperimentConfig:
 
     def __post_init__(self) -> None:
         # sections given as mappings (ExperimentConfig(curve={"metric": "turns"})) are checked and built like a file
-        for name, section in (("eval", EvalSection), ("curve", CurveSection), ("profile", ProfileSection),
-                              ("select", SelectionRule)):
+        for name, section in (
+            ("eval", EvalSection),
+            ("curve", CurveSection),
+            ("profile", ProfileSection),
+            ("select", SelectionRule),
+        ):
             value = getattr(self, name)
             if value is None or isinstance(value, Mapping):
                 setattr(self, name, build(section, value or {}, prefix=(name,)))
@@ -205,6 +220,7 @@ def check_choices(config: Any, source: Source = Source()) -> None:
     """Raise :class:`ConfigError` at the first value outside its allowed set: ``curve.metric``, ``rl_init``,
     ``ablations``, ``name``/``env`` (non-empty). ``config`` is an :class:`ExperimentConfig` or the raw mapping
     of a file (so errors carry the file's line)."""
+
     def get(obj: Any, key: str, default: Any = None) -> Any:
         return obj.get(key, default) if isinstance(obj, Mapping) else getattr(obj, key, default)
 
@@ -243,22 +259,26 @@ def load_experiment(path: str | Path) -> ExperimentConfig:
 def check_ids(config: ExperimentConfig) -> None:
     """Raise :class:`ConfigError` naming the file and field when the config names an env, suite or sampler
     that is not installed; run before anything is written, so a typo leaves no empty run folder behind."""
-    from pivotgym.registry import get_registry
     from pivotgym.eval import Member
+    from pivotgym.registry import get_registry
 
     registry = get_registry()
     where = f"{config.path}: " if config.path else ""
 
     def sampler() -> None:
         if config.sampler not in registry.samplers:
-            raise RegistryError(f"unknown sampler {config.sampler!r}{did_you_mean(config.sampler, registry.samplers)}. "
-                                "Run `pivotgym plugins` to list what is installed.")
+            raise RegistryError(
+                f"unknown sampler {config.sampler!r}{did_you_mean(config.sampler, registry.samplers)}. "
+                "Run `pivotgym plugins` to list what is installed."
+            )
+
+    def env(key: str) -> Callable[[], Any]:
+        return lambda: registry.env_spec(Member.parse(key, "ood").env_id)
 
     checks: list[tuple[str, Callable[[], Any]]] = [("env", lambda: registry.env_spec(config.env)), ("sampler", sampler)]
     if config.suite:
         checks.append(("suite", lambda: registry.suite(config.suite or "")))
-    checks += [(f"ood[{i}]", lambda m=m: registry.env_spec(Member.parse(m, "ood").env_id))
-               for i, m in enumerate(config.ood)]
+    checks += [(f"ood[{i}]", env(member)) for i, member in enumerate(config.ood)]
     for field_name, check in checks:
         try:
             check()

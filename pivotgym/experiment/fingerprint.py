@@ -4,10 +4,10 @@ changed config stops instead of mixing results of two configs.
 A stage's inputs are a flat mapping of dotted names to values: its slice of the config (``pivot.steps``,
 ``eval.limit``, ...; the trainer sections filled in with the trainer defaults, so writing a default out changes
 nothing), the fingerprints of the stages it uses (``upstream.sft``), the verifiers that judge it
-(``verifiers.<name>``: version) and the model. The fingerprint is a hash of those inputs. ``stages/<stage>-s<seed>.json``
-keeps both, written when the stage starts (so a stage interrupted halfway is tied to its inputs too) and
-marked ``done`` when it ends. Code and library versions are provenance (``config.json``), not inputs: a code
-change does not block a rerun.
+(``verifiers.<name>``: version) and the model. The fingerprint is a hash of those inputs.
+``stages/<stage>-s<seed>.json`` keeps both, written when the stage starts (so a stage interrupted halfway is
+tied to its inputs too) and marked ``done`` when it ends. Code and library versions are provenance
+(``config.json``), not inputs: a code change does not block a rerun.
 """
 
 from __future__ import annotations
@@ -51,13 +51,18 @@ def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> None:
         out[prefix] = list(value) if isinstance(value, tuple) else value
 
 
+def _default(f: dataclasses.Field[Any]) -> Any:
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return f.default
+
+
 def config_values(config: ExperimentConfig) -> dict[str, Any]:
     """Every config field as a dotted name -> value, trainer sections completed with the trainer defaults."""
     data = config.to_dict()
     data.pop("path", None)
     for name in TRAINER_SECTIONS:
-        defaults = {f.name: (f.default if f.default is not dataclasses.MISSING else f.default_factory())  # type: ignore[misc]
-                    for f in dataclasses.fields(_trainer_class(name)) if f.name not in NOT_INPUTS}
+        defaults = {f.name: _default(f) for f in dataclasses.fields(_trainer_class(name)) if f.name not in NOT_INPUTS}
         data[name] = {**defaults, **{k: v for k, v in config.__dict__[name].items() if k not in NOT_INPUTS}}
     flat: dict[str, Any] = {}
     _flatten(json.loads(json.dumps(data, default=str)), "", flat)
@@ -80,8 +85,13 @@ def verifier_versions(env_id: str) -> dict[str, str]:
     return out
 
 
-def stage_inputs(config: ExperimentConfig, stage: str, seed: int | None, upstream_prints: Mapping[str, str],
-                 verifiers: Mapping[str, str]) -> dict[str, Any]:
+def stage_inputs(
+    config: ExperimentConfig,
+    stage: str,
+    seed: int | None,
+    upstream_prints: Mapping[str, str],
+    verifiers: Mapping[str, str],
+) -> dict[str, Any]:
     """The inputs of one stage run (dotted name -> value); ``upstream_prints`` maps each upstream stage to its
     fingerprint (same seed)."""
     values = config_values(config)
@@ -129,6 +139,7 @@ class StageRecord:
 
 def changed_fields(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """``name: old -> new`` for every input that differs (``(unset)`` for one that is new or gone)."""
+
     def show(mapping: Mapping[str, Any], key: str) -> str:
         return json.dumps(mapping[key], default=str) if key in mapping else "(unset)"
 
@@ -136,8 +147,9 @@ def changed_fields(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     return [f"{k}: {show(old, k)} -> {show(new, k)}" for k in keys if old.get(k, ...) != new.get(k, ...)]
 
 
-def check_record(layout: RunLayout, stage: str, seed: int | None, inputs: Mapping[str, Any],
-                 config_path: Path | None) -> None:
+def check_record(
+    layout: RunLayout, stage: str, seed: int | None, inputs: Mapping[str, Any], config_path: Path | None
+) -> None:
     """Raise :class:`~pivotgym.errors.StageChanged` when ``stage`` (``seed``) already ran (or started) under
     other inputs: the message names the stage, the seed and each changed field, and says how to proceed."""
     record = StageRecord.read(layout.record(stage, seed))
@@ -150,7 +162,9 @@ def check_record(layout: RunLayout, stage: str, seed: int | None, inputs: Mappin
     raise StageChanged(
         f"{which} already ran in {layout.root} under other inputs: {'; '.join(own)}. Rerun it and the stages that "
         f"use it with `pivotgym experiment {config} --rerun {stage}`, or start a new run folder with "
-        f"`--out DIR`", hint=f"--rerun {stage} recomputes {stage} and its downstream stages")
+        f"`--out DIR`",
+        hint=f"--rerun {stage} recomputes {stage} and its downstream stages",
+    )
 
 
 def stage_plan(seeds: Iterable[int]) -> list[tuple[str, int | None]]:

@@ -31,8 +31,15 @@ STAGES = ("base", "expert", "sft", "profile", "pivot", "e2e", "sft-more", "ablat
 #: stages that run once, not once per seed
 SEEDLESS = ("base", "expert", "report")
 #: method tag -> the name the report shows (the evaluated models: ``eval/<tag>-s<seed>.json``)
-METHOD_LABELS = {"base": "base", "sft": "SFT", "sft-more": "continued SFT", "pivot": "PivotRL", "e2e": "E2E RL",
-                 "random-turns": "random turns", "exact-reward": "exact-match reward"}
+METHOD_LABELS = {
+    "base": "base",
+    "sft": "SFT",
+    "sft-more": "continued SFT",
+    "pivot": "PivotRL",
+    "e2e": "E2E RL",
+    "random-turns": "random turns",
+    "exact-reward": "exact-match reward",
+}
 #: ablation name (config ``ablations``) -> the method tag of its PivotRL run
 ABLATION_TAGS = {"random_turns": "random-turns", "exact_reward": "exact-reward"}
 
@@ -177,11 +184,24 @@ class RunLayout:
             return [self.report, self.summary, self.plots]
         assert seed is not None, f"stage {stage} runs once per seed"
         if stage == "profile":
-            return [self.profiles("functional", seed), self.profiles_meta("functional", seed),
-                    self.selection("functional", seed), self.pivots("functional", seed), self.pivots("random", seed)]
+            return [
+                self.profiles("functional", seed),
+                self.profiles_meta("functional", seed),
+                self.selection("functional", seed),
+                self.pivots("functional", seed),
+                self.pivots("random", seed),
+            ]
         if stage == "ablation":
-            return [*(p for tag in ABLATION_TAGS.values() for p in (self.train_dir(tag, seed), *self.result_files(tag, seed))),
-                    self.profiles("exact", seed), self.profiles_meta("exact", seed), self.selection("exact", seed),
-                    self.pivots("exact", seed)]
+            return [
+                *(
+                    p
+                    for tag in ABLATION_TAGS.values()
+                    for p in (self.train_dir(tag, seed), *self.result_files(tag, seed))
+                ),
+                self.profiles("exact", seed),
+                self.profiles_meta("exact", seed),
+                self.selection("exact", seed),
+                self.pivots("exact", seed),
+            ]
         extra = [self.curve_start("sft", seed), self.model("sft", seed)] if stage == "sft" else []
         return [self.train_dir(stage, seed), *self.result_files(stage, seed), *extra]

@@ -11,11 +11,17 @@ from pathlib import Path
 from typing import Any
 
 from pivotgym.errors import ConfigError
-from pivotgym.experiment.config import ExperimentConfig, check_ids
-from pivotgym.experiment.fingerprint import (StageRecord, check_record, fingerprint, stage_inputs, stage_plan,
-                                             verifier_versions)
-from pivotgym.experiment.layout import STAGES, RunLayout, downstream, upstream
 from pivotgym.eval import write_json
+from pivotgym.experiment.config import ExperimentConfig, check_ids
+from pivotgym.experiment.fingerprint import (
+    StageRecord,
+    check_record,
+    fingerprint,
+    stage_inputs,
+    stage_plan,
+    verifier_versions,
+)
+from pivotgym.experiment.layout import STAGES, RunLayout, downstream, upstream
 
 __all__ = ["run_experiment"]
 
@@ -33,8 +39,12 @@ def _remove(path: Path) -> None:
         path.unlink()
 
 
-def run_experiment(config: ExperimentConfig, out_dir: str | Path | None = None,
-                   stages: Sequence[str] | None = None, rerun: Sequence[str] = ()) -> dict[str, Any]:
+def run_experiment(
+    config: ExperimentConfig,
+    out_dir: str | Path | None = None,
+    stages: Sequence[str] | None = None,
+    rerun: Sequence[str] = (),
+) -> dict[str, Any]:
     """Run (or resume) every stage of ``config`` in ``out_dir`` (default ``runs/<name>``) and write the
     report; returns the summary (also ``summary.json``).
 
@@ -102,4 +112,3 @@ def run_experiment(config: ExperimentConfig, out_dir: str | Path | None = None,
     if "report" not in chosen:
         return {"name": config.name, "root": str(layout.root)}
     return write_experiment_report(layout, config)
-

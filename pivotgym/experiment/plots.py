@@ -9,10 +9,10 @@ from typing import Any
 
 __all__ = ["COLORS", "Curve", "plot_bars", "plot_curves"]
 
-Curve = Sequence[Mapping[str, float]]  # points with "turns", "seconds", "score"
+#: a learning curve: points with "turns", "seconds", "score" (and, for the bootstrap, "per_task" scores)
+Curve = Sequence[Mapping[str, Any]]
 
-COLORS = {"PivotRL": "#1f77b4", "E2E RL": "#d62728", "SFT": "#2ca02c", "continued SFT": "#98df8a",
-          "base": "#7f7f7f"}
+COLORS = {"PivotRL": "#1f77b4", "E2E RL": "#d62728", "SFT": "#2ca02c", "continued SFT": "#98df8a", "base": "#7f7f7f"}
 
 
 def _pyplot() -> Any:
@@ -24,8 +24,16 @@ def _pyplot() -> Any:
     return plt
 
 
-def plot_curves(curves: Mapping[str, Curve], path: str | Path, *, x: str = "turns", xlabel: str = "rollout turns",
-                ylabel: str = "in-domain score", title: str = "", target: float | None = None) -> Path:
+def plot_curves(
+    curves: Mapping[str, Curve],
+    path: str | Path,
+    *,
+    x: str = "turns",
+    xlabel: str = "rollout turns",
+    ylabel: str = "in-domain score",
+    title: str = "",
+    target: float | None = None,
+) -> Path:
     """Line plot of several learning curves against ``x``; ``target`` draws a dashed horizontal line.
 
     A curve named ``"METHOD (seed N)"`` takes its method's colour and its seed's line style and marker, so the
@@ -38,8 +46,14 @@ def plot_curves(curves: Mapping[str, Curve], path: str | Path, *, x: str = "turn
         if curve:
             method, _, variant = name.partition(" (")
             line, marker = styles[variants.setdefault(variant, len(variants)) % len(styles)]
-            ax.plot([p[x] for p in curve], [p["score"] for p in curve], marker=marker, linestyle=line, label=name,
-                    color=COLORS.get(method))
+            ax.plot(
+                [p[x] for p in curve],
+                [p["score"] for p in curve],
+                marker=marker,
+                linestyle=line,
+                label=name,
+                color=COLORS.get(method),
+            )
     if target is not None:
         ax.axhline(target, linestyle="--", color="#555555", linewidth=1, label=f"target {target:.2f}")
     ax.set_xlabel(xlabel)
@@ -56,8 +70,15 @@ def plot_curves(curves: Mapping[str, Curve], path: str | Path, *, x: str = "turn
     return path
 
 
-def plot_bars(values: Mapping[str, float], path: str | Path, *, ylabel: str = "", title: str = "",
-              errors: Mapping[str, Sequence[float]] | None = None, percent: bool = False) -> Path:
+def plot_bars(
+    values: Mapping[str, float],
+    path: str | Path,
+    *,
+    ylabel: str = "",
+    title: str = "",
+    errors: Mapping[str, Sequence[float]] | None = None,
+    percent: bool = False,
+) -> Path:
     """Bar chart of named values; ``errors`` maps a name to a ``[low, high]`` interval drawn as an error bar."""
     plt = _pyplot()
     names = list(values)
@@ -65,12 +86,19 @@ def plot_bars(values: Mapping[str, float], path: str | Path, *, ylabel: str = ""
     fig, ax = plt.subplots(figsize=(max(4, 1.3 * len(names) + 2), 4), dpi=110)
     yerr = None
     if errors:
-        yerr = [[max(0.0, h - errors.get(n, (h, h))[0]) for n, h in zip(names, heights)],
-                [max(0.0, errors.get(n, (h, h))[1] - h) for n, h in zip(names, heights)]]
+        yerr = [
+            [max(0.0, h - errors.get(n, (h, h))[0]) for n, h in zip(names, heights)],
+            [max(0.0, errors.get(n, (h, h))[1] - h) for n, h in zip(names, heights)],
+        ]
     bars = ax.bar(names, heights, yerr=yerr, capsize=4, color=[COLORS.get(n, "#9467bd") for n in names])
     for bar, h in zip(bars, heights):
-        ax.annotate(f"{100 * h:.0f}%" if percent else f"{h:.2f}", (bar.get_x() + bar.get_width() / 2, h),
-                    ha="center", va="bottom", fontsize=8)
+        ax.annotate(
+            f"{100 * h:.0f}%" if percent else f"{h:.2f}",
+            (bar.get_x() + bar.get_width() / 2, h),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
     ax.set_ylabel(ylabel)
     if title:
         ax.set_title(title)

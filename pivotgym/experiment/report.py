@@ -13,14 +13,22 @@ from pivotgym.experiment.config import ExperimentConfig
 from pivotgym.experiment.layout import METHOD_LABELS, RunLayout
 from pivotgym.experiment.plots import Curve, plot_bars, plot_curves
 from pivotgym.experiment.provenance import provenance_lines
-from pivotgym.experiment.stats import (CONTRADICTED, NOT_MEASURABLE, REPRODUCED, bootstrap_cost_ratio,
-                                       bootstrap_mean_difference, interval_text, reach_ratio)
+from pivotgym.experiment.stats import (
+    CONTRADICTED,
+    NOT_MEASURABLE,
+    REPRODUCED,
+    bootstrap_cost_ratio,
+    bootstrap_mean_difference,
+    interval_text,
+    reach_ratio,
+)
 
 __all__ = ["markdown_table", "pct", "ratio_text", "write_experiment_report"]
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A GitHub-flavoured Markdown table; cells are converted with ``str``."""
+
     def cell(v: Any) -> str:
         return str(v).replace("|", "\\|").replace("\n", " ")
 
@@ -41,20 +49,27 @@ def ratio_text(ratio: Mapping[str, Any], unit: str) -> str:
     if ratio.get("fast") is None:
         return f"PivotRL did not reach E2E's final score ({pct(ratio['target'])}%) within its budget"
     if not ratio.get("reference"):
-        return (f"not measurable: E2E RL never rose above its start score ({pct(ratio['target'])}%), so it has no "
-                "cost to reach it")
+        return (
+            f"not measurable: E2E RL never rose above its start score ({pct(ratio['target'])}%), so it has no "
+            "cost to reach it"
+        )
     if not ratio.get("ratio"):
         return f"PivotRL reached {pct(ratio['target'])}% at {ratio['fast']:.0f} {unit} (E2E: {ratio['reference']:.0f})"
-    return (f"PivotRL reached E2E's final score ({pct(ratio['target'])}%) after {ratio['fast']:.0f} {unit} vs "
-            f"E2E's {ratio['reference']:.0f}: **{ratio['ratio']:.2f}x** fewer")
+    return (
+        f"PivotRL reached E2E's final score ({pct(ratio['target'])}%) after {ratio['fast']:.0f} {unit} vs "
+        f"E2E's {ratio['reference']:.0f}: **{ratio['ratio']:.2f}x** fewer"
+    )
 
 
 # ----------------------------------------------------------------------------------------- experiment report
 #: the main table's rows: method tag -> label
 METHODS = tuple((tag, METHOD_LABELS[tag]) for tag in ("base", "sft", "sft-more", "pivot", "e2e"))
 #: the ablation table's rows
-ABLATIONS = (("pivot", "PivotRL (pivots, functional)"), ("random-turns", METHOD_LABELS["random-turns"]),
-             ("exact-reward", METHOD_LABELS["exact-reward"]))
+ABLATIONS = (
+    ("pivot", "PivotRL (pivots, functional)"),
+    ("random-turns", METHOD_LABELS["random-turns"]),
+    ("exact-reward", METHOD_LABELS["exact-reward"]),
+)
 
 
 def _read(path: Path) -> Any:
@@ -87,8 +102,9 @@ def _avg(result: Mapping[str, Any], role: str) -> float | None:
 
 
 def _curve_task_count(curves: Mapping[int, Sequence[Curve]]) -> str:
-    counts = {len(p.get("per_task") or []) or p.get("tasks") for pair in curves.values() for c in pair for p in c}
-    counts.discard(None)
+    counts = {
+        n for pair in curves.values() for c in pair for p in c if (n := len(p.get("per_task") or []) or p.get("tasks"))
+    }
     return "/".join(str(c) for c in sorted(counts)) or "the"
 
 
@@ -109,10 +125,19 @@ def _items(layout: RunLayout, tag: str, seed: int, role: str, roles: Mapping[str
 def _differences(layout: RunLayout, seeds: Sequence[int], roles: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     """Paired bootstrap differences behind the in-domain and OOD claims (over the seeds both models have)."""
     out = {}
-    for a, b, role in (("pivot", "sft", "in_domain"), ("pivot", "sft-more", "in_domain"), ("pivot", "sft", "ood"),
-                       ("pivot", "sft-more", "ood"), ("sft", "base", "ood"), ("pivot", "base", "ood")):
-        pairs = [(ia, ib) for s in seeds
-                 if (ia := _items(layout, a, s, role, roles)) and (ib := _items(layout, b, s, role, roles))]
+    for a, b, role in (
+        ("pivot", "sft", "in_domain"),
+        ("pivot", "sft-more", "in_domain"),
+        ("pivot", "sft", "ood"),
+        ("pivot", "sft-more", "ood"),
+        ("sft", "base", "ood"),
+        ("pivot", "base", "ood"),
+    ):
+        pairs = [
+            (ia, ib)
+            for s in seeds
+            if (ia := _items(layout, a, s, role, roles)) and (ib := _items(layout, b, s, role, roles))
+        ]
         if pairs:
             try:
                 out[f"{a}-vs-{b}-{role}"] = bootstrap_mean_difference([p[0] for p in pairs], [p[1] for p in pairs])
@@ -129,16 +154,32 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
     seed_text = ", ".join(str(s) for s in seeds)
     results = {tag: _seed_results(layout, tag, seeds) for tag, _ in METHODS + ABLATIONS}
     base = results["base"].get(seeds[0]) if results["base"] else None
-    summary: dict[str, Any] = {"name": config.name, "env": config.env, "model": config.model, "seeds": seeds,
-                               "report": str(layout.report), "methods": {}, "efficiency": {}, "ablation": {},
-                               "bootstrap": {}, "accounting": {}}
-    lines = [f"# pivotgym experiment `{config.name}`", "",
-             f"Target domain `{config.env}`, base model `{config.model}`, seeds {seed_text}. Every number below "
-             "comes from this run's files under this folder (`eval/*.json`, `train/*/curve.json`, `data/*`). "
-             "Scores in %; with several seeds a cell shows the mean (min–max). PivotRL and E2E RL start from "
-             + ("the base model, like SFT (the paper's comparison)." if config.rl_init == "base"
-                else "the SFT model (`rl_init: sft`, for a base model whose samples rarely pass the verifier, so "
-                     "that profiling finds pivots and RL has a signal); their deltas therefore include SFT's."), ""]
+    summary: dict[str, Any] = {
+        "name": config.name,
+        "env": config.env,
+        "model": config.model,
+        "seeds": seeds,
+        "report": str(layout.report),
+        "methods": {},
+        "efficiency": {},
+        "ablation": {},
+        "bootstrap": {},
+        "accounting": {},
+    }
+    lines = [
+        f"# pivotgym experiment `{config.name}`",
+        "",
+        f"Target domain `{config.env}`, base model `{config.model}`, seeds {seed_text}. Every number below "
+        "comes from this run's files under this folder (`eval/*.json`, `train/*/curve.json`, `data/*`). "
+        "Scores in %; with several seeds a cell shows the mean (min–max). PivotRL and E2E RL start from "
+        + (
+            "the base model, like SFT (the paper's comparison)."
+            if config.rl_init == "base"
+            else "the SFT model (`rl_init: sft`, for a base model whose samples rarely pass the verifier, so "
+            "that profiling finds pivots and RL has a signal); their deltas therefore include SFT's."
+        ),
+        "",
+    ]
 
     # ---- main table
     turns = config.curve.metric == "turns"
@@ -150,8 +191,9 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
             continue
         ind, ind_v = _mean_over(res, lambda r: _avg(r, "in_domain"))
         ood, ood_v = _mean_over(res, lambda r: _avg(r, "ood"))
-        d_ood = None if (ood is None or base is None or _avg(base, "ood") is None) else ood - _avg(base, "ood")
-        d_ind = None if (ind is None or base is None or _avg(base, "in_domain") is None) else ind - _avg(base, "in_domain")
+        base_ood, base_ind = (_avg(base, "ood"), _avg(base, "in_domain")) if base else (None, None)
+        d_ood = None if ood is None or base_ood is None else ood - base_ood
+        d_ind = None if ind is None or base_ind is None else ind - base_ind
         used = "-" if tag == "base" else ", ".join(str(s) for s in res)
         row = [label, _cell(ind, ind_v), "-" if d_ind is None else f"{100 * d_ind:+.1f}"]
         if episodes:
@@ -159,30 +201,58 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
             row.append(_cell(epi, epi_v))
             summary.setdefault("episodes", {})[tag] = epi
         rows.append(row + [_cell(ood, ood_v), "-" if d_ood is None else f"{100 * d_ood:+.1f}", used])
-        summary["methods"][tag] = {"in_domain": ind, "ood": ood, "delta_in_domain": d_ind, "delta_ood": d_ood,
-                                   "seeds": list(res), "per_seed_in_domain": ind_v, "per_seed_ood": ood_v}
+        summary["methods"][tag] = {
+            "in_domain": ind,
+            "ood": ood,
+            "delta_in_domain": d_ind,
+            "delta_ood": d_ood,
+            "seeds": list(res),
+            "per_seed_in_domain": ind_v,
+            "per_seed_ood": ood_v,
+        }
     in_domain_label = "in-domain turn accuracy" if turns else "in-domain"
-    header = (["model", in_domain_label, "Δ vs base"] + (["episode success"] if episodes else [])
-              + ["OOD avg", "Δ OOD vs base", "seeds"])
+    header = (
+        ["model", in_domain_label, "Δ vs base"]
+        + (["episode success"] if episodes else [])
+        + ["OOD avg", "Δ OOD vs base", "seeds"]
+    )
     lines += ["## Base / SFT / PivotRL / E2E RL", ""]
     if turns:
-        lines += ["In-domain **turn accuracy**: on every expert state of the held-out test tasks (the turns of their "
-                  "expert trajectories, never trained on), the share where the model's greedy action passes the "
-                  "functional verifier, averaged per task and then over tasks. It is PivotRL's unit of training "
-                  "measured on unseen states, so it can move before whole episodes do"
-                  + ("; *episode success* is one greedy episode per test task, judged by the env." if episodes
-                     else "."), ""]
+        lines += [
+            "In-domain **turn accuracy**: on every expert state of the held-out test tasks (the turns of their "
+            "expert trajectories, never trained on), the share where the model's greedy action passes the "
+            "functional verifier, averaged per task and then over tasks. It is PivotRL's unit of training "
+            "measured on unseen states, so it can move before whole episodes do"
+            + ("; *episode success* is one greedy episode per test task, judged by the env." if episodes else "."),
+            "",
+        ]
     lines += [markdown_table(header, rows), ""]
     acc_rows, summary["accounting"] = accounting_table(layout, seeds)
     if acc_rows:
-        lines += ["### What each method spent", "",
-                  "Mean over seeds. Continued SFT trains the SFT model further so that its optimiser steps from the "
-                  "base model equal PivotRL's; E2E RL samples only the tasks that have expert trajectories. Rollout "
-                  "turns count every generated training turn (PivotRL: its profiling samples too); wall-clock "
-                  "excludes evaluation and includes PivotRL's profiling.", "",
-                  markdown_table(["method", "starts from", "data", "optimiser steps", "steps from base",
-                                  "tokens trained from base", "rollout turns", "wall-clock s", "wall-clock s from base"],
-                                 acc_rows), ""]
+        lines += [
+            "### What each method spent",
+            "",
+            "Mean over seeds. Continued SFT trains the SFT model further so that its optimiser steps from the "
+            "base model equal PivotRL's; E2E RL samples only the tasks that have expert trajectories. Rollout "
+            "turns count every generated training turn (PivotRL: its profiling samples too); wall-clock "
+            "excludes evaluation and includes PivotRL's profiling.",
+            "",
+            markdown_table(
+                [
+                    "method",
+                    "starts from",
+                    "data",
+                    "optimiser steps",
+                    "steps from base",
+                    "tokens trained from base",
+                    "rollout turns",
+                    "wall-clock s",
+                    "wall-clock s from base",
+                ],
+                acc_rows,
+            ),
+            "",
+        ]
     if base:
         summary["differences"] = _differences(layout, seeds, base.get("role", {}))
 
@@ -198,8 +268,14 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
                     m, v = _mean_over(results[tag], lambda r, k=key: r["scores"].get(k, {}).get("value"))
                     row.append(_cell(m, v))
             env_rows.append(row)
-        lines += ["### Per environment", "", markdown_table(header, env_rows), "",
-                  "95% confidence intervals per env and model are in `eval/*.json` (`ci95`).", ""]
+        lines += [
+            "### Per environment",
+            "",
+            markdown_table(header, env_rows),
+            "",
+            "95% confidence intervals per env and model are in `eval/*.json` (`ci95`).",
+            "",
+        ]
 
     # ---- efficiency
     curves = {s: (_read(layout.curve("pivot", s)) or [], _read(layout.curve("e2e", s)) or []) for s in seeds}
@@ -212,17 +288,39 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
         # one seed: E2E's final score as the target line; several: each seed has its own, so none is drawn
         target = curves[seeds[0]][1][-1]["score"] if len(seeds) == 1 and curves[seeds[0]][1] else None
         score = "turn accuracy" if turns else "in-domain score"
-        plot_curves(named_turns, layout.plot("curve_turns"), x="turns", xlabel="rollout turns (incl. profiling)",
-                    ylabel=score, title=f"{config.env}: {score} vs rollout turns", target=target)
-        plot_curves(named_turns, layout.plot("curve_seconds"), x="seconds", xlabel="wall-clock seconds (excl. eval)",
-                    ylabel=score, title=f"{config.env}: {score} vs wall-clock", target=target)
-        lines += ["## Cost: PivotRL vs end-to-end RL", "",
-                  (f"In-domain turn accuracy (greedy action from the held-out expert states of "
-                     f"{_curve_task_count(curves)} test tasks)" if turns else
-                     f"In-domain score (one greedy episode on each of {_curve_task_count(curves)} test tasks)")
-                  + " after every training step. PivotRL's curve starts at the cost of profiling: every profiling sample "
-                  "counts as a rollout turn and the profiling time is added to its wall-clock.", "",
-                  "![score vs turns](plots/curve_turns.png) ![score vs wall-clock](plots/curve_seconds.png)", ""]
+        plot_curves(
+            named_turns,
+            layout.plot("curve_turns"),
+            x="turns",
+            xlabel="rollout turns (incl. profiling)",
+            ylabel=score,
+            title=f"{config.env}: {score} vs rollout turns",
+            target=target,
+        )
+        plot_curves(
+            named_turns,
+            layout.plot("curve_seconds"),
+            x="seconds",
+            xlabel="wall-clock seconds (excl. eval)",
+            ylabel=score,
+            title=f"{config.env}: {score} vs wall-clock",
+            target=target,
+        )
+        lines += [
+            "## Cost: PivotRL vs end-to-end RL",
+            "",
+            (
+                f"In-domain turn accuracy (greedy action from the held-out expert states of "
+                f"{_curve_task_count(curves)} test tasks)"
+                if turns
+                else f"In-domain score (one greedy episode on each of {_curve_task_count(curves)} test tasks)"
+            )
+            + " after every training step. PivotRL's curve starts at the cost of profiling: every profiling sample "
+            "counts as a rollout turn and the profiling time is added to its wall-clock.",
+            "",
+            "![score vs turns](plots/curve_turns.png) ![score vs wall-clock](plots/curve_seconds.png)",
+            "",
+        ]
         paired = [s for s, (pc, ec) in curves.items() if pc and ec]
         for x, unit in (("turns", "rollout turns"), ("seconds", "wall-clock")):
             try:
@@ -230,25 +328,39 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
             except ValueError as exc:
                 boot = {"verdict": NOT_MEASURABLE, "error": str(exc)}
             summary["bootstrap"][x] = boot
-            lines.append(f"- **{unit}, E2E cost / PivotRL cost to reach E2E's final score**: "
-                         + (interval_text(boot) if "ratio" in boot else f"{boot['verdict']} ({boot['error']})") + ".")
-        lines += ["", "The interval resamples seeds, then curve tasks, with replacement (paired: the same draw for "
-                  "both methods). A ratio > 1 means PivotRL got there cheaper; a claim counts as reproduced only "
-                  "when the whole interval lies above 1x. Where E2E RL does not rise above its start, there is "
-                  "nothing to reach and a resample counts as 1x. Per seed:", ""]
+            lines.append(
+                f"- **{unit}, E2E cost / PivotRL cost to reach E2E's final score**: "
+                + (interval_text(boot) if "ratio" in boot else f"{boot['verdict']} ({boot['error']})")
+                + "."
+            )
+        lines += [
+            "",
+            "The interval resamples seeds, then curve tasks, with replacement (paired: the same draw for "
+            "both methods). A ratio > 1 means PivotRL got there cheaper; a claim counts as reproduced only "
+            "when the whole interval lies above 1x. Where E2E RL does not rise above its start, there is "
+            "nothing to reach and a resample counts as 1x. Per seed:",
+            "",
+        ]
         for s, (pc, ec) in curves.items():
             by_turns, by_secs = reach_ratio(pc, ec, "turns"), reach_ratio(pc, ec, "seconds")
-            summary["efficiency"][str(s)] = {"turns": by_turns, "seconds": by_secs,
-                                             "pivot_final": pc[-1]["score"] if pc else None,
-                                             "e2e_final": ec[-1]["score"] if ec else None,
-                                             "pivot_turns": pc[-1]["turns"] if pc else None,
-                                             "e2e_turns": ec[-1]["turns"] if ec else None}
+            summary["efficiency"][str(s)] = {
+                "turns": by_turns,
+                "seconds": by_secs,
+                "pivot_final": pc[-1]["score"] if pc else None,
+                "e2e_final": ec[-1]["score"] if ec else None,
+                "pivot_turns": pc[-1]["turns"] if pc else None,
+                "e2e_turns": ec[-1]["turns"] if ec else None,
+            }
             if by_turns.get("target") is not None and not by_turns.get("reference"):  # E2E's curve stayed flat
-                lines += [f"- seed {s}: {ratio_text(by_turns, 'turns')}; final scores PivotRL "
-                          f"{pct(pc[-1]['score'] if pc else None)}%, E2E RL {pct(ec[-1]['score'])}%."]
+                lines += [
+                    f"- seed {s}: {ratio_text(by_turns, 'turns')}; final scores PivotRL "
+                    f"{pct(pc[-1]['score'] if pc else None)}%, E2E RL {pct(ec[-1]['score'])}%."
+                ]
             else:
-                lines += [f"- seed {s}: rollout turns — {ratio_text(by_turns, 'turns')}; "
-                          f"wall-clock — {ratio_text(by_secs, 's')}."]
+                lines += [
+                    f"- seed {s}: rollout turns — {ratio_text(by_turns, 'turns')}; "
+                    f"wall-clock — {ratio_text(by_secs, 's')}."
+                ]
         lines.append("")
 
     # ---- uninformative turns
@@ -257,25 +369,43 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
         k = config.profile.k
         per_seed = {s: sel["stats"]["per_env"].get("all", {}) for s, sel in selects.items()}
         kinds = {"all fail": "all_fail", "all pass": "all_pass", "informative": "informative", "pivots": "pivots"}
-        shares = {label: sum(st.get(key, 0) / max(1, st.get("turns", 0)) for st in per_seed.values()) / len(per_seed)
-                  for label, key in kinds.items()}
+        shares = {
+            label: sum(st.get(key, 0) / max(1, st.get("turns", 0)) for st in per_seed.values()) / len(per_seed)
+            for label, key in kinds.items()
+        }
         share, share_v = _mean_over(per_seed, lambda st: st.get("share_uninformative"))
-        plot_bars(shares, layout.plot("turn_shares"), ylabel="share of expert turns", percent=True,
-                  title=f"profiled turns (K={k}, mean of {len(per_seed)} seed(s))")
+        plot_bars(
+            shares,
+            layout.plot("turn_shares"),
+            ylabel="share of expert turns",
+            percent=True,
+            title=f"profiled turns (K={k}, mean of {len(per_seed)} seed(s))",
+        )
         rule = next(iter(selects.values()))["rule"]
-        summary["uninformative"] = {"share": share, "per_seed": {str(s): st.get("share_uninformative")
-                                                                 for s, st in per_seed.items()},
-                                    "pivots": {str(s): st.get("pivots") for s, st in per_seed.items()}, "rule": rule}
-        detail = "; ".join(f"seed {s}: {pct(st.get('share_uninformative'))}% of {st.get('turns', 0)} turns "
-                           f"({st.get('all_fail', 0)} all fail, {st.get('all_pass', 0)} all pass), "
-                           f"{st.get('pivots', 0)} pivots" for s, st in per_seed.items())
-        lines += ["## Uninformative turns", "",
-                  f"Expert turns profiled with K={k} samples from the frozen reference (the RL start model of each "
-                  f"seed): **{pct(share)}%** carry no signal (every sample fails or every sample passes)"
-                  + (f", {pct(min(share_v))}–{pct(max(share_v))}% across seeds" if len(share_v) > 1 else "")
-                  + f". {detail}. Pivots pass the rule var > {rule.get('min_var', 0)} and mean < "
-                  f"{rule.get('max_mean')}. The paper reports ~71% uninformative.", "",
-                  "![turn shares](plots/turn_shares.png)", ""]
+        summary["uninformative"] = {
+            "share": share,
+            "per_seed": {str(s): st.get("share_uninformative") for s, st in per_seed.items()},
+            "pivots": {str(s): st.get("pivots") for s, st in per_seed.items()},
+            "rule": rule,
+        }
+        detail = "; ".join(
+            f"seed {s}: {pct(st.get('share_uninformative'))}% of {st.get('turns', 0)} turns "
+            f"({st.get('all_fail', 0)} all fail, {st.get('all_pass', 0)} all pass), "
+            f"{st.get('pivots', 0)} pivots"
+            for s, st in per_seed.items()
+        )
+        lines += [
+            "## Uninformative turns",
+            "",
+            f"Expert turns profiled with K={k} samples from the frozen reference (the RL start model of each "
+            f"seed): **{pct(share)}%** carry no signal (every sample fails or every sample passes)"
+            + (f", {pct(min(share_v))}–{pct(max(share_v))}% across seeds" if len(share_v) > 1 else "")
+            + f". {detail}. Pivots pass the rule var > {rule.get('min_var', 0)} and mean < "
+            f"{rule.get('max_mean')}. The paper reports ~71% uninformative.",
+            "",
+            "![turn shares](plots/turn_shares.png)",
+            "",
+        ]
 
     # ---- ablation
     abl_rows, abl_vals, abl_err = [], {}, {}
@@ -289,29 +419,56 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
                 abl_rows.append([label, _cell(m, v), ", ".join(str(s) for s in res)])
                 summary["ablation"][tag] = {"in_domain": m, "per_seed": v}
     if len(abl_vals) > 1:
-        plot_bars(abl_vals, layout.plot("ablation"), ylabel="in-domain score", percent=True,
-                  title="ablation: which turns, which reward", errors=abl_err if len(seeds) > 1 else None)
+        plot_bars(
+            abl_vals,
+            layout.plot("ablation"),
+            ylabel="in-domain score",
+            percent=True,
+            title="ablation: which turns, which reward",
+            errors=abl_err if len(seeds) > 1 else None,
+        )
         exact = {s: sel["pivots"] for s in seeds if (sel := _read(layout.selection("exact", s)))}
-        note = (" The exact-match profile selected " + ", ".join(f"{n} (seed {s})" for s, n in exact.items())
-                + " pivots.") if exact else ""
-        lines += ["## Ablation", "",
-                  "Same trainer and budget; *random turns* trains on as many randomly chosen profiled turns as "
-                  "there are pivots; *exact-match reward* profiles, selects and trains with the exact-match "
-                  f"verifier instead of the functional one.{note}", "",
-                  markdown_table(["variant", "in-domain", "seeds"], abl_rows), "", "![ablation](plots/ablation.png)", ""]
+        note = (
+            (" The exact-match profile selected " + ", ".join(f"{n} (seed {s})" for s, n in exact.items()) + " pivots.")
+            if exact
+            else ""
+        )
+        lines += [
+            "## Ablation",
+            "",
+            "Same trainer and budget; *random turns* trains on as many randomly chosen profiled turns as "
+            "there are pivots; *exact-match reward* profiles, selects and trains with the exact-match "
+            f"verifier instead of the functional one.{note}",
+            "",
+            markdown_table(["variant", "in-domain", "seeds"], abl_rows),
+            "",
+            "![ablation](plots/ablation.png)",
+            "",
+        ]
 
     # ---- claims
     lines += ["## The paper's claims at this scale", ""] + _claims(summary) + [""]
     timings = _read(layout.timings) or {}
     if timings:
-        lines += ["## Run time", "", markdown_table(["stage", "seconds"], [[k, f"{v:.0f}"] for k, v in timings.items()]),
-                  f"\nTotal: {sum(timings.values()) / 60:.1f} min.", ""]
+        lines += [
+            "## Run time",
+            "",
+            markdown_table(["stage", "seconds"], [[k, f"{v:.0f}"] for k, v in timings.items()]),
+            f"\nTotal: {sum(timings.values()) / 60:.1f} min.",
+            "",
+        ]
     recorded = _read(layout.config) or {}
     provenance = recorded.get("provenance")
     if provenance:
         summary["provenance"] = provenance
-        lines += ["## Provenance", "", "What these numbers depend on besides the config (also in `config.json`):", "",
-                  *provenance_lines(provenance), ""]
+        lines += [
+            "## Provenance",
+            "",
+            "What these numbers depend on besides the config (also in `config.json`):",
+            "",
+            *provenance_lines(provenance),
+            "",
+        ]
     lines += ["## Reproduce", "", "```bash", f"pivotgym experiment {config.path or 'CONFIG.yaml'}", "```", ""]
     layout.report.write_text("\n".join(lines), encoding="utf-8")
     layout.summary.write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
@@ -322,21 +479,32 @@ def _claims(summary: Mapping[str, Any]) -> list[str]:
     """Plain statements of which claims this run reproduces, computed from the summary."""
     m = summary["methods"]
     out = []
-    for x, claim in (("turns", "Fewer rollout turns than E2E RL to E2E's final score"),
-                     ("seconds", "Less wall-clock than E2E RL to E2E's final score")):
+    for x, claim in (
+        ("turns", "Fewer rollout turns than E2E RL to E2E's final score"),
+        ("seconds", "Less wall-clock than E2E RL to E2E's final score"),
+    ):
         boot = summary.get("bootstrap", {}).get(x)
         if boot:
-            out.append(f"- **{claim}**: " + (interval_text(boot) if "ratio" in boot else boot["verdict"])
-                       + (" (the interval includes 1x: these curves cannot tell the methods apart)"
-                          if boot.get("verdict") == NOT_MEASURABLE else "") + ".")
+            out.append(
+                f"- **{claim}**: "
+                + (interval_text(boot) if "ratio" in boot else boot["verdict"])
+                + (
+                    " (the interval includes 1x: these curves cannot tell the methods apart)"
+                    if boot.get("verdict") == NOT_MEASURABLE
+                    else ""
+                )
+                + "."
+            )
     for ref, name in (("sft", "SFT"), ("sft-more", "continued SFT (matched optimiser steps)")):
         if "pivot" in m and ref in m and m["pivot"]["in_domain"] is not None and m[ref]["in_domain"] is not None:
             diff = summary.get("differences", {}).get(f"pivot-vs-{ref}-in_domain")
             detail = f"({pct(m['pivot']['in_domain'])} vs {pct(m[ref]['in_domain'])}"
             if diff:
-                detail += (f"; difference {100 * diff['diff']:+.1f} points, 95% bootstrap "
-                           f"[{100 * diff['low']:+.1f}, {100 * diff['high']:+.1f}] over {diff['items']} items x "
-                           f"{diff['seeds']} seed(s)")
+                detail += (
+                    f"; difference {100 * diff['diff']:+.1f} points, 95% bootstrap "
+                    f"[{100 * diff['low']:+.1f}, {100 * diff['high']:+.1f}] over {diff['items']} items x "
+                    f"{diff['seeds']} seed(s)"
+                )
                 verdict = diff["verdict"]
             else:
                 verdict = NOT_MEASURABLE
@@ -347,9 +515,13 @@ def _claims(summary: Mapping[str, Any]) -> list[str]:
         # the sign of each difference is stated, not a verdict: "SFT - base" supports the claim when it is
         # *below* 0, "PivotRL - SFT" when it is above
         d = diffs.get(key)
-        side = ("" if not d else "above 0" if d["low"] > 0 else "below 0" if d["high"] < 0 else "includes 0")
-        return ("" if not d else f" {100 * d['diff']:+.1f} points, 95% bootstrap [{100 * d['low']:+.1f}, "
-                f"{100 * d['high']:+.1f}] over {d['items']} items x {d['seeds']} seed(s), {side}")
+        side = "" if not d else "above 0" if d["low"] > 0 else "below 0" if d["high"] < 0 else "includes 0"
+        return (
+            ""
+            if not d
+            else f" {100 * d['diff']:+.1f} points, 95% bootstrap [{100 * d['low']:+.1f}, "
+            f"{100 * d['high']:+.1f}] over {d['items']} items x {d['seeds']} seed(s), {side}"
+        )
 
     if "pivot" in m and "sft" in m and m["pivot"]["delta_ood"] is not None and m["sft"]["delta_ood"] is not None:
         dp, ds = m["pivot"]["delta_ood"], m["sft"]["delta_ood"]
@@ -363,16 +535,23 @@ def _claims(summary: Mapping[str, Any]) -> list[str]:
             verdict = "partly measurable"
         else:
             verdict = NOT_MEASURABLE
-        out.append(f"- **OOD retained by PivotRL, SFT regresses**: {verdict}. SFT − base on OOD"
-                   f"{interval('sft-vs-base-ood') or f' {100 * ds:+.1f} points'}; PivotRL − base on OOD"
-                   f"{interval('pivot-vs-base-ood') or f' {100 * dp:+.1f} points'}; PivotRL − SFT on OOD"
-                   f"{interval('pivot-vs-sft-ood') or ' -'}.")
+        out.append(
+            f"- **OOD retained by PivotRL, SFT regresses**: {verdict}. SFT − base on OOD"
+            f"{interval('sft-vs-base-ood') or f' {100 * ds:+.1f} points'}; PivotRL − base on OOD"
+            f"{interval('pivot-vs-base-ood') or f' {100 * dp:+.1f} points'}; PivotRL − SFT on OOD"
+            f"{interval('pivot-vs-sft-ood') or ' -'}."
+        )
     a = summary["ablation"]
     if "pivot" in a and "random-turns" in a:
-        out.append(f"- **Pivots beat random turns** (point estimate, no interval): {'yes' if a['pivot']['in_domain'] > a['random-turns']['in_domain'] else 'no'} "
-                   f"({pct(a['pivot']['in_domain'])} vs {pct(a['random-turns']['in_domain'])}).")
+        better = "yes" if a["pivot"]["in_domain"] > a["random-turns"]["in_domain"] else "no"
+        out.append(
+            f"- **Pivots beat random turns** (point estimate, no interval): {better} "
+            f"({pct(a['pivot']['in_domain'])} vs {pct(a['random-turns']['in_domain'])})."
+        )
     if "pivot" in a and "exact-reward" in a:
-        out.append(f"- **Functional reward beats exact match** (point estimate, no interval): "
-                   f"{'yes' if a['pivot']['in_domain'] > a['exact-reward']['in_domain'] else 'no'} "
-                   f"({pct(a['pivot']['in_domain'])} vs {pct(a['exact-reward']['in_domain'])}).")
+        out.append(
+            f"- **Functional reward beats exact match** (point estimate, no interval): "
+            f"{'yes' if a['pivot']['in_domain'] > a['exact-reward']['in_domain'] else 'no'} "
+            f"({pct(a['pivot']['in_domain'])} vs {pct(a['exact-reward']['in_domain'])})."
+        )
     return out or ["- not enough stages finished to judge"]

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from pivotgym.errors import ConfigError
+from pivotgym.eval import write_json
 from pivotgym.experiment.config import ExperimentConfig
 from pivotgym.experiment.layout import RunLayout
 from pivotgym.jsonl import read_jsonl, read_trajectories, write_jsonl
-from pivotgym.eval import write_json
 
 __all__ = ["Run"]
 
@@ -96,8 +96,10 @@ class Run:
                 wanted = {t.id for t in self.curve_tasks()}
                 trajs = [t for t in self.env().expert_trajectories("test") if t.task_id in wanted and t.reward > 0]
                 if not trajs:
-                    raise ConfigError(f"{self.config.env}: no successful expert trajectory on the test split, so "
-                                      "turn accuracy has no states; use curve.metric: episodes")
+                    raise ConfigError(
+                        f"{self.config.env}: no successful expert trajectory on the test split, so "
+                        "turn accuracy has no states; use curve.metric: episodes"
+                    )
                 write_jsonl(path, trajs)
             self._held_out = read_trajectories(path)
         return self._held_out
@@ -114,8 +116,9 @@ class Run:
         from pivotgym.sampling.base import SamplingParams
 
         if self._greedy is None:
-            self._greedy = SamplingParams(temperature=0.0,
-                                          max_new_tokens=self.generation_cap(self.config.eval.max_new_tokens))
+            self._greedy = SamplingParams(
+                temperature=0.0, max_new_tokens=self.generation_cap(self.config.eval.max_new_tokens)
+            )
         return self._greedy
 
     def turn_accuracy_per_task(self, sampler: Any) -> tuple[list[float], dict[str, int]]:
@@ -123,8 +126,13 @@ class Run:
         (:func:`pivotgym.eval.turns.turn_accuracy`), and ``{"states", "failed"}``."""
         from pivotgym.eval.turns import turn_accuracy
 
-        result = turn_accuracy(sampler, self.held_out_trajectories(), self.greedy_params(), executor=self.executor(),
-                               chunk=max(16, self.config.eval.batch_size))
+        result = turn_accuracy(
+            sampler,
+            self.held_out_trajectories(),
+            self.greedy_params(),
+            executor=self.executor(),
+            chunk=max(16, self.config.eval.batch_size),
+        )
         return result.per_task, {"states": result.states, "failed": result.failed}
 
     def in_domain_per_task(self, sampler: Any) -> list[float]:
@@ -132,8 +140,15 @@ class Run:
         from pivotgym.eval import greedy_episodes
 
         kwargs = {"max_turns": self.config.curve.max_turns} if self.config.curve.max_turns else {}
-        rows = greedy_episodes(sampler, lambda: self.env(**kwargs), self.curve_tasks(), self.greedy_params(),
-                               batch_size=self.config.eval.batch_size, progress=True, desc="greedy episodes")
+        rows = greedy_episodes(
+            sampler,
+            lambda: self.env(**kwargs),
+            self.curve_tasks(),
+            self.greedy_params(),
+            batch_size=self.config.eval.batch_size,
+            progress=True,
+            desc="greedy episodes",
+        )
         return [min(1.0, float(r["reward"])) for r in rows]
 
     def curve_point(self, sampler: Any) -> dict[str, Any]:
@@ -144,8 +159,13 @@ class Run:
             per_task, extra = self.turn_accuracy_per_task(sampler)
         else:
             per_task = self.in_domain_per_task(sampler)
-        return {"score": sum(per_task) / max(1, len(per_task)), "per_task": per_task, "tasks": len(per_task),
-                "metric": self.curve_metric, **extra}
+        return {
+            "score": sum(per_task) / max(1, len(per_task)),
+            "per_task": per_task,
+            "tasks": len(per_task),
+            "metric": self.curve_metric,
+            **extra,
+        }
 
     def curve_point_from_eval(self, result: Path) -> dict[str, Any] | None:
         """The curve point read from a suite evaluation's items when that evaluation ran the same measurement
@@ -164,8 +184,13 @@ class Run:
         if not all(i in rewards for i in ids):
             return None
         per_task = [min(1.0, rewards[i]) for i in ids]
-        return {"score": sum(per_task) / max(1, len(per_task)), "per_task": per_task, "tasks": len(per_task),
-                "metric": self.curve_metric, "from": str(items.name)}
+        return {
+            "score": sum(per_task) / max(1, len(per_task)),
+            "per_task": per_task,
+            "tasks": len(per_task),
+            "metric": self.curve_metric,
+            "from": str(items.name),
+        }
 
     def start_point(self, sampler: Any, result: Path) -> dict[str, Any]:
         """The curve point of a just-evaluated model: read from its evaluation when possible, else measured."""
@@ -183,15 +208,18 @@ class Run:
 
     def rl_start_point(self, seed: int) -> dict[str, Any]:
         """Curve score and per-task scores of :meth:`rl_model` (the learning curves' first point)."""
-        path = self.layout.curve_start("base") if self.config.rl_init == "base" else self.layout.curve_start("sft", seed)
+        path = (
+            self.layout.curve_start("base") if self.config.rl_init == "base" else self.layout.curve_start("sft", seed)
+        )
         return json.loads(path.read_text())
 
     def expert_task_ids(self) -> list[str]:
         """Task ids of the expert trajectories (first-seen order): the data of SFT, PivotRL and E2E RL."""
         return list(dict.fromkeys(t.task_id for t in read_trajectories(self.layout.expert)))
 
-    def evaluate(self, sampler: Any, out: Path, members: Sequence[str] | None = None,
-                 in_domain: list[float] | None = None) -> dict[str, Any]:
+    def evaluate(
+        self, sampler: Any, out: Path, members: Sequence[str] | None = None, in_domain: list[float] | None = None
+    ) -> dict[str, Any]:
         """The suite evaluation written to ``out`` (and its items beside it, :meth:`RunLayout.items`).
 
         Unless the config names a registered suite, the in-domain member ``<env>@test`` is scored by the same
@@ -204,8 +232,14 @@ class Run:
         from pivotgym.eval import evaluate_suite, role_averages, summarize
 
         ev, curve = self.config.eval, self.config.curve
-        kwargs = {"limit": ev.limit, "max_new_tokens": ev.max_new_tokens, "model": out.stem,
-                  "batch_size": ev.batch_size, "progress": True, "name": self.config.suite or self.config.name}
+        kwargs: dict[str, Any] = {
+            "limit": ev.limit,
+            "max_new_tokens": ev.max_new_tokens,
+            "model": out.stem,
+            "batch_size": ev.batch_size,
+            "progress": True,
+            "name": self.config.suite or self.config.name,
+        }
         per_task, member = in_domain, f"{self.config.env}@test"
         chosen = list(self.config.members) if members is None else list(members)
         custom = self.curve_metric == "turns" or bool(curve.max_turns)
@@ -213,27 +247,37 @@ class Run:
             return evaluate_suite(self.config.members, sampler, out, members=members, **kwargs)
         others = [m for m in chosen if m != member]
         part = self.layout.ood_part(out)
-        result = (evaluate_suite(self.config.members, sampler, part, members=others, **kwargs) if others else
-                  {"suite": kwargs["name"], "model": out.stem, "scores": {}, "role": {}})
+        result = (
+            evaluate_suite(self.config.members, sampler, part, members=others, **kwargs)
+            if others
+            else {"suite": kwargs["name"], "model": out.stem, "scores": {}, "role": {}}
+        )
         scores: dict[str, Any] = {}
         roles: dict[str, str] = {}
         rows: list[dict[str, Any]] = []
         metric = self._in_domain_metric
         started = time.perf_counter()
         point = self.curve_point(sampler) if per_task is None else {"per_task": list(per_task)}
-        scores[member] = {**summarize(point["per_task"], metric), "seconds": round(time.perf_counter() - started, 2),
-                          **{k: point[k] for k in ("states", "failed") if k in point}}
+        scores[member] = {
+            **summarize(point["per_task"], metric),
+            "seconds": round(time.perf_counter() - started, 2),
+            **{k: point[k] for k in ("states", "failed") if k in point},
+        }
         roles[member] = "in_domain"
-        rows += [{"member": member, "task_id": t, "reward": r, "metric": metric}
-                 for t, r in zip(self._curve_task_ids(), point["per_task"])]
+        rows += [
+            {"member": member, "task_id": t, "reward": r, "metric": metric}
+            for t, r in zip(self._curve_task_ids(), point["per_task"])
+        ]
         if self.curve_metric == "turns" and ev.episodes:
             started = time.perf_counter()
             episodes = self.in_domain_per_task(sampler)
             key = f"{member}:episodes"
             scores[key] = {**summarize(episodes, "success"), "seconds": round(time.perf_counter() - started, 2)}
             roles[key] = "episodes"
-            rows += [{"member": key, "task_id": t.id, "reward": r, "metric": "success"}
-                     for t, r in zip(self.curve_tasks(), episodes)]
+            rows += [
+                {"member": key, "task_id": t.id, "reward": r, "metric": "success"}
+                for t, r in zip(self.curve_tasks(), episodes)
+            ]
         if curve.max_turns:
             for key in scores:
                 if key.endswith(":episodes") or metric == "success":

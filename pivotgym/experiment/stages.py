@@ -13,27 +13,46 @@ from pathlib import Path
 from typing import Any
 
 from pivotgym.errors import ConfigError
+from pivotgym.eval import write_json
 from pivotgym.experiment.accounting import matched_sft_steps, optimizer_steps, write_accounting
 from pivotgym.experiment.layout import ABLATION_TAGS, METHOD_LABELS
 from pivotgym.experiment.run import Run
 from pivotgym.jsonl import read_jsonl, read_profiles, read_trajectories, write_jsonl, write_pivot_set
-from pivotgym.eval import write_json
 
-__all__ = ["STAGE_FUNCTIONS", "expert_task_e2e", "stage_ablation", "stage_base", "stage_e2e", "stage_expert",
-           "stage_pivot", "stage_profile", "stage_sft", "stage_sft_more", "trainer_kwargs"]
+__all__ = [
+    "STAGE_FUNCTIONS",
+    "expert_task_e2e",
+    "stage_ablation",
+    "stage_base",
+    "stage_e2e",
+    "stage_expert",
+    "stage_pivot",
+    "stage_profile",
+    "stage_sft",
+    "stage_sft_more",
+    "trainer_kwargs",
+]
 
 
 def _done(*paths: Path) -> bool:
     return all(p.exists() for p in paths)
 
 
-def trainer_kwargs(run: Run, section: Mapping[str, Any], seed: int, out: Path, model: str | None = None
-                   ) -> dict[str, Any]:
+def trainer_kwargs(
+    run: Run, section: Mapping[str, Any], seed: int, out: Path, model: str | None = None
+) -> dict[str, Any]:
     """The trainer config of one training run: the experiment's defaults, then the config's section."""
     # the experiment saves the models it needs itself (models/sft-s<seed>); a final/ folder per stage would
     # add ~0.5 GB each and its save time to the stage's wall-clock
-    return {"model": model or run.config.model, "seed": seed, "output_dir": str(out), "report_to": ["jsonl"],
-            "resume": "never", "save_final_model": False, **section}
+    return {
+        "model": model or run.config.model,
+        "seed": seed,
+        "output_dir": str(out),
+        "report_to": ["jsonl"],
+        "resume": "never",
+        "save_final_model": False,
+        **section,
+    }
 
 
 def _cleanup(run: Run, out: Path) -> None:
@@ -41,8 +60,9 @@ def _cleanup(run: Run, out: Path) -> None:
         shutil.rmtree(out / "checkpoints", ignore_errors=True)
 
 
-def _fit_with_curve(run: Run, trainer: Any, start: dict[str, Any],
-                    extra_seconds: float = 0.0) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _fit_with_curve(
+    run: Run, trainer: Any, start: dict[str, Any], extra_seconds: float = 0.0
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Train, scoring the in-domain curve tasks every ``curve.every`` steps and after the last one.
 
     x values: ``turns`` = the trainer's ``total_turns`` (rollout + filtered + profiling turns); ``seconds`` =
@@ -98,15 +118,22 @@ def stage_sft(run: Run, seed: int) -> None:
         if run.config.rl_init == "sft" and not _done(curve0):  # interrupted between evaluation and curve score
             write_json(curve0, run.curve_point_from_eval(result) or run.curve_point(run.rl_sampler(seed)))
         return
-    cfg = SFTConfig.from_dict({**trainer_kwargs(run, run.config.sft, seed, out_dir),
-                               "trajectories": str(layout.expert)})
+    cfg = SFTConfig.from_dict(
+        {**trainer_kwargs(run, run.config.sft, seed, out_dir), "trajectories": str(layout.expert)}
+    )
     trainer = SFTTrainer(cfg)
     summary = trainer.fit()
     write_json(layout.trainer_summary("sft", seed), summary)
     tasks = len(run.expert_task_ids())
-    write_accounting(layout.accounting("sft", seed), method=METHOD_LABELS["sft"], start="base",
-                     data=f"{tasks} expert trajectories", summary=summary,
-                     optimizer_steps=optimizer_steps(run.config.sft, summary["steps"]), tasks=tasks)
+    write_accounting(
+        layout.accounting("sft", seed),
+        method=METHOD_LABELS["sft"],
+        start="base",
+        data=f"{tasks} expert trajectories",
+        summary=summary,
+        optimizer_steps=optimizer_steps(run.config.sft, summary["steps"]),
+        tasks=tasks,
+    )
     if run.config.rl_init == "sft" or run.config.matched_sft:
         trainer.save_final_model(layout.model("sft", seed))
     run.evaluate(trainer.sampler, result)
@@ -129,14 +156,22 @@ def stage_sft_more(run: Run, seed: int) -> None:
     if not (start / "config.json").exists():
         raise ConfigError(f"{start} is missing: rerun the sft stage (pivotgym experiment CONFIG --rerun sft)")
     section = {**run.config.sft, "steps": extra}
-    cfg = SFTConfig.from_dict({**trainer_kwargs(run, section, seed, out_dir, str(start)),
-                               "trajectories": str(layout.expert)})
+    cfg = SFTConfig.from_dict(
+        {**trainer_kwargs(run, section, seed, out_dir, str(start)), "trajectories": str(layout.expert)}
+    )
     trainer = SFTTrainer(cfg)
     summary = trainer.fit()
     write_json(layout.trainer_summary("sft-more", seed), summary)
     tasks = len(run.expert_task_ids())
-    write_accounting(layout.accounting("sft-more", seed), method=METHOD_LABELS["sft-more"], start="SFT",
-                     summary=summary, optimizer_steps=extra, data=f"{tasks} expert trajectories", tasks=tasks)
+    write_accounting(
+        layout.accounting("sft-more", seed),
+        method=METHOD_LABELS["sft-more"],
+        start="SFT",
+        summary=summary,
+        optimizer_steps=extra,
+        data=f"{tasks} expert trajectories",
+        tasks=tasks,
+    )
     run.evaluate(trainer.sampler, result)
     _cleanup(run, out_dir)
 
@@ -153,14 +188,29 @@ def stage_profile(run: Run, seed: int, verifier: str = "functional") -> None:
     layout, section = run.layout, run.config.profile
     profiles_path, meta_path = layout.profiles(verifier, seed), layout.profiles_meta(verifier, seed)
     if not _done(meta_path):
-        params = SamplingParams(temperature=section.temperature, top_p=section.top_p,
-                                max_new_tokens=run.generation_cap(section.max_new_tokens))
+        params = SamplingParams(
+            temperature=section.temperature,
+            top_p=section.top_p,
+            max_new_tokens=run.generation_cap(section.max_new_tokens),
+        )
         started = time.perf_counter()
-        result = profile_trajectories(read_trajectories(layout.expert), run.rl_sampler(seed), out=profiles_path,
-                                      executor=run.config.executor, params=params, verifier=verifier,
-                                      **section.profiler_kwargs(seed))
-        write_json(meta_path, {"seconds": time.perf_counter() - started, "stats": result.stats,
-                               "turns": sum(pr.k for pr in result.profiles)})
+        result = profile_trajectories(
+            read_trajectories(layout.expert),
+            run.rl_sampler(seed),
+            out=profiles_path,
+            executor=run.config.executor,
+            params=params,
+            verifier=verifier,
+            **section.profiler_kwargs(seed),
+        )
+        write_json(
+            meta_path,
+            {
+                "seconds": time.perf_counter() - started,
+                "stats": result.stats,
+                "turns": sum(pr.k for pr in result.profiles),
+            },
+        )
     pivots_path, selection_path = layout.pivots(verifier, seed), layout.selection(verifier, seed)
     if not _done(pivots_path, selection_path):
         profiles = read_profiles(profiles_path)
@@ -170,8 +220,9 @@ def stage_profile(run: Run, seed: int, verifier: str = "functional") -> None:
         if verifier == "functional":
             rng = random.Random(seed)
             chosen = rng.sample(profiles, min(len(profiles), max(1, len(pivot_set.pivots))))
-            write_pivot_set(layout.pivots("random", seed),
-                            PivotSet(rule={"random_turns": len(chosen), "seed": seed}, pivots=chosen))
+            write_pivot_set(
+                layout.pivots("random", seed), PivotSet(rule={"random_turns": len(chosen), "seed": seed}, pivots=chosen)
+            )
 
 
 def _pivot_run(run: Run, seed: int, tag: str, pivots: Path, verifier: str, full_eval: bool) -> None:
@@ -189,9 +240,15 @@ def _pivot_run(run: Run, seed: int, tag: str, pivots: Path, verifier: str, full_
         return
     profiled = "functional" if verifier == "functional" else "exact"
     meta = json.loads(layout.profiles_meta(profiled, seed).read_text())
-    cfg = PivotConfig.from_dict({**trainer_kwargs(run, run.config.pivot, seed, out_dir, run.rl_model(seed)),
-                                 "pivots": str(pivots), "trajectories": str(layout.expert),
-                                 "profiles": str(layout.profiles(profiled, seed)), "verifier": verifier})
+    cfg = PivotConfig.from_dict(
+        {
+            **trainer_kwargs(run, run.config.pivot, seed, out_dir, run.rl_model(seed)),
+            "pivots": str(pivots),
+            "trajectories": str(layout.expert),
+            "profiles": str(layout.profiles(profiled, seed)),
+            "verifier": verifier,
+        }
+    )
     trainer = PivotTrainer(cfg)
     if full_eval:
         start = {"turns": float(meta["turns"]), "seconds": float(meta["seconds"]), **_start(run, seed)}
@@ -201,11 +258,17 @@ def _pivot_run(run: Run, seed: int, tag: str, pivots: Path, verifier: str, full_
     write_json(layout.trainer_summary(tag, seed), summary)
     in_trainer = int(summary.get("counters", {}).get("profiling_turns", 0))
     tasks = len(run.expert_task_ids())
-    write_accounting(layout.accounting(tag, seed), method=METHOD_LABELS[tag], start=run.config.rl_init,
-                     data=f"{len(read_jsonl(pivots))} profiled turns of {tasks} expert trajectories", summary=summary,
-                     optimizer_steps=optimizer_steps(run.config.pivot, summary["steps"]),
-                     extra_turns=0 if in_trainer else int(meta["turns"]), extra_seconds=float(meta["seconds"]),
-                     tasks=tasks)
+    write_accounting(
+        layout.accounting(tag, seed),
+        method=METHOD_LABELS[tag],
+        start=run.config.rl_init,
+        data=f"{len(read_jsonl(pivots))} profiled turns of {tasks} expert trajectories",
+        summary=summary,
+        optimizer_steps=optimizer_steps(run.config.pivot, summary["steps"]),
+        extra_turns=0 if in_trainer else int(meta["turns"]),
+        extra_seconds=float(meta["seconds"]),
+        tasks=tasks,
+    )
     write_json(layout.curve(tag, seed), curve)
     last = curve[-1].get("per_task") if curve and curve[-1]["step"] == summary["steps"] else None
     run.evaluate(trainer.sampler, result, members=None if full_eval else run.config.in_domain, in_domain=last)
@@ -229,10 +292,13 @@ def expert_task_e2e(config: Any, task_ids: Sequence[str], **kwargs: Any) -> Any:
     class ExpertTaskE2E(E2ETrainer):
         def setup_data(self) -> None:
             super().setup_data()
-            missing = sorted(set(wanted) - set(self.task_ids))
+            available: list[str] = list(self.task_ids)  # type: ignore[has-type]  # set by E2ETrainer.setup_data
+            missing = sorted(set(wanted) - set(available))
             if missing or not wanted:
-                raise ConfigError(f"E2E RL: expert task(s) {missing or wanted} are not in {config.env_id}'s "
-                                  f"{config.split!r} split; rerun the expert stage (--rerun expert)")
+                raise ConfigError(
+                    f"E2E RL: expert task(s) {missing or wanted} are not in {config.env_id}'s "
+                    f"{config.split!r} split; rerun the expert stage (--rerun expert)"
+                )
             self.task_ids = list(wanted)
             self.order = DataOrder(len(self.task_ids), config.seed)
 
@@ -247,16 +313,23 @@ def stage_e2e(run: Run, seed: int) -> None:
     out_dir, result = layout.train_dir("e2e", seed), layout.result("e2e", seed)
     if _done(result, layout.curve("e2e", seed)):
         return
-    cfg = E2EConfig.from_dict({**trainer_kwargs(run, run.config.e2e, seed, out_dir, run.rl_model(seed)),
-                               "env_id": run.config.env})
+    cfg = E2EConfig.from_dict(
+        {**trainer_kwargs(run, run.config.e2e, seed, out_dir, run.rl_model(seed)), "env_id": run.config.env}
+    )
     task_ids = run.expert_task_ids()
     trainer = expert_task_e2e(cfg, task_ids)
     summary, curve = _fit_with_curve(run, trainer, {"turns": 0.0, "seconds": 0.0, **_start(run, seed)})
     write_json(layout.trainer_summary("e2e", seed), summary)
     write_json(layout.task_ids("e2e", seed), list(trainer.task_ids))
-    write_accounting(layout.accounting("e2e", seed), method=METHOD_LABELS["e2e"], start=run.config.rl_init,
-                     summary=summary, data=f"episodes on the {len(task_ids)} expert tasks",
-                     optimizer_steps=optimizer_steps(run.config.e2e, summary["steps"]), tasks=len(task_ids))
+    write_accounting(
+        layout.accounting("e2e", seed),
+        method=METHOD_LABELS["e2e"],
+        start=run.config.rl_init,
+        summary=summary,
+        data=f"episodes on the {len(task_ids)} expert tasks",
+        optimizer_steps=optimizer_steps(run.config.e2e, summary["steps"]),
+        tasks=len(task_ids),
+    )
     write_json(layout.curve("e2e", seed), curve)
     last = curve[-1].get("per_task") if curve and curve[-1]["step"] == summary["steps"] else None
     run.evaluate(trainer.sampler, result, in_domain=last)
@@ -275,6 +348,12 @@ def stage_ablation(run: Run, seed: int) -> None:
 
 #: stage name -> its function (seedless stages take the run only)
 STAGE_FUNCTIONS: dict[str, Callable[..., None]] = {
-    "base": stage_base, "expert": stage_expert, "sft": stage_sft, "profile": stage_profile, "pivot": stage_pivot,
-    "e2e": stage_e2e, "sft-more": stage_sft_more, "ablation": stage_ablation,
+    "base": stage_base,
+    "expert": stage_expert,
+    "sft": stage_sft,
+    "profile": stage_profile,
+    "pivot": stage_pivot,
+    "e2e": stage_e2e,
+    "sft-more": stage_sft_more,
+    "ablation": stage_ablation,
 }

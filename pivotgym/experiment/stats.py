@@ -9,8 +9,18 @@ from typing import Any
 
 from pivotgym.experiment.plots import Curve
 
-__all__ = ["CONTRADICTED", "NOT_MEASURABLE", "REPRODUCED", "bootstrap_cost_ratio", "bootstrap_mean_difference",
-           "check_curves", "cost_ratio", "interval_text", "reach_ratio", "time_to_reach"]
+__all__ = [
+    "CONTRADICTED",
+    "NOT_MEASURABLE",
+    "REPRODUCED",
+    "bootstrap_cost_ratio",
+    "bootstrap_mean_difference",
+    "check_curves",
+    "cost_ratio",
+    "interval_text",
+    "reach_ratio",
+    "time_to_reach",
+]
 
 
 def time_to_reach(curve: Curve, target: float, x: str = "turns") -> float | None:
@@ -53,8 +63,13 @@ def _mean_curve(curves: Sequence[Curve], seeds: Sequence[int], tasks: Sequence[i
     return out
 
 
-def cost_ratio(fast: Sequence[Curve], reference: Sequence[Curve], x: str = "turns",
-               seeds: Sequence[int] | None = None, tasks: Sequence[int] | None = None) -> float:
+def cost_ratio(
+    fast: Sequence[Curve],
+    reference: Sequence[Curve],
+    x: str = "turns",
+    seeds: Sequence[int] | None = None,
+    tasks: Sequence[int] | None = None,
+) -> float:
     """``reference``'s cost / ``fast``'s cost to reach ``reference``'s final score, on curves averaged over
     ``seeds`` and ``tasks`` (default: all).
 
@@ -82,13 +97,22 @@ def check_curves(fast: Sequence[Curve], reference: Sequence[Curve]) -> int:
         raise ValueError(f"need one curve per seed for both methods, got {len(fast)} and {len(reference)}")
     sizes = {len(p.get("per_task") or []) for c in (*fast, *reference) for p in c}
     if len(sizes) != 1 or 0 in sizes or any(not c for c in (*fast, *reference)):
-        raise ValueError(f"every curve point needs per_task scores on the same tasks; task counts seen {sorted(sizes)}"
-                         " (rerun the pivot and e2e stages: older curve.json files lack per_task)")
+        raise ValueError(
+            f"every curve point needs per_task scores on the same tasks; task counts seen {sorted(sizes)}"
+            " (rerun the pivot and e2e stages: older curve.json files lack per_task)"
+        )
     return sizes.pop()
 
 
-def bootstrap_cost_ratio(fast: Sequence[Curve], reference: Sequence[Curve], x: str = "turns", *,
-                         resamples: int = 2000, level: float = 0.95, seed: int = 0) -> dict[str, Any]:
+def bootstrap_cost_ratio(
+    fast: Sequence[Curve],
+    reference: Sequence[Curve],
+    x: str = "turns",
+    *,
+    resamples: int = 2000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> dict[str, Any]:
     """:func:`cost_ratio` with a percentile bootstrap interval over tasks and seeds.
 
     ``fast[i]`` and ``reference[i]`` are seed i's curves, each point carrying ``per_task`` scores on the same
@@ -108,12 +132,26 @@ def bootstrap_cost_ratio(fast: Sequence[Curve], reference: Sequence[Curve], x: s
     lo = draws[int((1 - level) / 2 * (resamples - 1))]
     hi = draws[int((1 + level) / 2 * (resamples - 1))]
     verdict = REPRODUCED if lo > 1.0 else CONTRADICTED if hi < 1.0 else NOT_MEASURABLE
-    return {"ratio": cost_ratio(fast, reference, x), "low": lo, "high": hi, "level": level,
-            "resamples": resamples, "seeds": n_seeds, "tasks": n_tasks, "verdict": verdict}
+    return {
+        "ratio": cost_ratio(fast, reference, x),
+        "low": lo,
+        "high": hi,
+        "level": level,
+        "resamples": resamples,
+        "seeds": n_seeds,
+        "tasks": n_tasks,
+        "verdict": verdict,
+    }
 
 
-def bootstrap_mean_difference(a: Sequence[Mapping[str, float]], b: Sequence[Mapping[str, float]], *,
-                              resamples: int = 2000, level: float = 0.95, seed: int = 0) -> dict[str, Any]:
+def bootstrap_mean_difference(
+    a: Sequence[Mapping[str, float]],
+    b: Sequence[Mapping[str, float]],
+    *,
+    resamples: int = 2000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Mean score of ``a`` minus ``b`` with a paired percentile bootstrap over seeds, then items.
 
     ``a[i]`` and ``b[i]`` map item ids to scores for seed i; only items present in every mapping count.
@@ -129,18 +167,30 @@ def bootstrap_mean_difference(a: Sequence[Mapping[str, float]], b: Sequence[Mapp
         return sum(a[s][i] - b[s][i] for s in seeds for i in picks) / (len(seeds) * len(picks))
 
     rng = random.Random(seed)
-    draws = sorted(diff([rng.randrange(len(a)) for _ in a], [items[rng.randrange(len(items))] for _ in items])
-                   for _ in range(resamples))
+    draws = sorted(
+        diff([rng.randrange(len(a)) for _ in a], [items[rng.randrange(len(items))] for _ in items])
+        for _ in range(resamples)
+    )
     lo, hi = draws[int((1 - level) / 2 * (resamples - 1))], draws[int((1 + level) / 2 * (resamples - 1))]
     verdict = REPRODUCED if lo > 0 else CONTRADICTED if hi < 0 else NOT_MEASURABLE
-    return {"diff": diff(range(len(a)), items), "low": lo, "high": hi, "level": level, "items": len(items),
-            "seeds": len(a), "verdict": verdict}
+    return {
+        "diff": diff(range(len(a)), items),
+        "low": lo,
+        "high": hi,
+        "level": level,
+        "items": len(items),
+        "seeds": len(a),
+        "verdict": verdict,
+    }
 
 
 def interval_text(result: Mapping[str, Any]) -> str:
     """``1.40x [0.80x, 2.10x] (95%, 5 tasks x 3 seeds): not measurable at this scale``."""
+
     def x(v: float) -> str:
         return "never" if v == 0 else "inf" if v == float("inf") else f"{v:.2f}x"
 
-    return (f"{x(result['ratio'])} [{x(result['low'])}, {x(result['high'])}] ({100 * result['level']:.0f}% bootstrap, "
-            f"{result['tasks']} tasks x {result['seeds']} seed(s)): **{result['verdict']}**")
+    return (
+        f"{x(result['ratio'])} [{x(result['low'])}, {x(result['high'])}] ({100 * result['level']:.0f}% bootstrap, "
+        f"{result['tasks']} tasks x {result['seeds']} seed(s)): **{result['verdict']}**"
+    )

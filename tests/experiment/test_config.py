@@ -14,15 +14,19 @@ from pivotgym.experiment.config import ProfileSection
 HEAD = "name: x\nenv: arith/chain-v0\n"
 
 
-@pytest.mark.parametrize("section, line, dotted, suggestion", [
-    ("select: {max_maen: 0.5}", 3, "select.max_maen", "max_mean"),
-    ("eval: {limt: 3}", 3, "eval.limt", "limit"),
-    ("curve: {metrc: turns}", 3, "curve.metrc", "metric"),
-    ("pivot:\n  steps: 2\n  group_sise: 4", 5, "pivot.group_sise", "group_size"),
-    ("profile: {kk: 4}", 3, "profile.kk", "k"),
-])
-def test_a_misspelt_key_in_any_section_fails_before_anything_runs(section, line, dotted, suggestion, tmp_path,
-                                                                  monkeypatch):
+@pytest.mark.parametrize(
+    "section, line, dotted, suggestion",
+    [
+        ("select: {max_maen: 0.5}", 3, "select.max_maen", "max_mean"),
+        ("eval: {limt: 3}", 3, "eval.limt", "limit"),
+        ("curve: {metrc: turns}", 3, "curve.metrc", "metric"),
+        ("pivot:\n  steps: 2\n  group_sise: 4", 5, "pivot.group_sise", "group_size"),
+        ("profile: {kk: 4}", 3, "profile.kk", "k"),
+    ],
+)
+def test_a_misspelt_key_in_any_section_fails_before_anything_runs(
+    section, line, dotted, suggestion, tmp_path, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "exp.yaml"
     path.write_text(HEAD + section + "\n")
@@ -38,14 +42,17 @@ def test_experiment_error_is_the_config_error():
     assert ExperimentError is ConfigError
 
 
-@pytest.mark.parametrize("text, pattern", [
-    ("curve: {metric: loss}", r"exp.yaml:3: curve.metric: must be one of episodes, turns, got 'loss'"),
-    ("seeds: many", r"exp.yaml:3: seeds\[0\]: expected an integer, got 'many'"),
-    ("rl_init: sfft", r"exp.yaml:3: rl_init: must be one of base, sft, got 'sfft' \(did you mean 'sft'\?\)"),
-    ("ablations: [random_turns, exact]", r"exp.yaml:3: ablations.1: must be one of random_turns, exact_reward"),
-    ("sft: {steps: ten}", r"exp.yaml:3: sft.steps: expected an integer, got 'ten'"),
-    ("profile: {adaptive: {delta: x}}", r"exp.yaml:3: profile.adaptive.delta: expected a number"),
-])
+@pytest.mark.parametrize(
+    "text, pattern",
+    [
+        ("curve: {metric: loss}", r"exp.yaml:3: curve.metric: must be one of episodes, turns, got 'loss'"),
+        ("seeds: many", r"exp.yaml:3: seeds\[0\]: expected an integer, got 'many'"),
+        ("rl_init: sfft", r"exp.yaml:3: rl_init: must be one of base, sft, got 'sfft' \(did you mean 'sft'\?\)"),
+        ("ablations: [random_turns, exact]", r"exp.yaml:3: ablations.1: must be one of random_turns, exact_reward"),
+        ("sft: {steps: ten}", r"exp.yaml:3: sft.steps: expected an integer, got 'ten'"),
+        ("profile: {adaptive: {delta: x}}", r"exp.yaml:3: profile.adaptive.delta: expected a number"),
+    ],
+)
 def test_bad_values_name_the_file_line_and_field(text, pattern, tmp_path):
     path = tmp_path / "exp.yaml"
     path.write_text(HEAD + text + "\n")

@@ -28,17 +28,37 @@ def test_shipped_configs_parse():
 
 def test_miniature_experiment_end_to_end(tiny_model_dir, arith_registry, tmp_path):
     config = {
-        "name": "mini", "env": "arith/chain-v0", "model": str(tiny_model_dir), "seeds": [0], "train_tasks": 2,
-        "ood": ["general/navigate-v0"], "executor": "serial",
+        "name": "mini",
+        "env": "arith/chain-v0",
+        "model": str(tiny_model_dir),
+        "seeds": [0],
+        "train_tasks": 2,
+        "ood": ["general/navigate-v0"],
+        "executor": "serial",
         "eval": {"limit": 1, "max_new_tokens": 2, "batch_size": 4},
         "curve": {"tasks": 1, "every": 1, "max_turns": 2},
         "profile": {"k": 2, "max_new_tokens": 2},
         "select": {"min_var": -1.0, "max_mean": 1.1},  # admit every turn: a gibberish model has no pivots
         "sft": {"steps": 1, "trajectories_per_step": 2, "progress": False},
-        "pivot": {"steps": 2, "group_size": 2, "pivots_per_step": 1, "max_new_tokens": 2, "eval_pivots": 1,
-                  "eval_samples": 1, "progress": False},
-        "e2e": {"steps": 2, "group_size": 2, "tasks_per_step": 1, "max_new_tokens": 2, "max_turns": 1,
-                "eval_tasks": 1, "eval_samples": 1, "progress": False},
+        "pivot": {
+            "steps": 2,
+            "group_size": 2,
+            "pivots_per_step": 1,
+            "max_new_tokens": 2,
+            "eval_pivots": 1,
+            "eval_samples": 1,
+            "progress": False,
+        },
+        "e2e": {
+            "steps": 2,
+            "group_size": 2,
+            "tasks_per_step": 1,
+            "max_new_tokens": 2,
+            "max_turns": 1,
+            "eval_tasks": 1,
+            "eval_samples": 1,
+            "progress": False,
+        },
         "ablations": ["random_turns", "exact_reward"],
         "rl_init": "sft",  # RL starts from (and profiles with) the saved SFT model
     }
@@ -49,8 +69,13 @@ def test_miniature_experiment_end_to_end(tiny_model_dir, arith_registry, tmp_pat
 
     report = (root / "report.md").read_text()
     print("stage seconds:", json.loads((root / "timings.json").read_text()))  # shown with pytest -s
-    for heading in ("Base / SFT / PivotRL / E2E RL", "Cost: PivotRL vs end-to-end RL", "Uninformative turns",
-                    "Ablation", "The paper's claims at this scale"):
+    for heading in (
+        "Base / SFT / PivotRL / E2E RL",
+        "Cost: PivotRL vs end-to-end RL",
+        "Uninformative turns",
+        "Ablation",
+        "The paper's claims at this scale",
+    ):
         assert heading in report
     for png in ("curve_turns.png", "curve_seconds.png", "turn_shares.png", "ablation.png"):
         assert (root / "plots" / png).stat().st_size > 5000  # a real figure, not an empty file
@@ -80,15 +105,22 @@ def test_miniature_experiment_end_to_end(tiny_model_dir, arith_registry, tmp_pat
     expert_ids = sorted({json.loads(line)["task_id"] for line in (root / "data" / "expert.jsonl").open()})
     assert sorted(json.loads((root / "train" / "e2e-s0" / "task_ids.json").read_text())) == expert_ids
     e2e_rows = [json.loads(line) for line in (root / "train" / "e2e-s0" / "metrics.jsonl").open()]
-    acc = {tag: json.loads((root / "train" / f"{tag}-s0" / "accounting.json").read_text())
-           for tag in ("sft", "sft-more", "pivot", "e2e")}
-    assert acc["sft"]["optimizer_steps"] + acc["sft-more"]["optimizer_steps"] == \
-        acc["sft"]["optimizer_steps"] + acc["pivot"]["optimizer_steps"] == 1 + 2
+    acc = {
+        tag: json.loads((root / "train" / f"{tag}-s0" / "accounting.json").read_text())
+        for tag in ("sft", "sft-more", "pivot", "e2e")
+    }
+    assert (
+        acc["sft"]["optimizer_steps"] + acc["sft-more"]["optimizer_steps"]
+        == acc["sft"]["optimizer_steps"] + acc["pivot"]["optimizer_steps"]
+        == 1 + 2
+    )
     assert acc["e2e"]["tasks"] == len(expert_ids) and acc["pivot"]["rollout_turns"] >= meta["turns"]
     assert acc["sft-more"]["tokens_trained"] > 0 and acc["sft"]["rollout_turns"] == 0
     assert "What each method spent" in report and "| continued SFT | SFT |" in report
-    assert summary["accounting"]["sft-more"]["from_base"]["optimizer_steps"] == \
-        summary["accounting"]["pivot"]["from_base"]["optimizer_steps"]
+    assert (
+        summary["accounting"]["sft-more"]["from_base"]["optimizer_steps"]
+        == summary["accounting"]["pivot"]["from_base"]["optimizer_steps"]
+    )
     assert set(summary["bootstrap"]) == {"turns", "seconds"}
     assert summary["bootstrap"]["turns"]["tasks"] == 1 and e2e_rows
     assert set(summary["ablation"]) == {"pivot", "random-turns", "exact-reward"}
@@ -129,8 +161,9 @@ def test_seeds_option_rejects_junk_with_a_hint(tmp_path, capsys):
 def test_matched_sft_steps_follow_the_rl_path():
     from pivotgym.experiment import ExperimentConfig, matched_sft_steps, rl_total_steps
 
-    from_sft = ExperimentConfig(name="x", env="a/b-v0", rl_init="sft", sft={"steps": 10},
-                                pivot={"steps": 6, "updates_per_batch": 2})
+    from_sft = ExperimentConfig(
+        name="x", env="a/b-v0", rl_init="sft", sft={"steps": 10}, pivot={"steps": 6, "updates_per_batch": 2}
+    )
     assert rl_total_steps(from_sft) == 22 and matched_sft_steps(from_sft) == 12
     from_base = ExperimentConfig(name="x", env="a/b-v0", rl_init="base", sft={"steps": 10}, pivot={"steps": 14})
     assert rl_total_steps(from_base) == 14 and matched_sft_steps(from_base) == 4
@@ -144,8 +177,15 @@ def test_e2e_samples_only_the_expert_tasks(tiny_model_dir, arith_registry, tmp_p
 
     all_ids = [t.id for t in make("arith/chain-v0").tasks("train")]
     chosen = [all_ids[3], all_ids[1]]
-    cfg = E2EConfig(model=str(tiny_model_dir), env_id="arith/chain-v0", output_dir=str(tmp_path / "e2e"),
-                    steps=1, tasks_per_step=1, report_to=["none"], progress=False)
+    cfg = E2EConfig(
+        model=str(tiny_model_dir),
+        env_id="arith/chain-v0",
+        output_dir=str(tmp_path / "e2e"),
+        steps=1,
+        tasks_per_step=1,
+        report_to=["none"],
+        progress=False,
+    )
     trainer = expert_task_e2e(cfg, chosen)
     trainer.setup_data()
     assert trainer.task_ids == chosen and len(all_ids) > 2
@@ -177,8 +217,13 @@ def test_turn_accuracy_scores_held_out_expert_states(arith_registry, tmp_path):
     from pivotgym.experiment import ExperimentConfig, Run
     from pivotgym.registry import make
 
-    config = ExperimentConfig(name="t", env="arith/chain-v0", executor="serial",
-                              curve={"metric": "turns", "tasks": 3}, eval={"max_new_tokens": 8})
+    config = ExperimentConfig(
+        name="t",
+        env="arith/chain-v0",
+        executor="serial",
+        curve={"metric": "turns", "tasks": 3},
+        eval={"max_new_tokens": 8},
+    )
     run = Run(config, tmp_path)
     held_out = run.held_out_trajectories()
     assert [t.task_id for t in held_out] == ["test-100", "test-101", "test-102"]  # the test split, never train
@@ -211,8 +256,13 @@ def test_turn_accuracy_scores_held_out_expert_states(arith_registry, tmp_path):
 def test_turn_metric_in_evaluation_keeps_episode_success_beside_it(arith_registry, tmp_path):
     from pivotgym.experiment import ExperimentConfig, Run
 
-    config = ExperimentConfig(name="t", env="arith/chain-v0", executor="serial",
-                              curve={"metric": "turns", "tasks": 2, "max_turns": 3}, eval={"max_new_tokens": 8})
+    config = ExperimentConfig(
+        name="t",
+        env="arith/chain-v0",
+        executor="serial",
+        curve={"metric": "turns", "tasks": 2, "max_turns": 3},
+        eval={"max_new_tokens": 8},
+    )
     run = Run(config, tmp_path)
     try:
         result = run.evaluate(ScriptedSampler(lambda p: "1"), tmp_path / "eval" / "scripted.json")
@@ -233,8 +283,9 @@ def test_profiling_is_capped_by_the_env_and_samplers_come_from_the_registry(arit
     from pivotgym.experiment import ExperimentConfig, Run
     from pivotgym.experiment.stages import stage_expert, stage_profile
 
-    config = ExperimentConfig(name="t", env="arith/chain-v0", executor="serial", train_tasks=2,
-                              profile={"max_new_tokens": 100, "k": 3})
+    config = ExperimentConfig(
+        name="t", env="arith/chain-v0", executor="serial", train_tasks=2, profile={"max_new_tokens": 100, "k": 3}
+    )
     run = Run(config, tmp_path)
     stage_expert(run)
 

@@ -8,15 +8,22 @@ from pivotgym.experiment.plots import plot_bars, plot_curves
 from pivotgym.experiment.report import markdown_table, pct, ratio_text
 from pivotgym.experiment.stats import reach_ratio, time_to_reach
 
-E2E = [{"turns": 0, "seconds": 0, "score": 0.1}, {"turns": 100, "seconds": 50, "score": 0.3},
-       {"turns": 200, "seconds": 100, "score": 0.5}]
+E2E = [
+    {"turns": 0, "seconds": 0, "score": 0.1},
+    {"turns": 100, "seconds": 50, "score": 0.3},
+    {"turns": 200, "seconds": 100, "score": 0.5},
+]
 PIVOT = [{"turns": 40, "seconds": 20, "score": 0.1}, {"turns": 60, "seconds": 30, "score": 0.55}]
 
 
 def test_reach_ratio_arithmetic():
     assert time_to_reach(E2E, 0.3) == 100 and time_to_reach(E2E, 0.9) is None
-    assert reach_ratio(PIVOT, E2E, "turns") == {"target": 0.5, "fast": 60.0, "reference": 200.0,
-                                               "ratio": pytest.approx(200 / 60)}
+    assert reach_ratio(PIVOT, E2E, "turns") == {
+        "target": 0.5,
+        "fast": 60.0,
+        "reference": 200.0,
+        "ratio": pytest.approx(200 / 60),
+    }
     assert reach_ratio(PIVOT, E2E, "seconds")["ratio"] == pytest.approx(100 / 30)
     never = reach_ratio([{"turns": 5, "seconds": 1, "score": 0.2}], E2E)
     assert never["ratio"] is None and "did not reach" in ratio_text(never, "turns")
@@ -32,8 +39,9 @@ def test_a_flat_e2e_curve_makes_the_cost_not_measurable():
 
 def curve(xs, per_task_rows):
     """A curve with per-task scores: point i at cost xs[i] scores per_task_rows[i]."""
-    return [{"turns": x, "seconds": x / 2, "score": sum(r) / len(r), "per_task": list(r)}
-            for x, r in zip(xs, per_task_rows)]
+    return [
+        {"turns": x, "seconds": x / 2, "score": sum(r) / len(r), "per_task": list(r)} for x, r in zip(xs, per_task_rows)
+    ]
 
 
 N = 12  # curve tasks
@@ -54,8 +62,11 @@ def test_bootstrap_reproduces_a_consistent_speedup_over_seeds():
 FLAT_E2E = curve([0, 100, 200], [[1] + [0] * (N - 1)] * 3)  # E2E RL never rises above its start
 
 
-@pytest.mark.parametrize("pivot, e2e", [(PIVOT_FAST, FLAT_E2E), (curve([40, 60], [[0] * N] * 2), FLAT_E2E),
-                                        (E2E_SLOW, E2E_SLOW)], ids=["flat-e2e", "both-flat", "identical"])
+@pytest.mark.parametrize(
+    "pivot, e2e",
+    [(PIVOT_FAST, FLAT_E2E), (curve([40, 60], [[0] * N] * 2), FLAT_E2E), (E2E_SLOW, E2E_SLOW)],
+    ids=["flat-e2e", "both-flat", "identical"],
+)
 def test_flat_or_identical_curves_are_not_measurable(pivot, e2e):
     from pivotgym.experiment.stats import NOT_MEASURABLE, bootstrap_cost_ratio
 
@@ -121,8 +132,9 @@ def test_markdown_table_and_percent():
 
 def test_plots_are_real_pngs(tmp_path):
     curves = plot_curves({"PivotRL": PIVOT, "E2E RL": E2E}, tmp_path / "c.png", target=0.5)
-    bars = plot_bars({"PivotRL": 0.5, "random turns": 0.3}, tmp_path / "b.png", percent=True,
-                     errors={"PivotRL": [0.4, 0.6]})
+    bars = plot_bars(
+        {"PivotRL": 0.5, "random turns": 0.3}, tmp_path / "b.png", percent=True, errors={"PivotRL": [0.4, 0.6]}
+    )
     for path in (curves, bars):
         data = path.read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
@@ -135,16 +147,21 @@ def _ood_summary(sft_minus_base: tuple[float, float, float], pivot_minus_sft: tu
         verdict = REPRODUCED if lo > 0 else CONTRADICTED if hi < 0 else NOT_MEASURABLE
         return {"diff": d, "low": lo, "high": hi, "items": 100, "seeds": 1, "verdict": verdict}
 
-    return {"methods": {"pivot": {"in_domain": None, "delta_ood": 0.0}, "sft": {"in_domain": None, "delta_ood": -0.1}},
-            "differences": {"sft-vs-base-ood": diff(*sft_minus_base), "pivot-vs-sft-ood": diff(*pivot_minus_sft)},
-            "ablation": {}}
+    return {
+        "methods": {"pivot": {"in_domain": None, "delta_ood": 0.0}, "sft": {"in_domain": None, "delta_ood": -0.1}},
+        "differences": {"sft-vs-base-ood": diff(*sft_minus_base), "pivot-vs-sft-ood": diff(*pivot_minus_sft)},
+        "ablation": {},
+    }
 
 
-@pytest.mark.parametrize("sft_minus_base, pivot_minus_sft, verdict, side", [
-    ((-0.10, -0.18, -0.02), (0.09, 0.02, 0.16), "reproduced", "below 0"),  # SFT forgets, PivotRL keeps
-    ((0.10, 0.02, 0.18), (0.02, 0.00, 0.05), "contradicted (SFT gains OOD here", "above 0"),  # SFT gains
-    ((-0.01, -0.08, 0.06), (0.01, -0.05, 0.07), "not measurable", "includes 0"),
-])
+@pytest.mark.parametrize(
+    "sft_minus_base, pivot_minus_sft, verdict, side",
+    [
+        ((-0.10, -0.18, -0.02), (0.09, 0.02, 0.16), "reproduced", "below 0"),  # SFT forgets, PivotRL keeps
+        ((0.10, 0.02, 0.18), (0.02, 0.00, 0.05), "contradicted (SFT gains OOD here", "above 0"),  # SFT gains
+        ((-0.01, -0.08, 0.06), (0.01, -0.05, 0.07), "not measurable", "includes 0"),
+    ],
+)
 def test_ood_retention_claim_reads_the_sign_of_each_difference(sft_minus_base, pivot_minus_sft, verdict, side):
     from pivotgym.experiment.report import _claims
 

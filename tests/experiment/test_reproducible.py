@@ -14,8 +14,14 @@ from typing import Any
 #: accounting; ``elapsed_s`` and ``states_per_s`` of the profiler's statistics)
 TIME_FIELDS = frozenset({"seconds", "wall_seconds", "elapsed_s", "states_per_s"})
 #: the result files compared: evaluations and their items, curves, accounting, data (profiles, pivots, selection)
-RESULT_FILES = ("eval/*.json", "eval/*.jsonl", "train/*/curve.json", "train/*/accounting.json", "data/*.jsonl",
-                "data/*.json")
+RESULT_FILES = (
+    "eval/*.json",
+    "eval/*.jsonl",
+    "train/*/curve.json",
+    "train/*/accounting.json",
+    "data/*.jsonl",
+    "data/*.json",
+)
 
 
 def _without_time(value: Any) -> Any:
@@ -31,28 +37,43 @@ def _results(root: Path) -> dict[str, Any]:
     for pattern in RESULT_FILES:
         for path in sorted(root.glob(pattern)):
             text = path.read_text(encoding="utf-8")
-            rows = [json.loads(line) for line in text.splitlines() if line.strip()] if path.suffix == ".jsonl" \
+            rows = (
+                [json.loads(line) for line in text.splitlines() if line.strip()]
+                if path.suffix == ".jsonl"
                 else json.loads(text)
+            )
             out[str(path.relative_to(root))] = _without_time(rows)
     return out
 
 
 def _run(config: Path, out: Path, plugin_site: Path) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(plugin_site), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, "-m", "pivotgym.cli", "experiment", str(config), "--out", str(out)],
-                          env=env, capture_output=True, text=True, timeout=900, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "pivotgym.cli", "experiment", str(config), "--out", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-def test_two_processes_with_the_same_settings_write_the_same_results(mini_experiment, arith_registry, plugin_site,
-                                                                    tmp_path):
+def test_two_processes_with_the_same_settings_write_the_same_results(
+    mini_experiment, arith_registry, plugin_site, tmp_path
+):
     config = mini_experiment(tmp_path / "mini.yaml", ablations=["random_turns"])
     for name in ("a", "b"):  # the same settings: the same (fresh) run folder path, so model paths match too
         _run(config, tmp_path / "run", plugin_site)
         (tmp_path / "run").rename(tmp_path / name)
     first, second = _results(tmp_path / "a"), _results(tmp_path / "b")
-    assert {"eval/base.json", "eval/pivot-s0.json", "train/pivot-s0/curve.json", "train/e2e-s0/accounting.json",
-            "data/profiles-functional-s0.jsonl"} <= set(first)
+    assert {
+        "eval/base.json",
+        "eval/pivot-s0.json",
+        "train/pivot-s0/curve.json",
+        "train/e2e-s0/accounting.json",
+        "data/profiles-functional-s0.jsonl",
+    } <= set(first)
     assert first.keys() == second.keys()
     for name in first:
         assert first[name] == second[name], name
