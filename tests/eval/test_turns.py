@@ -1,0 +1,54 @@
+"""Turn accuracy of a sampler on held-out expert trajectories (pivotgym.eval.turns)."""
+
+from __future__ import annotations
+
+import pytest
+
+
+class Scripted:
+    """Answers each prompt with ``answer(prompt)``; ``None`` is a failed generation (finish_reason error)."""
+
+    def __init__(self, answer) -> None:  # noqa: ANN001
+        self.answer = answer
+
+    def sample(self, prompts, n=1, params=None):  # noqa: ANN001, ANN201
+        from pivotgym.types import Completion
+
+        out = []
+        for prompt in prompts:
+            text = self.answer(prompt)
+            completion = Completion(text="boom", finish_reason="error") if text is None else Completion(text=text)
+            out.append([completion] * n)
+        return out
+
+    def describe(self):  # noqa: ANN201
+        return {"model": "scripted", "revision": None, "backend": "test"}
+
+
+def test_turn_accuracy_per_task_leaves_failed_verifications_out_and_counts_them(arith_registry):
+    from pivotgym.eval.turns import turn_accuracy
+    from pivotgym.registry import make
+    from pivotgym.sampling.base import SamplingParams
+
+    env = make("arith/chain-v0")
+    trajectories = [t for t in env.expert_trajectories("test") if t.reward > 0][:3]
+    experts = {str(env.prompt_messages(turn.prefix)): turn.expert["content"] for t in trajectories for turn in t.turns()}
+    first = {str(env.prompt_messages(turn.prefix)) for turn in trajectories[0].turns()}
+    second = [str(env.prompt_messages(turn.prefix)) for turn in trajectories[1].turns()]
+    states = sum(len(t.turns()) for t in trajectories)
+
+    def answer(prompt):  # noqa: ANN001, ANN202 - task 1 fails to generate, task 2 right on its first state only
+        key = str(prompt)
+        if key in first:
+            return None
+        if key in second:
+            return experts[key] if key == second[0] else "nope"
+        return experts[key]
+
+    params = SamplingParams(temperature=0.0, max_new_tokens=8)
+    result = turn_accuracy(Scripted(answer), trajectories, params, executor="serial", chunk=2, progress=False)
+    assert result.task_ids == [t.task_id for t in trajectories]
+    assert result.per_task == [0.0, pytest.approx(1 / len(second)), 1.0]  # a task with no judged state scores 0
+    assert result.states == states and result.failed == len(first)
+    assert result.failed_by_task == {trajectories[0].task_id: len(first)}
+    assert result.score == pytest.approx(sum(result.per_task) / 3)
