@@ -32,10 +32,11 @@ def test_turn_accuracy_per_task_leaves_failed_verifications_out_and_counts_them(
 
     env = make("arith/chain-v0")
     trajectories = [t for t in env.expert_trajectories("test") if t.reward > 0][:3]
-    experts = {str(env.prompt_messages(turn.prefix)): turn.expert["content"] for t in trajectories for turn in t.turns()}
+    turns = [turn for t in trajectories for turn in t.turns()]
+    experts = {str(env.prompt_messages(turn.prefix)): turn.expert["content"] for turn in turns}
     first = {str(env.prompt_messages(turn.prefix)) for turn in trajectories[0].turns()}
     second = [str(env.prompt_messages(turn.prefix)) for turn in trajectories[1].turns()]
-    states = sum(len(t.turns()) for t in trajectories)
+    states = len(turns)
 
     def answer(prompt):  # noqa: ANN001, ANN202 - task 1 fails to generate, task 2 right on its first state only
         key = str(prompt)
