@@ -26,7 +26,7 @@ Failed verifications (undecided verdicts, :func:`pivotgym.verify.undecided_reaso
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -270,9 +270,13 @@ class Profiler:
         counters = {"samples": 0, "verify_failures": 0, "pivots": 0, "profiled": 0}
         bar = tqdm(total=len(todo), desc="profile", unit="state", disable=not progress or None, dynamic_ncols=True)
         appender = JsonlAppender(out) if out is not None else None
+
+        def stage(what: str) -> None:  # a chunk can take minutes: the bar says what it is doing meanwhile
+            bar.set_description_str(f"profile ({what})")
+
         try:
             for chunk in chunks(todo, max(1, self.config.chunk)):
-                for profile in self._profile_chunk(chunk, counters):
+                for profile in self._profile_chunk(chunk, counters, stage):
                     if appender is not None:
                         appender.write(profile)
                     new[profile.key] = profile
@@ -333,7 +337,8 @@ class Profiler:
                 results[i] = group
         return results
 
-    def _profile_chunk(self, chunk: list[State], counters: dict[str, int]) -> list[TurnProfile]:
+    def _profile_chunk(self, chunk: list[State], counters: dict[str, int],
+                       stage: Callable[[str], None] | None = None) -> list[TurnProfile]:
         """Profile a few states together: sample a block for each active state, verify all candidates in one
         fan-out, and repeat until every state is done (once for fixed K).
 
@@ -357,6 +362,8 @@ class Profiler:
             tasks: list[VerifyTask] = []
             slots: list[tuple[str, int | None, str | None]] = []  # (state key, task index | None, failure)
             wanted = [min(block, k - drawn(s.key)) for s in active]
+            if stage is not None:
+                stage(f"sampling {sum(wanted)} actions for {len(active)} states")
             for state, n, completions in zip(active, wanted, self._sample(active, wanted, round_index)):
                 counters["samples"] += len(completions)
                 if completions and completions[0].prompt_token_ids:
@@ -369,6 +376,8 @@ class Profiler:
                         continue
                     slots.append((state.key, len(tasks), None))
                     tasks.append(VerifyTask(state.verifier, state.key, state.turn, completion.text, state.tools))
+            if stage is not None:
+                stage(f"verifying {len(tasks)} actions")
             results = self.executor.map(verify_candidate, tasks, timeout=self.config.timeout) if tasks else []
             for key, task_index, failure in slots:
                 if task_index is not None:
