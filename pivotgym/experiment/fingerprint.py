@@ -22,9 +22,17 @@ from typing import Any
 from pivotgym.errors import StageChanged
 from pivotgym.experiment.accounting import matched_sft_steps
 from pivotgym.experiment.config import TRAINER_SECTIONS, ExperimentConfig, _trainer_class
-from pivotgym.experiment.layout import STAGES, RunLayout, upstream
+from pivotgym.experiment.layout import STAGES, RunLayout, downstream, upstream
 
-__all__ = ["StageRecord", "changed_fields", "check_record", "fingerprint", "stage_inputs", "verifier_versions"]
+__all__ = [
+    "StageRecord",
+    "changed_fields",
+    "recorded_changes",
+    "stage_changed",
+    "fingerprint",
+    "stage_inputs",
+    "verifier_versions",
+]
 
 #: trainer fields that do not change results (display and logging)
 NOT_INPUTS = ("progress", "report_to")
@@ -147,23 +155,38 @@ def changed_fields(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     return [f"{k}: {show(old, k)} -> {show(new, k)}" for k in keys if old.get(k, ...) != new.get(k, ...)]
 
 
-def check_record(
-    layout: RunLayout, stage: str, seed: int | None, inputs: Mapping[str, Any], config_path: Path | None
-) -> None:
-    """Raise :class:`~pivotgym.errors.StageChanged` when ``stage`` (``seed``) already ran (or started) under
-    other inputs: the message names the stage, the seed and each changed field, and says how to proceed."""
+def recorded_changes(layout: RunLayout, stage: str, seed: int | None, inputs: Mapping[str, Any]) -> list[str]:
+    """The inputs of ``stage`` (``seed``) that differ from those it already ran (or started) under, as
+    :func:`changed_fields` lines; empty when it never ran or its fingerprint matches."""
     record = StageRecord.read(layout.record(stage, seed))
     if record is None or record.fingerprint == fingerprint(inputs):
-        return
-    changes = changed_fields(record.inputs or {}, inputs)
+        return []
+    return changed_fields(record.inputs or {}, inputs)
+
+
+def stage_changed(
+    layout: RunLayout,
+    changed: Mapping[tuple[str, int | None], list[str]],
+    rl_init: str,
+    config_path: Path | None,
+) -> StageChanged:
+    """The error for finished stages whose inputs changed (in run order): it names the first one, its seed and
+    its own changed fields, lists the others, and gives the ``--rerun`` options that recompute them all (the
+    changed stages no other changed stage is upstream of)."""
+    (stage, seed), changes = next(iter(changed.items()))
     own = [c for c in changes if not c.startswith("upstream.")] or changes
     which = f"stage {stage}" + (f" (seed {seed})" if seed is not None else "")
+    names = list(dict.fromkeys(name for name, _ in changed))
+    roots = [n for n in names if not any(n in downstream([m], rl_init) for m in names if m != n)]
+    others = [f"{name}" + (f" (seed {s})" if s is not None else "") for name, s in list(changed)[1:]]
+    rerun = " ".join(f"--rerun {name}" for name in roots)
     config = str(config_path) if config_path else "CONFIG"
-    raise StageChanged(
-        f"{which} already ran in {layout.root} under other inputs: {'; '.join(own)}. Rerun it and the stages that "
-        f"use it with `pivotgym experiment {config} --rerun {stage}`, or start a new run folder with "
-        f"`--out DIR`",
-        hint=f"--rerun {stage} recomputes {stage} and its downstream stages",
+    return StageChanged(
+        f"{which} already ran in {layout.root} under other inputs: {'; '.join(own)}"
+        + (f" (changed too: {', '.join(others)})" if others else "")
+        + f". Recompute with `pivotgym experiment {config} {rerun}` (it reruns the stages downstream too), "
+        "or start a new run folder with `--out DIR`",
+        hint=f"{rerun} recomputes {', '.join(roots)} and every stage downstream",
     )
 
 

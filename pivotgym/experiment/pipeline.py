@@ -15,8 +15,9 @@ from pivotgym.eval import write_json
 from pivotgym.experiment.config import ExperimentConfig, check_ids
 from pivotgym.experiment.fingerprint import (
     StageRecord,
-    check_record,
     fingerprint,
+    recorded_changes,
+    stage_changed,
     stage_inputs,
     stage_plan,
     verifier_versions,
@@ -51,7 +52,7 @@ def run_experiment(
     ``stages`` limits which stages run. A finished stage whose fingerprint matches is skipped; one whose
     fingerprint differs (the config changed since it ran) raises :class:`~pivotgym.errors.StageChanged`
     before anything runs or is written, unless ``rerun`` names it or a stage upstream of it: those stages
-    are deleted and recomputed, with everything downstream of them."""
+    are deleted and recomputed, with everything downstream of them (whatever ``stages`` says)."""
     from pivotgym.experiment.provenance import collect
     from pivotgym.experiment.report import write_experiment_report
     from pivotgym.experiment.run import Run
@@ -62,20 +63,24 @@ def run_experiment(
     check_ids(config)  # before the run folder exists
     layout = RunLayout(Path(out_dir) if out_dir else Path("runs") / config.name)
     redo = set(downstream(rerun, config.rl_init))
+    chosen += [s for s in STAGES if s in redo and s not in chosen]  # a recomputed stage's downstream runs too
 
     # every fingerprint first: a changed stage stops the run before a model loads or a file is written
     verifiers = verifier_versions(config.env)
     plan = stage_plan(config.seeds)
     inputs: dict[tuple[str, int | None], dict[str, Any]] = {}
     prints: dict[tuple[str, int | None], str] = {}
+    changed: dict[tuple[str, int | None], list[str]] = {}
     for stage, seed in plan:
         ups = {}
         for name in upstream(stage, config.rl_init):
             ups[name] = prints[(name, None) if (name, None) in prints else (name, seed)]
         inputs[(stage, seed)] = stage_inputs(config, stage, seed, ups, verifiers)
         prints[(stage, seed)] = fingerprint(inputs[(stage, seed)])
-        if stage not in redo:
-            check_record(layout, stage, seed, inputs[(stage, seed)], config.path)
+        if stage not in redo and (changes := recorded_changes(layout, stage, seed, inputs[(stage, seed)])):
+            changed[(stage, seed)] = changes
+    if changed:
+        raise stage_changed(layout, changed, config.rl_init, config.path)
 
     layout.make_dirs()
     for stage, seed in plan:  # --rerun: the stage's old outputs go, so it cannot skip any of them

@@ -44,7 +44,8 @@ def test_a_changed_stage_stops_the_rerun_until_told_to_recompute_it(mini_experim
         run_experiment(load_experiment(path), out_dir=root)
     message = str(info.value)
     assert "stage pivot (seed 0)" in message and "pivot.steps: 2 -> 3" in message
-    assert f"pivotgym experiment {path} --rerun pivot" in message and "--out" in message
+    assert f"pivotgym experiment {path} --rerun pivot`" in message and "--out" in message
+    assert "changed too: sft-more (seed 0)" in message  # continued SFT matches PivotRL's steps: downstream
     assert (root / "config.json").read_text() == recorded  # not overwritten by the changed config
     capsys.readouterr()
     assert main(["experiment", str(path), "--out", str(root)]) == 1  # the command says the same in one line
