@@ -131,7 +131,7 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str:
 
 def config_fields(cls: type) -> list[dataclasses.Field[Any]]:
     """The fields of dataclass ``cls`` a config file may set (init fields not marked :data:`INTERNAL`)."""
-    return [f for f in dataclasses.fields(cls) if f.init and not f.metadata.get(INTERNAL)]  # type: ignore[arg-type]
+    return [f for f in dataclasses.fields(cls) if f.init and not f.metadata.get(INTERNAL)]
 
 
 def check_keys(

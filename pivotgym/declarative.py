@@ -258,15 +258,15 @@ class EnvConfig:
         env_id = data.get("id")
         if not isinstance(env_id, str) or "/" not in env_id or not env_id.rsplit("-v", 1)[-1].isdigit():
             raise where.error(("id",), f"must look like 'domain/name-v0', got {env_id!r}")
-        source = dict(data.get("source") or {})
-        choose(("source", "type"), source.get("type"), SOURCE_TYPES)
-        if source["type"] == "bigbench" and not source.get("task"):
+        src = dict(data.get("source") or {})
+        choose(("source", "type"), src.get("type"), SOURCE_TYPES)
+        if src["type"] == "bigbench" and not src.get("task"):
             raise where.error(
                 ("source",), "a bigbench source needs `task:` (e.g. navigate or logical_deduction/three_objects)"
             )
-        if source["type"] == "jsonl" and not source.get("path"):
+        if src["type"] == "jsonl" and not src.get("path"):
             raise where.error(("source",), "a jsonl source needs `path:` (relative to the YAML file)")
-        if source["type"] == "inline" and not isinstance(source.get("examples"), list):
+        if src["type"] == "inline" and not isinstance(src.get("examples"), list):
             raise where.error(("source",), "an inline source needs `examples:` (a list of rows)")
         answer = dict(data.get("answer") or {"type": "text"})
         answer.setdefault("type", "text")
@@ -285,7 +285,7 @@ class EnvConfig:
         metric = str(data.get("metric") or ("pass@1" if answer["type"] == "code" else "accuracy"))
         return cls(
             id=env_id,
-            source=source,
+            source=src,
             prompt=prompt,
             answer=answer,
             splits={str(k): dict(v or {}) for k, v in splits.items()},

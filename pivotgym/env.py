@@ -43,16 +43,13 @@ import gymnasium as gym
 
 from pivotgym.errors import InvalidAction, TaskNotFound
 from pivotgym.spaces import Messages, TextAction
-from pivotgym.types import Message, Task, Trajectory, message
-
+from pivotgym.types import Message, Role, Task, Trajectory, message
 
 #: the default wall-clock deadline of one step, in seconds (see the module docstring)
 DEFAULT_STEP_TIMEOUT: float = 300.0
 
 #: new tokens per assistant turn where neither the env (``max_new_tokens = None``) nor the caller sets a limit
 DEFAULT_MAX_NEW_TOKENS: int = 256
-
-
 
 
 @dataclass
@@ -68,8 +65,6 @@ class StepOutcome:
     assistant: Message | None = None
 
 
-
-
 class AgentEnv(gym.Env[list, str]):
     """Base class of every pivotgym environment. Observations are lists of new chat messages."""
 
@@ -79,7 +74,7 @@ class AgentEnv(gym.Env[list, str]):
     #: episode length limit in assistant turns (truncation)
     max_turns: int = 20
     #: role of error observations (``"tool"`` suits tool-calling envs)
-    error_role: str = "user"
+    error_role: Role = "user"
     #: most new tokens one assistant turn needs (evaluation's generation length); None: no limit of its own,
     #: the caller's applies (see the module docstring)
     max_new_tokens: int | None = None
@@ -243,7 +238,7 @@ class AgentEnv(gym.Env[list, str]):
             if isinstance(act, dict):
                 if act.get("role") != "assistant":
                     continue
-                act = self.render_action(act)  # type: ignore[arg-type]
+                act = self.render_action(act)
             self.step(act)
         return self.messages
 
@@ -290,7 +285,7 @@ class AgentEnv(gym.Env[list, str]):
             if m.get("role") == "assistant":
                 out.append(message("assistant", self.render_action(m)))
             else:
-                out.append({"role": m["role"], "content": m.get("content") or ""})  # type: ignore[typeddict-item]
+                out.append({"role": m["role"], "content": m.get("content") or ""})
         return out
 
     # ------------------------------------------------------------------ internals
@@ -398,5 +393,13 @@ def _copy_messages(messages: Sequence[Message]) -> list[Message]:
     return [dict(m) if all(type(v) is str for v in m.values()) else copy.deepcopy(m) for m in messages]  # type: ignore[misc]
 
 
-__all__ = ["DEFAULT_MAX_NEW_TOKENS", "DEFAULT_STEP_TIMEOUT", "AgentEnv", "InvalidAction", "StepOutcome", "TaskNotFound",
-           "check_max_new_tokens", "generation_cap"]
+__all__ = [
+    "DEFAULT_MAX_NEW_TOKENS",
+    "DEFAULT_STEP_TIMEOUT",
+    "AgentEnv",
+    "InvalidAction",
+    "StepOutcome",
+    "TaskNotFound",
+    "check_max_new_tokens",
+    "generation_cap",
+]

@@ -262,7 +262,7 @@ class ProcessExecutor(Executor):
         if start_method is None:
             start_method = "forkserver" if sys.platform.startswith("linux") else "spawn"
         self.start_method = start_method
-        self._ctx = mp.get_context(start_method)
+        self._ctx: Any = mp.get_context(start_method)  # a concrete context (BaseContext declares no Process)
         if start_method == "forkserver":
             self._ctx.set_forkserver_preload(["pivotgym.execution"])
         self._workers: list[_Worker] = []
@@ -330,7 +330,7 @@ class ProcessExecutor(Executor):
             wait_s = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
             ready = wait([w.conn for w in busy], timeout=wait_s)
             for worker in busy:
-                index, started, deadline = worker.task  # type: ignore[misc]
+                index, started, deadline = worker.task
                 if worker.conn in ready:
                     try:
                         message = worker.conn.recv()
@@ -368,7 +368,7 @@ class ProcessExecutor(Executor):
                         )
                     )
                     self._replace(worker)
-        return results  # type: ignore[return-value]
+        return results
 
     def close(self) -> None:
         for worker in self._workers:
@@ -501,7 +501,7 @@ class RayExecutor(Executor):
                                 now - started,
                             )
                         )
-        return results  # type: ignore[return-value]
+        return results
 
     def close(self) -> None:
         if self._started:

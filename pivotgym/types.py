@@ -85,7 +85,7 @@ def assistant_message(content: str = "", tool_calls: list[ToolCall] | None = Non
 
 def tool_calls_of(msg: Message) -> list[ToolCall]:
     """The decoded tool calls of an assistant message (empty when it has none)."""
-    return [ToolCall.from_dict(c) for c in msg.get("tool_calls") or []]
+    return [ToolCall.from_dict(dict(c)) for c in msg.get("tool_calls") or []]
 
 
 def canonical_json(value: Any) -> str:
@@ -149,7 +149,7 @@ def _type_error(name: str, value: Any, tp: Any, deep: bool) -> str | None:
         errors = [_type_error(name, value, a, deep) for a in args]
         if any(e is None for e in errors):
             return None
-        inner = [e for e, a in zip(errors, args) if a is not type(None) and not e.startswith(f"{name}: ")]
+        inner = [e for e, a in zip(errors, args) if e and a is not type(None) and not e.startswith(f"{name}: ")]
         return inner[0] if len(inner) == 1 else wrong
     if origin is Literal:
         return None if value in args else wrong

@@ -85,7 +85,7 @@ def encode_prompt(tokenizer: Any, prompt: Prompt | str) -> list[int]:
     if not items:
         raise ValueError("empty prompt: give chat messages or at least one token id")
     if all(isinstance(x, int) for x in items):
-        return [int(x) for x in items]
+        return [x for x in items if isinstance(x, int)]
     if all(isinstance(x, dict) for x in items):
         ids = tokenizer.apply_chat_template(items, add_generation_prompt=True, tokenize=True, return_dict=False)
         return [int(x) for x in ids]

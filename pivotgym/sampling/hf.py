@@ -54,7 +54,7 @@ class HFSampler:
         sync_every: int = 8,
     ) -> None:
         self.in_memory = not isinstance(model, (str, os.PathLike))
-        if not self.in_memory:
+        if isinstance(model, (str, os.PathLike)):
             self.model_name = str(model)
             self.model, loaded_tokenizer = load_model_and_tokenizer(self.model_name, device=device, dtype=dtype)
             tokenizer = tokenizer or loaded_tokenizer
@@ -66,7 +66,8 @@ class HFSampler:
                 )
             self.model = model
             if device is not None or dtype is not None:
-                self.model.to(device=device, dtype=dtype if not isinstance(dtype, str) else getattr(torch, dtype))
+                torch_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+                self.model.to(device=device, dtype=torch_dtype)  # type: ignore[call-arg] # transformers' stub
             config = getattr(model, "config", None)
             self.model_name = getattr(config, "_name_or_path", "") or "in-memory"
         self.tokenizer = tokenizer
@@ -108,7 +109,7 @@ class HFSampler:
         return encode_prompt(self.tokenizer, prompt)
 
     def decode(self, token_ids: Sequence[int]) -> str:
-        return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
+        return str(self.tokenizer.decode(list(token_ids), skip_special_tokens=True))
 
     # -------------------------------------------------------------- sampling
     #: takes ``seeds=`` (one seed per prompt) in :meth:`sample`; see :func:`~pivotgym.sampling.base.sample_seeded`
@@ -371,7 +372,7 @@ class HFSampler:
             self._static_cache = None  # free the old one before allocating
             static = StaticCache(config=self.model.config, max_cache_len=total)
             for layer, source in zip(static.layers, cache.layers):
-                layer.lazy_initialization(source.keys, source.values)
+                layer.lazy_initialization(source.keys, source.values)  # type: ignore[union-attr] # Llama layers have it
             self._static_cache = (shape, static)
         for layer, source in zip(static.layers, cache.layers):
             layer.keys[:, :, :width].copy_(source.keys)
@@ -482,8 +483,8 @@ class HFSampler:
                 for start in range(0, len(prompt_ids), size):
                     chunk_p, chunk_c = prompt_ids[start : start + size], completion_ids[start : start + size]
                     values, _ = token_logprobs(self.model, chunk_p, chunk_c, pad_id=self.pad_id)
-                    values = values.cpu().tolist()
-                    scores.extend(row[: len(c)] for row, c in zip(values, chunk_c))
+                    rows = values.cpu().tolist()
+                    scores.extend(row[: len(c)] for row, c in zip(rows, chunk_c))
         finally:
             self.model.train(was_training)
         return scores

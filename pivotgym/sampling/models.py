@@ -489,7 +489,8 @@ def load_model_and_tokenizer(
     if isinstance(dtype, str):
         dtype = getattr(torch, dtype)
     dtype = dtype or default_dtype(device)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **hub_kwargs()).to(device)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **hub_kwargs())
+    model = model.to(device)  # type: ignore[arg-type] # transformers' stub of .to() names a model, not a device
     model.eval()
     tokenizer = load_tokenizer(path)
     return model, tokenizer

@@ -98,7 +98,7 @@ class OpenAISampler:
             return encode_prompt(self.tokenizer, prompt)
         items = prompt if isinstance(prompt, str) else list(prompt)
         if not isinstance(items, str) and items and all(isinstance(x, int) for x in items):
-            return [int(x) for x in items]
+            return [x for x in items if isinstance(x, int)]
         body: dict[str, Any] = {"model": self.served_model}
         if isinstance(items, str):
             body.update(prompt=items, add_special_tokens=False)

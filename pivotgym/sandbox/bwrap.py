@@ -121,8 +121,8 @@ class BwrapSandbox(Sandbox):
         self, cmd: Command, workdir: Path, limits: Limits, mounts: Sequence[Mount] = (), hide: Sequence[str] = ()
     ) -> list[str]:
         """The full bwrap command line for ``cmd`` (exposed for tests and debugging)."""
-        args = [
-            self.executable,
+        args: list[str] = [
+            str(self.executable),
             "--unshare-net",
             "--unshare-pid",
             "--unshare-ipc",
@@ -184,7 +184,7 @@ class BwrapSandbox(Sandbox):
                 "--cap-add",
                 "CAP_SETGID",
                 "--",
-                self._setpriv,
+                str(self._setpriv),
                 f"--reuid={self.uid}",
                 f"--regid={self.uid}",
                 "--clear-groups",

@@ -120,7 +120,9 @@ def create(limit: int) -> MemoryCgroup | None:
     """A fresh memory cgroup capped at ``limit`` bytes, or None when this host does not let us make one."""
     if _STATE.get("failed"):
         return None
-    for version, parent in [_STATE["where"]] if "where" in _STATE else _candidates():  # type: ignore[list-item]
+    where = _STATE.get("where")
+    places: list[tuple[str, Path]] = [where] if isinstance(where, tuple) else _candidates()
+    for version, parent in places:
         try:
             group = MemoryCgroup(version, parent, limit)
         except OSError as exc:
