@@ -103,3 +103,15 @@ def test_a_task_id_the_env_does_not_have_is_an_error_not_an_adhoc_turn(plugin_si
     r = _run("verify", "--turn", str(path), "--candidate", str(value),
              env=cli_env(plugin_site, PIVOTGYM_LOAD_PLUGINS="arith"))
     assert r.returncode == 1 and "no-such-task" in r.stderr and "hint:" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_verifier_that_needs_the_env_state_tells_its_author_how_to_judge_an_adhoc_turn(plugin_site, tmp_path):
+    """The planning verifier steps the env, which an ad-hoc turn does not have: the error line carries the
+    whole message, hint included (not the 300-character reason a profile row stores)."""
+    path = tmp_path / "turn.json"
+    path.write_text(json.dumps({"messages": [{"role": "user", "content": "Put a on b."}], "expert": "(pick-up a)"}))
+    r = _run("verify", "--env", "planning/blocks-v0", "--turn", str(path), "--candidate", "(pick-up a)",
+             env=cli_env(plugin_site, PIVOTGYM_LOAD_PLUGINS="planning"))
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "AdhocTurn" in r.stderr and "check context.known_task()" in r.stderr
+    assert "pass the turn's task_id" in r.stderr

@@ -25,7 +25,7 @@ import typer
 
 from pivotgym.cli.output import CLIError, emit_json, table
 from pivotgym.errors import TaskNotFound
-from pivotgym.verify import VerifyContext, undecided_reason, verify_safely
+from pivotgym.verify import VerifyContext, is_undecided_reason, undecided_reason, verify_safely
 
 TURN_HELP = ('JSON file: {"messages": [...], "expert": message | text | [{"name", "arguments"}], '
              '"tools": [...] (optional), "task_id": (optional)}')
@@ -124,8 +124,10 @@ def verify_cmd(
         typer.echo(table(rows, ["reward", "code", "reason", "candidate"]))
     undecided = [r for r in results if r["undecided"]]
     if undecided:
-        typer.echo(f"error: {len(undecided)} of {len(results)} verdict(s) undecided, not judgements: "
-                   f"{undecided[0]['undecided']}", err=True)
+        first = undecided[0]  # its whole reason (the stored one is cut to 300 characters)
+        why = first["reason"] if is_undecided_reason(first["reason"]) else first["undecided"]
+        typer.echo(f"error: {len(undecided)} of {len(results)} verdict(s) undecided, not judgements: {why}",
+                   err=True)
         raise typer.Exit(1)
 
 
