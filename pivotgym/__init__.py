@@ -1,7 +1,23 @@
 """pivotgym: multi-turn text environments, functional verifiers and the PivotRL method for agentic RL.
 
 Importing the package registers every installed plugin's envs with gymnasium, so both
-``pivotgym.make("planning/blocks-v0")`` and ``gymnasium.make("pivotgym:planning/blocks-v0")`` work.
+``pivotgym.make("planning/blocks-v0")`` and ``gymnasium.make("pivotgym:planning/blocks-v0")`` work. A plugin
+that fails to load is recorded (``pivotgym plugins`` shows it), never raised here.
+
+This module is the package facade: it re-exports the public API below and no ``pivotgym.X`` module imports
+it. The rest lives in modules and subpackages, lowest layer first (``docs/architecture.md``, "Layers"):
+
+* :mod:`pivotgym.errors` - :class:`~pivotgym.errors.PivotgymError`, the base of every error raised on purpose;
+  :mod:`pivotgym.config` - the one loader of YAML config files into checked dataclasses;
+* :mod:`pivotgym.types` and :mod:`pivotgym.env` - the records (``Task``, ``Trajectory``, ``Turn``,
+  ``Verdict``, ...) and :class:`AgentEnv`; :mod:`pivotgym.parsing` - the ``<tool_call>`` codec;
+* :mod:`pivotgym.verify` - the verifier protocol, :class:`VerifyContext` and the judge (the one *undecided*
+  rule, the verifier and context caches); :mod:`pivotgym.sampling` - samplers and the default model;
+* :mod:`pivotgym.plugins` and :mod:`pivotgym.registry` - plugin loading and every registered id;
+* :mod:`pivotgym.checker` (the contract checks), :mod:`pivotgym.eval` (suites, the episode loop, scoring,
+  comparison), :mod:`pivotgym.pivot` (profiling and selecting pivots), :mod:`pivotgym.train` (trainers);
+* :mod:`pivotgym.experiment` - the whole comparison for one domain, its run folder and report;
+* :mod:`pivotgym.cli` - the ``pivotgym`` command.
 """
 
 from __future__ import annotations
