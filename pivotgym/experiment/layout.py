@@ -165,6 +165,10 @@ class RunLayout:
         """A saved model (``models/sft-s<seed>``)."""
         return self.models / f"{tag}-s{seed}"
 
+    def model_saved(self, tag: str, seed: int) -> bool:
+        """Whether :meth:`model` holds a saved model (its ``config.json``)."""
+        return (self.model(tag, seed) / "config.json").exists()
+
     # ------------------------------------------------------------------ report
     def plot(self, name: str) -> Path:
         return self.plots / f"{name}.png"

@@ -72,6 +72,11 @@ ABLATIONS = (
 )
 
 
+def _link(layout: RunLayout, plot: str) -> str:
+    """A plot's path relative to the report (Markdown image links)."""
+    return layout.plot(plot).relative_to(layout.report.parent).as_posix()
+
+
 def _read(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
@@ -318,7 +323,8 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
             + " after every training step. PivotRL's curve starts at the cost of profiling: every profiling sample "
             "counts as a rollout turn and the profiling time is added to its wall-clock.",
             "",
-            "![score vs turns](plots/curve_turns.png) ![score vs wall-clock](plots/curve_seconds.png)",
+            f"![score vs turns]({_link(layout, 'curve_turns')}) "
+            f"![score vs wall-clock]({_link(layout, 'curve_seconds')})",
             "",
         ]
         paired = [s for s, (pc, ec) in curves.items() if pc and ec]
@@ -403,7 +409,7 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
             + f". {detail}. Pivots pass the rule var > {rule.get('min_var', 0)} and mean < "
             f"{rule.get('max_mean')}. The paper reports ~71% uninformative.",
             "",
-            "![turn shares](plots/turn_shares.png)",
+            f"![turn shares]({_link(layout, 'turn_shares')})",
             "",
         ]
 
@@ -442,7 +448,7 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
             "",
             markdown_table(["variant", "in-domain", "seeds"], abl_rows),
             "",
-            "![ablation](plots/ablation.png)",
+            f"![ablation]({_link(layout, 'ablation')})",
             "",
         ]
 

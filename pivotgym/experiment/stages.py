@@ -55,9 +55,10 @@ def trainer_kwargs(
     }
 
 
-def _cleanup(run: Run, out: Path) -> None:
+def _cleanup(run: Run, tag: str, seed: int) -> None:
+    """Delete a finished training run's checkpoints unless the config keeps them."""
     if not run.config.keep_checkpoints:
-        shutil.rmtree(out / "checkpoints", ignore_errors=True)
+        shutil.rmtree(run.layout.checkpoints(tag, seed), ignore_errors=True)
 
 
 def _fit_with_curve(
@@ -139,7 +140,7 @@ def stage_sft(run: Run, seed: int) -> None:
     run.evaluate(trainer.sampler, result)
     if run.config.rl_init == "sft":
         write_json(curve0, run.start_point(trainer.sampler, result))
-    _cleanup(run, out_dir)
+    _cleanup(run, "sft", seed)
 
 
 def stage_sft_more(run: Run, seed: int) -> None:
@@ -153,7 +154,7 @@ def stage_sft_more(run: Run, seed: int) -> None:
     if not run.config.matched_sft or extra == 0 or _done(result):
         return
     start = layout.model("sft", seed)
-    if not (start / "config.json").exists():
+    if not layout.model_saved("sft", seed):
         raise ConfigError(f"{start} is missing: rerun the sft stage (pivotgym experiment CONFIG --rerun sft)")
     section = {**run.config.sft, "steps": extra}
     cfg = SFTConfig.from_dict(
@@ -173,7 +174,7 @@ def stage_sft_more(run: Run, seed: int) -> None:
         tasks=tasks,
     )
     run.evaluate(trainer.sampler, result)
-    _cleanup(run, out_dir)
+    _cleanup(run, "sft-more", seed)
 
 
 def stage_profile(run: Run, seed: int, verifier: str = "functional") -> None:
@@ -272,7 +273,7 @@ def _pivot_run(run: Run, seed: int, tag: str, pivots: Path, verifier: str, full_
     write_json(layout.curve(tag, seed), curve)
     last = curve[-1].get("per_task") if curve and curve[-1]["step"] == summary["steps"] else None
     run.evaluate(trainer.sampler, result, members=None if full_eval else run.config.in_domain, in_domain=last)
-    _cleanup(run, out_dir)
+    _cleanup(run, tag, seed)
 
 
 def stage_pivot(run: Run, seed: int) -> None:
@@ -333,7 +334,7 @@ def stage_e2e(run: Run, seed: int) -> None:
     write_json(layout.curve("e2e", seed), curve)
     last = curve[-1].get("per_task") if curve and curve[-1]["step"] == summary["steps"] else None
     run.evaluate(trainer.sampler, result, in_domain=last)
-    _cleanup(run, out_dir)
+    _cleanup(run, "e2e", seed)
 
 
 def stage_ablation(run: Run, seed: int) -> None:
