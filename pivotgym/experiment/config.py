@@ -135,7 +135,7 @@ class ExperimentConfig:
     env: str
     #: the base model: a bundled alias, a local folder or a cached hub id
     model: str = "smollm2-135m"
-    #: the registered sampler that generates with the base model and the SFT model (`pivotgym plugins` lists them)
+    #: the registered sampler that generates with the base model and the SFT model (`pivotgym samplers` lists them)
     sampler: str = "hf"
     #: training seeds (a single number means one seed); each trains every method once
     seeds: list[int] = field(default_factory=lambda: [0])
@@ -269,7 +269,7 @@ def check_ids(config: ExperimentConfig) -> None:
         if config.sampler not in registry.samplers:
             raise RegistryError(
                 f"unknown sampler {config.sampler!r}{did_you_mean(config.sampler, registry.samplers)}. "
-                "Run `pivotgym plugins` to list what is installed."
+                "Run `pivotgym samplers` to list what is installed."
             )
 
     def env(key: str) -> Callable[[], Any]:
