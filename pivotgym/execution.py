@@ -95,13 +95,23 @@ class WorkerSetup:
             import importlib
 
             importlib.invalidate_caches()
-            if "pivotgym.registry" in sys.modules:
-                sys.modules["pivotgym.registry"].reset_registry()
+            if _on_plugins_changed is not None:
+                _on_plugins_changed()
         _applied = self
 
 
 _PLUGIN_VARS = {"PIVOTGYM_LOAD_PLUGINS", "PIVOTGYM_DISABLE_PLUGIN_AUTOLOAD"}
 _applied: WorkerSetup | None = None
+#: called when a worker's plugin environment changed; the registry installs its ``reset_registry`` here
+#: (:func:`set_plugins_changed_hook`), as this layer sits below it and never imports it
+_on_plugins_changed: Callable[[], None] | None = None
+
+
+def set_plugins_changed_hook(hook: Callable[[], None]) -> None:
+    """Install what a worker calls after :meth:`WorkerSetup.apply` changed its plugin environment (the
+    registry's ``reset_registry``, so the worker rebuilds the plugins it sees)."""
+    global _on_plugins_changed
+    _on_plugins_changed = hook
 
 
 def _load_payload(setup: WorkerSetup, payload: bytes) -> tuple[Callable[[Any], Any], Any]:

@@ -18,6 +18,7 @@ from typing import Any
 import gymnasium
 
 from pivotgym.errors import RegistryError
+from pivotgym.execution import set_plugins_changed_hook
 from pivotgym.plugins import PluginInfo, PluginManager
 from pivotgym.sandbox import set_sandbox_maker
 from pivotgym.verify import set_env_maker
@@ -279,8 +280,7 @@ class Registry:
         try:
             return table[name]
         except KeyError:
-            command = "pivotgym verifiers" if what == "verifier" else "pivotgym plugins"
-            raise RegistryError(self._unknown(what, name, table, command)) from None
+            raise RegistryError(self._unknown(what, name, table, f"pivotgym {_KIND_OF[what]}")) from None
 
     def _make_entry(self, table: Mapping[str, Entry], what: str, name: str, *args: Any, **kwargs: Any) -> Any:
         entry = self._entry(table, what, name)
@@ -461,7 +461,9 @@ def _make_sandbox(name: str, **kwargs: Any) -> Any:
 
 
 # The low layers build envs and sandboxes by name through the registry without importing it (see
-# ``pivotgym.verify.set_env_maker`` and ``pivotgym.sandbox.set_sandbox_maker``). The lambda looks ``make`` up
+# ``pivotgym.verify.set_env_maker``, ``pivotgym.sandbox.set_sandbox_maker`` and
+# ``pivotgym.execution.set_plugins_changed_hook``). The lambda looks ``make`` up
 # on each call, so a patched ``pivotgym.registry.make`` is honoured as before.
 set_env_maker(lambda env_id, **kwargs: make(env_id, **kwargs))
 set_sandbox_maker(_make_sandbox)
+set_plugins_changed_hook(lambda: reset_registry())

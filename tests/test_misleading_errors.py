@@ -230,3 +230,16 @@ def test_a_yaml_env_file_that_fails_its_check_is_named_when_its_env_is_asked_for
         reset_registry()
     message = str(info.value)
     assert "'builtins': register_environments raised" in message and str(tmp_path / "thing.yaml") in message
+
+
+def test_a_missing_run_folder_without_a_runs_folder_is_not_answered_with_a_download_only(tmp_path, monkeypatch):
+    """`runs/typo` with no `runs/` beside it could be a hub id too: the error says first that no such folder
+    exists (and where it looked), then how to pull it if a hub id was meant."""
+    from pivotgym.sampling.models import ModelError, resolve_model
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ModelError) as info:
+        resolve_model("runs/nonexistent")
+    message = str(info.value)
+    assert f"there is no folder {tmp_path / 'runs' / 'nonexistent'}" in message
+    assert message.index("check the path") < message.index("pivotgym model pull runs/nonexistent")

@@ -218,6 +218,22 @@ def test_an_unknown_verifier_on_the_command_line_points_to_pivotgym_verifiers(pl
     assert "pivotgym verifiers" in r.stderr
 
 
+@pytest.mark.parametrize("kind, name", [("samplers", "hf"), ("sandboxes", "bwrap")])
+def test_cli_lists_samplers_and_sandboxes_and_an_unknown_one_points_there(kind, name, capsys):
+    from pivotgym.cli import main
+    from pivotgym.registry import get_registry
+
+    assert main([kind, "--json"]) == 0
+    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    assert rows[name]["plugin"] == "builtins" and rows[name]["description"]
+    assert main([kind]) == 0
+    assert any(line.split()[:2] == [name, "builtins"] for line in capsys.readouterr().out.splitlines())
+    make = get_registry().make_sampler if kind == "samplers" else get_registry().make_sandbox
+    what = {"samplers": "sampler", "sandboxes": "sandbox"}[kind]
+    with pytest.raises(RegistryError, match=f"unknown {what} 'nope'.*Run `pivotgym {kind}`"):
+        make("nope")
+
+
 def test_entry_point_hooks_are_called_in_name_order_then_the_builtins(plugin_site, monkeypatch):
     monkeypatch.syspath_prepend(str(plugin_site))
     monkeypatch.delenv("PIVOTGYM_LOAD_PLUGINS", raising=False)

@@ -41,7 +41,7 @@ def eval_cmd(
     max_new_tokens: int | None = typer.Option(None, help="Generation cap (default: per env)."),
     batch_size: int = typer.Option(8, help="Prompts generated together."),
     seed: int = typer.Option(0, help="Sampling seed (generation is greedy; recorded in the result)."),
-    sampler: str = typer.Option("hf", "--sampler", help="Sampler backend (`pivotgym plugins` lists them)."),
+    sampler: str = typer.Option("hf", "--sampler", help="Sampler backend (`pivotgym samplers` lists them)."),
     device: str | None = typer.Option(None, help="cpu or cuda (default: cuda when present)."),
     transcripts: bool = typer.Option(
         True,

@@ -3,6 +3,8 @@ registered."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import typer
 
 from pivotgym.cli.output import emit_json, table
@@ -84,6 +86,23 @@ def verifiers_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-re
     typer.echo("(`pivotgym verifiers --json` lists every env id)")
 
 
+def _entries_cmd(kind: str) -> Callable[..., None]:
+    """A command listing the registered entries of ``kind`` (``samplers`` or ``sandboxes``): name, plugin and
+    description, or ``--json``."""
+
+    def command(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+        from pivotgym.registry import get_registry
+
+        entries = sorted(getattr(get_registry(), kind).values(), key=lambda e: e.name)
+        if as_json:
+            emit_json([e.to_dict() for e in entries])
+            return
+        typer.echo(table([[e.name, e.plugin, e.description] for e in entries], [kind[:-1], "plugin", "description"]))
+
+    command.__doc__ = f"List registered {kind} backends: name, plugin and description."
+    return command
+
+
 def _env_summary(env_ids: list[str]) -> str:
     """Env ids in a table cell: one namespace with several envs is shown as ``ns/* (N)``."""
     by_namespace: dict[str, list[str]] = {}
@@ -94,7 +113,9 @@ def _env_summary(env_ids: list[str]) -> str:
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``plugins``, ``envs`` and ``verifiers``."""
+    """Add ``plugins``, ``envs``, ``verifiers``, ``samplers`` and ``sandboxes``."""
     app.command("plugins")(plugins_cmd)
     app.command("envs")(envs_cmd)
     app.command("verifiers")(verifiers_cmd)
+    app.command("samplers")(_entries_cmd("samplers"))
+    app.command("sandboxes")(_entries_cmd("sandboxes"))

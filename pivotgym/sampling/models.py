@@ -108,7 +108,16 @@ def hub_kwargs() -> dict[str, Any]:
 
 
 def not_found_message(name: str) -> str:
-    """The one-line error for a model name that is nowhere on this machine."""
+    """The one-line error for a model name that is nowhere on this machine. A name that could be a folder as
+    well as a hub id (``runs/typo``) says first that no such folder exists, so a mistyped run folder is not
+    answered with a download command only."""
+    if "/" in name:
+        folder = Path(name).expanduser().resolve()
+        return (
+            f"model {name!r} is not found locally: there is no folder {folder}, and no hub model {name!r} in the "
+            f"Hugging Face cache; if you meant a run or model folder, check the path; if you meant the hub id, get it "
+            f"with `pivotgym model pull {name}` (or set {ALLOW_DOWNLOADS_ENV}=1)"
+        )
     return (
         f"model {name!r} is not found locally (not a bundled model ({', '.join(sorted(BUNDLED_MODELS))}), "
         f"not a local folder, not in the Hugging Face cache); get it with `pivotgym model pull {name}`, "
