@@ -74,10 +74,19 @@ def run(k: int, rates: list[float], rule: AdaptiveK, rng: random.Random) -> dict
         fixed_samples += k
         adaptive_samples += len(read)
     m = rule.unanimous_after(k)
-    return {"k": k, "states": len(rates), "fixed_pivots": fixed_pivots, "pivot_share": fixed_pivots / len(rates),
-            "agreement": both / max(1, fixed_pivots), "extra": extra, "fixed_samples": fixed_samples,
-            "adaptive_samples": adaptive_samples, "ratio": fixed_samples / max(1, adaptive_samples),
-            "min_unanimous": m, "miss_bound": rule.miss_bound(m, k) if m else 0.0}
+    return {
+        "k": k,
+        "states": len(rates),
+        "fixed_pivots": fixed_pivots,
+        "pivot_share": fixed_pivots / len(rates),
+        "agreement": both / max(1, fixed_pivots),
+        "extra": extra,
+        "fixed_samples": fixed_samples,
+        "adaptive_samples": adaptive_samples,
+        "ratio": fixed_samples / max(1, adaptive_samples),
+        "min_unanimous": m,
+        "miss_bound": rule.miss_bound(m, k) if m else 0.0,
+    }
 
 
 def main() -> int:
@@ -103,14 +112,20 @@ def main() -> int:
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
-    print(f"adaptive vs fixed K on the same streams: rates={args.rates}, λ={args.max_mean}, "
-          f"p_min={args.min_pass_rate}, δ={args.delta}, block={args.block}, seed={args.seed}")
-    print(f"{'K':>3} {'states':>7} {'pivots':>7} {'agree':>7} {'extra':>5} {'m':>3} {'bound':>6} "
-          f"{'fixed samples':>13} {'adaptive':>9} {'fixed/adaptive':>14}")
+    print(
+        f"adaptive vs fixed K on the same streams: rates={args.rates}, λ={args.max_mean}, "
+        f"p_min={args.min_pass_rate}, δ={args.delta}, block={args.block}, seed={args.seed}"
+    )
+    print(
+        f"{'K':>3} {'states':>7} {'pivots':>7} {'agree':>7} {'extra':>5} {'m':>3} {'bound':>6} "
+        f"{'fixed samples':>13} {'adaptive':>9} {'fixed/adaptive':>14}"
+    )
     for r in results:
-        print(f"{r['k']:>3} {r['states']:>7} {r['pivot_share']:>7.1%} {r['agreement']:>7.2%} {r['extra']:>5} "
-              f"{str(r['min_unanimous'] or '-'):>3} {r['miss_bound']:>6.3f} {r['fixed_samples']:>13} "
-              f"{r['adaptive_samples']:>9} {r['ratio']:>13.2f}x")
+        print(
+            f"{r['k']:>3} {r['states']:>7} {r['pivot_share']:>7.1%} {r['agreement']:>7.2%} {r['extra']:>5} "
+            f"{str(r['min_unanimous'] or '-'):>3} {r['miss_bound']:>6.3f} {r['fixed_samples']:>13} "
+            f"{r['adaptive_samples']:>9} {r['ratio']:>13.2f}x"
+        )
     worst = min(r["agreement"] for r in results)
     print(f"agreement on fixed-K pivots: worst {worst:.2%} (goal >= 95%)")
     return 0 if worst >= 0.95 else 1

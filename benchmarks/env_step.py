@@ -64,8 +64,12 @@ def main() -> None:
     per_step_us(EchoAgentEnv(), 1000)  # warm up
     bare = min(per_step_us(EchoBareEnv(), args.steps) for _ in range(3))
     agent = min(per_step_us(EchoAgentEnv(), args.steps) for _ in range(3))
-    result = {"bare_us_per_step": round(bare, 2), "agent_env_us_per_step": round(agent, 2),
-              "overhead_ratio": round(agent / bare, 2), "overhead_us": round(agent - bare, 2)}
+    result = {
+        "bare_us_per_step": round(bare, 2),
+        "agent_env_us_per_step": round(agent, 2),
+        "overhead_ratio": round(agent / bare, 2),
+        "overhead_us": round(agent - bare, 2),
+    }
     if args.json:
         print(json.dumps(result))
     else:

@@ -49,8 +49,12 @@ def candidates(family: str, task_id: str, turns: int) -> list[tuple[VerifyContex
     messages = env.reset(options={"task_id": task.id})[0]
     items = []
     for i in range(min(turns, len(plan))):
-        traj = Trajectory(id=f"bench-{task_id}", env_id=f"planning/{family}-v0", task_id=task.id,
-                          messages=[*messages, message("assistant", plan[i])])
+        traj = Trajectory(
+            id=f"bench-{task_id}",
+            env_id=f"planning/{family}-v0",
+            task_id=task.id,
+            messages=[*messages, message("assistant", plan[i])],
+        )
         ctx = VerifyContext(traj.turn(i))
         positioned = ctx.env()
         items.extend((ctx, a.text) for a in positioned.problem.applicable(positioned.state))
@@ -82,8 +86,12 @@ def run(make, items, seconds: float | None, trace: bool) -> dict:
     if trace:
         tracemalloc.stop()
     tables = items[0][0].env().problem.search_task()._tables.values()
-    return {"seconds": elapsed, "verdicts": verdicts, "peak_mb": peak / 2**20,
-            "table_states": [t.stats.states for t in tables if t.complete]}
+    return {
+        "seconds": elapsed,
+        "verdicts": verdicts,
+        "peak_mb": peak / 2**20,
+        "table_states": [t.stats.states for t in tables if t.complete],
+    }
 
 
 def main() -> None:
@@ -100,37 +108,51 @@ def main() -> None:
         new = run(OptimalActionVerifier, items, None, trace=False)
         new_mem = run(OptimalActionVerifier, items, None, trace=True)
         old = run(lambda: OptimalActionVerifier(table_limit=0), items, args.old_seconds, trace=False)
-        old_mem = run(lambda: OptimalActionVerifier(table_limit=0), items[:len(old["verdicts"])],
-                      args.old_seconds, trace=True)
+        old_mem = run(
+            lambda: OptimalActionVerifier(table_limit=0), items[: len(old["verdicts"])], args.old_seconds, trace=True
+        )
         for a, b in zip(new["verdicts"], old["verdicts"]):
             if not b.components.get("budget_exhausted"):
                 assert a.reward == b.reward, (task_id, a.reason, b.reason)
         n_old = len(old["verdicts"])
         per_new, per_old = new["seconds"] / len(items), old["seconds"] / max(1, n_old)
-        rows.append({
-            "task": task_id, "reachable_states": raw_states, "candidates": len(items),
-            "new_seconds": round(new["seconds"], 3), "new_per_verification_ms": round(1000 * per_new, 2),
-            "new_peak_mb": round(new_mem["peak_mb"], 1),
-            "new_budget_exhausted": sum(bool(v.components.get("budget_exhausted")) for v in new["verdicts"]),
-            "new_credited": sum(v.reward == 1.0 for v in new["verdicts"]),
-            "old_verified": n_old, "old_seconds": round(old["seconds"], 3),
-            "old_per_verification_ms": round(1000 * per_old, 2), "old_peak_mb": round(old_mem["peak_mb"], 1),
-            "old_budget_exhausted": sum(bool(v.components.get("budget_exhausted")) for v in old["verdicts"]),
-            "speedup_per_verification": round(per_old / per_new, 1) if per_new else None,
-            "table_states": new["table_states"],
-        })
+        rows.append(
+            {
+                "task": task_id,
+                "reachable_states": raw_states,
+                "candidates": len(items),
+                "new_seconds": round(new["seconds"], 3),
+                "new_per_verification_ms": round(1000 * per_new, 2),
+                "new_peak_mb": round(new_mem["peak_mb"], 1),
+                "new_budget_exhausted": sum(bool(v.components.get("budget_exhausted")) for v in new["verdicts"]),
+                "new_credited": sum(v.reward == 1.0 for v in new["verdicts"]),
+                "old_verified": n_old,
+                "old_seconds": round(old["seconds"], 3),
+                "old_per_verification_ms": round(1000 * per_old, 2),
+                "old_peak_mb": round(old_mem["peak_mb"], 1),
+                "old_budget_exhausted": sum(bool(v.components.get("budget_exhausted")) for v in old["verdicts"]),
+                "speedup_per_verification": round(per_old / per_new, 1) if per_new else None,
+                "table_states": new["table_states"],
+            }
+        )
     if args.json:
         print(json.dumps(rows, indent=2))
         return
     for r in rows:
-        print(f"{r['task']} (reachable states {r['reachable_states']}), {r['candidates']} candidates; "
-              f"table of {r['table_states']} canonical states")
-        print(f"  new: {r['new_seconds']:8.2f} s total, {r['new_per_verification_ms']:9.2f} ms/verification, "
-              f"peak {r['new_peak_mb']:7.1f} MB, budget_exhausted {r['new_budget_exhausted']}, "
-              f"credited {r['new_credited']}")
-        print(f"  old: {r['old_seconds']:8.2f} s for {r['old_verified']} verifications, "
-              f"{r['old_per_verification_ms']:9.2f} ms/verification, peak {r['old_peak_mb']:7.1f} MB, "
-              f"budget_exhausted {r['old_budget_exhausted']}")
+        print(
+            f"{r['task']} (reachable states {r['reachable_states']}), {r['candidates']} candidates; "
+            f"table of {r['table_states']} canonical states"
+        )
+        print(
+            f"  new: {r['new_seconds']:8.2f} s total, {r['new_per_verification_ms']:9.2f} ms/verification, "
+            f"peak {r['new_peak_mb']:7.1f} MB, budget_exhausted {r['new_budget_exhausted']}, "
+            f"credited {r['new_credited']}"
+        )
+        print(
+            f"  old: {r['old_seconds']:8.2f} s for {r['old_verified']} verifications, "
+            f"{r['old_per_verification_ms']:9.2f} ms/verification, peak {r['old_peak_mb']:7.1f} MB, "
+            f"budget_exhausted {r['old_budget_exhausted']}"
+        )
         print(f"  speedup per verification: {r['speedup_per_verification']}x")
 
 

@@ -43,8 +43,22 @@ def _ensure_arith(envs: list[str]) -> None:
     if "arith/chain-v0" in get_registry().envs:
         return
     site = Path(tempfile.mkdtemp(prefix="pivotgym-bench-site-"))
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
-                    "--no-build-isolation", "--target", str(site), str(ARITH)], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(site),
+            str(ARITH),
+        ],
+        check=True,
+    )
     sys.path.insert(0, str(site))
     os.environ["PYTHONPATH"] = os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])
     importlib.invalidate_caches()
@@ -129,8 +143,11 @@ def main() -> None:
         "per-state": ProfileConfig(k=args.k, params=params, block=args.k),
         "fixed": ProfileConfig(k=args.k, params=params, block=args.k),
         "fixed-stream": ProfileConfig(k=args.k, params=params, block=args.block),
-        "adaptive": ProfileConfig(k=args.k, params=params, adaptive=AdaptiveK(
-            max_mean=args.max_mean, min_unanimous=args.min_unanimous, block=args.block)),
+        "adaptive": ProfileConfig(
+            k=args.k,
+            params=params,
+            adaptive=AdaptiveK(max_mean=args.max_mean, min_unanimous=args.min_unanimous, block=args.block),
+        ),
     }
     figures: dict[str, dict] = {}
     decisions = {}
@@ -143,17 +160,25 @@ def main() -> None:
             result = Profiler(reference, config, pool).profile(trajectories, None, progress=False)
             elapsed = time.perf_counter() - start
             n = len(result.profiles)
-            figures[name] = {"states": n, "samples": result.stats["samples"], "seconds": round(elapsed, 2),
-                             "states_per_s": round(n / elapsed, 3), "pivots": result.stats["pivots"],
-                             "uninformative": sum(p.var == 0 for p in result.profiles)}
+            figures[name] = {
+                "states": n,
+                "samples": result.stats["samples"],
+                "seconds": round(elapsed, 2),
+                "states_per_s": round(n / elapsed, 3),
+                "pivots": result.stats["pivots"],
+                "uninformative": sum(p.var == 0 for p in result.profiles),
+            }
             decisions[name] = _pivots(result.profiles, args.max_mean)
             print(f"# {name}: {figures[name]}", file=sys.stderr, flush=True)
     fixed, adaptive = figures["fixed"], figures["adaptive"]
     summary = {
-        "model": sampler.describe(), "envs": envs, "k": args.k, "block": args.block,
-        "min_unanimous": args.min_unanimous, "runs": figures,
-        "batching_speedup_fixed_over_per_state": round(
-            fixed["states_per_s"] / figures["per-state"]["states_per_s"], 3),
+        "model": sampler.describe(),
+        "envs": envs,
+        "k": args.k,
+        "block": args.block,
+        "min_unanimous": args.min_unanimous,
+        "runs": figures,
+        "batching_speedup_fixed_over_per_state": round(fixed["states_per_s"] / figures["per-state"]["states_per_s"], 3),
         "sample_ratio_fixed_over_adaptive": round(fixed["samples"] / max(1, adaptive["samples"]), 3),
         "speedup_states_per_s": round(adaptive["states_per_s"] / fixed["states_per_s"], 3),
         "agreement_same_stream": _agreement(decisions["fixed-stream"], decisions["adaptive"]),
@@ -163,15 +188,23 @@ def main() -> None:
     if args.json:
         print(json.dumps(summary, indent=2, default=str))
         return
-    print(f"model {summary['model'].get('model')} on {summary['model'].get('device')}; envs {', '.join(envs)}; "
-          f"K={args.k}, block={args.block}, min_unanimous={args.min_unanimous}")
+    print(
+        f"model {summary['model'].get('model')} on {summary['model'].get('device')}; envs {', '.join(envs)}; "
+        f"K={args.k}, block={args.block}, min_unanimous={args.min_unanimous}"
+    )
     for name, f in figures.items():
-        print(f"  {name:13} {f['states']:4d} states  {f['samples']:5d} samples  {f['seconds']:8.2f}s  "
-              f"{f['states_per_s']:7.3f} states/s  pivots {f['pivots']}  uninformative {f['uninformative']}")
-    print(f"batching states into one call: {summary['batching_speedup_fixed_over_per_state']}x states/s "
-          "(fixed / per-state)")
-    print(f"samples fixed/adaptive: {summary['sample_ratio_fixed_over_adaptive']}x (goal >= 2x); "
-          f"states/s adaptive/fixed: {summary['speedup_states_per_s']}x")
+        print(
+            f"  {name:13} {f['states']:4d} states  {f['samples']:5d} samples  {f['seconds']:8.2f}s  "
+            f"{f['states_per_s']:7.3f} states/s  pivots {f['pivots']}  uninformative {f['uninformative']}"
+        )
+    print(
+        f"batching states into one call: {summary['batching_speedup_fixed_over_per_state']}x states/s "
+        "(fixed / per-state)"
+    )
+    print(
+        f"samples fixed/adaptive: {summary['sample_ratio_fixed_over_adaptive']}x (goal >= 2x); "
+        f"states/s adaptive/fixed: {summary['speedup_states_per_s']}x"
+    )
     for label in ("agreement_same_stream", "agreement_vs_one_call_fixed", "noise_floor_fixed_vs_fixed_stream"):
         a = summary[label]
         print(f"{label}: {a['state_agreement']:.1%} of states, pivot-set Jaccard {a['pivot_jaccard']:.1%}")

@@ -22,24 +22,27 @@ import sys
 import time
 from typing import Any
 
-
 import torch
 
 from pivotgym.sampling.base import SamplingParams
 from pivotgym.sampling.hf import HFSampler
 
-FILLER = ("The agent called search_flights(origin='SFO', destination='JFK', date='2025-03-14') and the tool "
-          "returned three options with prices, layovers and seat availability. ")
+FILLER = (
+    "The agent called search_flights(origin='SFO', destination='JFK', date='2025-03-14') and the tool "
+    "returned three options with prices, layovers and seat availability. "
+)
 
 
 def make_prompts(sampler: HFSampler, count: int, length: int) -> list[list[int]]:
     """``count`` distinct token-id prompts of exactly ``length`` tokens, chat-templated like real states."""
     prompts = []
     for i in range(count):
-        history = [{"role": "system", "content": f"Session {i}: you are a travel booking agent."},
-                   {"role": "user", "content": FILLER * (length // 20 + 2)}]
+        history = [
+            {"role": "system", "content": f"Session {i}: you are a travel booking agent."},
+            {"role": "user", "content": FILLER * (length // 20 + 2)},
+        ]
         ids = sampler.encode(history)
-        prompts.append(ids[:length - 5] + ids[-5:])  # keep the generation prompt at the end
+        prompts.append(ids[: length - 5] + ids[-5:])  # keep the generation prompt at the end
     return prompts
 
 
@@ -75,8 +78,9 @@ def main() -> None:
     pad = sampler.pad_id
     prompts = make_prompts(sampler, args.prompts, args.prompt_tokens)
     P, K, M = args.prompts, args.k, args.new_tokens
-    fixed = dict(max_new_tokens=M, min_new_tokens=M, do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
-                 pad_token_id=pad)
+    fixed = dict(
+        max_new_tokens=M, min_new_tokens=M, do_sample=True, temperature=1.0, top_p=1.0, top_k=0, pad_token_id=pad
+    )
     params = SamplingParams(max_new_tokens=M, temperature=1.0, seed=0)
 
     def shared() -> None:
@@ -97,8 +101,13 @@ def main() -> None:
     # warm-up (kernels, allocator, compilation) on a small slice
     sampler.sample(prompts[:1], n=K, params=SamplingParams(max_new_tokens=4, seed=0))
     with torch.no_grad():
-        model.generate(torch.tensor(prompts[:1], device=device), max_new_tokens=4, min_new_tokens=4,
-                       do_sample=True, pad_token_id=pad)
+        model.generate(
+            torch.tensor(prompts[:1], device=device),
+            max_new_tokens=4,
+            min_new_tokens=4,
+            do_sample=True,
+            pad_token_id=pad,
+        )
 
     methods = {"shared": shared, "generate_n": generate_n}
     if not args.skip_separate:
@@ -108,12 +117,22 @@ def main() -> None:
         seconds[name], cpu_seconds[name] = timed(fn, device)
         print(f"[{name}: {seconds[name]:.2f} s wall, {cpu_seconds[name]:.2f} s CPU]", file=sys.stderr, flush=True)
     result: dict[str, Any] = {
-        "device": str(device), "dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
-        "threads": torch.get_num_threads(), "prompts": P, "prompt_tokens": args.prompt_tokens, "k": K,
+        "device": str(device),
+        "dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
+        "threads": torch.get_num_threads(),
+        "prompts": P,
+        "prompt_tokens": args.prompt_tokens,
+        "k": K,
         "new_tokens": M,
-        "methods": {name: {"seconds": round(s, 3), "cpu_seconds": round(cpu_seconds[name], 3),
-                           "states_per_s": round(P / s, 4), "tokens_per_s": round(P * K * M / s, 1)}
-                    for name, s in seconds.items()},
+        "methods": {
+            name: {
+                "seconds": round(s, 3),
+                "cpu_seconds": round(cpu_seconds[name], 3),
+                "states_per_s": round(P / s, 4),
+                "tokens_per_s": round(P * K * M / s, 1),
+            }
+            for name, s in seconds.items()
+        },
     }
     for base in ("generate_n", "separate"):
         if base in seconds:
@@ -122,15 +141,20 @@ def main() -> None:
     if args.json:
         print(json.dumps(result, indent=2))
         return
-    print(f"{result['device']} {result['dtype']}, {P} prompts x {args.prompt_tokens} tokens, K={K}, "
-          f"{M} new tokens each")
+    print(
+        f"{result['device']} {result['dtype']}, {P} prompts x {args.prompt_tokens} tokens, K={K}, {M} new tokens each"
+    )
     for name, row in result["methods"].items():
-        print(f"  {name:<11} {row['seconds']:>8.2f} s ({row['cpu_seconds']:>7.2f} s CPU)  "
-              f"{row['states_per_s']:>8.3f} states/s  {row['tokens_per_s']:>9.1f} tok/s")
+        print(
+            f"  {name:<11} {row['seconds']:>8.2f} s ({row['cpu_seconds']:>7.2f} s CPU)  "
+            f"{row['states_per_s']:>8.3f} states/s  {row['tokens_per_s']:>9.1f} tok/s"
+        )
     for base, label in (("separate", "K separate generate calls"), ("generate_n", "generate(num_return_sequences=K)")):
         if f"speedup_vs_{base}" in result:
-            print(f"shared prefill vs {label}: {result[f'speedup_vs_{base}']:.2f}x states/s "
-                  f"({result[f'cpu_speedup_vs_{base}']:.2f}x per CPU second)")
+            print(
+                f"shared prefill vs {label}: {result[f'speedup_vs_{base}']:.2f}x states/s "
+                f"({result[f'cpu_speedup_vs_{base}']:.2f}x per CPU second)"
+            )
 
 
 if __name__ == "__main__":

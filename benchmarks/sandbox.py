@@ -44,8 +44,10 @@ def main() -> None:
 
     bare_start = timed(lambda: subprocess.run(["true"], check=True), 20)
     bwrap_start = timed(lambda: box.run(["true"], work), 20)
-    print(f"start: bare {bare_start * 1e3:.1f} ms, bwrap {bwrap_start * 1e3:.1f} ms, "
-          f"overhead {(bwrap_start - bare_start) * 1e3:.1f} ms (goal <= 50 ms)")
+    print(
+        f"start: bare {bare_start * 1e3:.1f} ms, bwrap {bwrap_start * 1e3:.1f} ms, "
+        f"overhead {(bwrap_start - bare_start) * 1e3:.1f} ms (goal <= 50 ms)"
+    )
 
     # the same start from a parent holding a 1 GiB heap (a loaded model): rlimits through `prlimit` let
     # subprocess spawn with vfork; the preexec_fn fallback forks the whole address space
@@ -58,8 +60,10 @@ def main() -> None:
     with_preexec = timed(lambda: box.run(["true"], work), 10)
     base._PRLIMIT = saved
     del heap
-    print(f"start with a 1 GiB parent heap: prlimit {with_prlimit * 1e3:.1f} ms, preexec_fn fallback "
-          f"{with_preexec * 1e3:.1f} ms ({with_preexec / with_prlimit:.1f}x)")
+    print(
+        f"start with a 1 GiB parent heap: prlimit {with_prlimit * 1e3:.1f} ms, preexec_fn fallback "
+        f"{with_preexec * 1e3:.1f} ms ({with_preexec / with_prlimit:.1f}x)"
+    )
 
     target = "toolz/tests/test_itertoolz.py"
     names = ",".join(top_level_names(tree))
@@ -68,15 +72,27 @@ def main() -> None:
     def bare() -> None:
         out = tmp / "bare-result.json"
         out.unlink(missing_ok=True)
-        subprocess.run([sys.executable, "-I", "-c", RUNNER, str(out), str(work), names, target], input="n\n",
-                       capture_output=True, text=True, cwd=work, check=True, env=env)
+        subprocess.run(
+            [sys.executable, "-I", "-c", RUNNER, str(out), str(work), names, target],
+            input="n\n",
+            capture_output=True,
+            text=True,
+            cwd=work,
+            check=True,
+            env=env,
+        )
 
     def boxed() -> None:
         out = tmp / "box-out"
         remove_dir(out) if out.exists() else None
         out.mkdir(mode=0o755)
-        r = box.run([sys.executable, "-I", "-c", RUNNER, "/judge/result.json", "/repo", names, target], work,
-                    stdin="n\n", env=RUNNER_ENV, mounts=[Mount(str(out), "/judge", writable=True)])
+        r = box.run(
+            [sys.executable, "-I", "-c", RUNNER, "/judge/result.json", "/repo", names, target],
+            work,
+            stdin="n\n",
+            env=RUNNER_ENV,
+            mounts=[Mount(str(out), "/judge", writable=True)],
+        )
         assert r.returncode == 0 and (out / "result.json").is_file(), r.output
 
     bare()
@@ -87,9 +103,11 @@ def main() -> None:
     t_fork = timed(lambda: fork_dir(work, tmp / f"f{next(counter)}", method="copy"), 20)
     t_link = timed(lambda: fork_dir(work, tmp / f"h{next(counter)}", method="hardlink"), 20)
     n_files = sum(1 for p in work.rglob("*") if p.is_file())
-    print(f"fork ({n_files} files): copy {t_fork * 1e3:.1f} ms (the default: edits never reach the source), "
-          f"hardlink {t_link * 1e3:.1f} ms ({t_fork / t_link:.1f}x faster, read-only consumers only); "
-          f"vs a sandboxed test run: {t_fork / t_box * 100:.1f}% of it")
+    print(
+        f"fork ({n_files} files): copy {t_fork * 1e3:.1f} ms (the default: edits never reach the source), "
+        f"hardlink {t_link * 1e3:.1f} ms ({t_fork / t_link:.1f}x faster, read-only consumers only); "
+        f"vs a sandboxed test run: {t_fork / t_box * 100:.1f}% of it"
+    )
     judge_costs(box, tmp)
     remove_dir(tmp)
 
@@ -108,30 +126,65 @@ def judge_costs(box, tmp: Path) -> None:  # noqa: ANN001
 
     def plain_pytest() -> None:  # the baseline: the same pytest options, no isolation, no runner, no sandbox
         fork = fork_dir(work, tmp / f"plain{next(counter)}")
-        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-c",
-                        os.devnull, "--rootdir", str(fork), "-o", "addopts=", "--no-header", "-W", "ignore::DeprecationWarning",
-                        *targets], cwd=fork,
-                       capture_output=True, env={**os.environ, **RUNNER_ENV, "PYTHONDONTWRITEBYTECODE": "1"})
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-p",
+                "no:randomly",
+                "-c",
+                os.devnull,
+                "--rootdir",
+                str(fork),
+                "-o",
+                "addopts=",
+                "--no-header",
+                "-W",
+                "ignore::DeprecationWarning",
+                *targets,
+            ],
+            cwd=fork,
+            capture_output=True,
+            env={**os.environ, **RUNNER_ENV, "PYTHONDONTWRITEBYTECODE": "1"},
+        )
 
     def runner_bare() -> None:
         fork = fork_dir(work, tmp / f"rb{next(counter)}")
-        subprocess.run([sys.executable, "-I", "-c", RUNNER, str(fork / ".result.json"), str(fork), names, *targets],
-                       input="n\n", capture_output=True, text=True, cwd=fork, env={**os.environ, **RUNNER_ENV})
+        subprocess.run(
+            [sys.executable, "-I", "-c", RUNNER, str(fork / ".result.json"), str(fork), names, *targets],
+            input="n\n",
+            capture_output=True,
+            text=True,
+            cwd=fork,
+            env={**os.environ, **RUNNER_ENV},
+        )
 
     def runner_bwrap() -> None:
         fork = fork_dir(work, tmp / f"rw{next(counter)}")
         out = tmp / f"rwo{next(counter)}"
         out.mkdir(mode=0o755)
-        box.run([sys.executable, "-I", "-c", RUNNER, "/judge/result.json", "/repo", names, *targets], fork,
-                stdin="n\n", env=RUNNER_ENV, mounts=[Mount(str(out), "/judge", writable=True)])
+        box.run(
+            [sys.executable, "-I", "-c", RUNNER, "/judge/result.json", "/repo", names, *targets],
+            fork,
+            stdin="n\n",
+            env=RUNNER_ENV,
+            mounts=[Mount(str(out), "/judge", writable=True)],
+        )
 
     verdict = judge(work, instance, pristine, sandbox=box)
     assert verdict.run.outcomes and not verdict.run.error, verdict.summary
     plain_pytest()
     # interleaved rounds, so a change in machine load hits every variant alike
-    variants = [("pytest, same options, bare subprocess (baseline)", plain_pytest),
-                ("trusted runner, bare subprocess", runner_bare), ("trusted runner under bwrap", runner_bwrap),
-                ("hardened judge() end to end", lambda: judge(work, instance, pristine, sandbox=box))]
+    variants = [
+        ("pytest, same options, bare subprocess (baseline)", plain_pytest),
+        ("trusted runner, bare subprocess", runner_bare),
+        ("trusted runner under bwrap", runner_bwrap),
+        ("hardened judge() end to end", lambda: judge(work, instance, pristine, sandbox=box)),
+    ]
     samples: dict[str, list[float]] = {label: [] for label, _ in variants}
     for _ in range(7):
         for label, fn in variants:

@@ -38,8 +38,13 @@ def agreement(verifier: Any, items: list[tuple[VerifyContext, str, bool, str]]) 
         per[kind] += ok
         total[kind] += 1
     low, high = wilson(agree, len(items))
-    return {"agree": agree, "n": len(items), "rate": round(agree / len(items), 4), "ci95": [round(low, 4), round(high, 4)],
-            "per_transform": {k: f"{per[k]}/{total[k]}" for k in sorted(total)}}
+    return {
+        "agree": agree,
+        "n": len(items),
+        "rate": round(agree / len(items), 4),
+        "ci95": [round(low, 4), round(high, 4)],
+        "per_transform": {k: f"{per[k]}/{total[k]}" for k in sorted(total)},
+    }
 
 
 def latency_us(verifier: Any, items: list[tuple[VerifyContext, str]], repeat: int) -> float:
@@ -80,22 +85,30 @@ def main() -> None:
         f_us = latency_us(functional, [(c, t) for c, t, _, _ in items], args.repeat)
         e_us = latency_us(exact, [(c, t) for c, t, _, _ in items], args.repeat)
         results[f"pairs_{source}"] = {
-            "functional": agreement(functional, items), "exact": agreement(exact, items),
+            "functional": agreement(functional, items),
+            "exact": agreement(exact, items),
             "us_per_verdict": {"functional": round(f_us, 1), "exact": round(e_us, 1), "ratio": round(f_us / e_us, 3)},
         }
 
-    single = [it for env_id in ("tooluse/bfcl-simple-v0", "tooluse/bfcl-multiple-v0", "tooluse/bfcl-parallel-v0")
-              for it in env_turns(env_id, 100)]
+    single = [
+        it
+        for env_id in ("tooluse/bfcl-simple-v0", "tooluse/bfcl-multiple-v0", "tooluse/bfcl-parallel-v0")
+        for it in env_turns(env_id, 100)
+    ]
     multi = [it for it in env_turns("tooluse/bfcl-multi-turn-v0", 20) if it[0].turn.expert.get("tool_calls")]
     for ctx, _ in multi:
         ctx.env()  # position every context once so both verifiers time only the verification
-    for layer, items, verifier in (("answers_layer", single, functional),
-                                   ("execution_layer", multi, ToolCallVerifier(execute="always"))):
+    for layer, items, verifier in (
+        ("answers_layer", single, functional),
+        ("execution_layer", multi, ToolCallVerifier(execute="always")),
+    ):
         f_us, e_us = latency_us(verifier, items, args.repeat), latency_us(exact, items, args.repeat)
         credited = sum(verifier.verify(c, t).reward for c, t in items) / len(items)
-        results[layer] = {"n": len(items), "expert_credited": credited,
-                          "us_per_verdict": {"functional": round(f_us, 1), "exact": round(e_us, 1),
-                                             "ratio": round(f_us / e_us, 3)}}
+        results[layer] = {
+            "n": len(items),
+            "expert_credited": credited,
+            "us_per_verdict": {"functional": round(f_us, 1), "exact": round(e_us, 1), "ratio": round(f_us / e_us, 3)},
+        }
 
     if args.json:
         print(json.dumps(results, indent=2))
@@ -105,18 +118,24 @@ def main() -> None:
         print(f"pairs ({source}, judged from expert calls alone), n={r['functional']['n']}")
         for name in ("functional", "exact"):
             a = r[name]
-            print(f"  {name:10s} agreement {a['rate']:.4f}  95% CI [{a['ci95'][0]:.4f}, {a['ci95'][1]:.4f}]  "
-                  f"({a['agree']}/{a['n']})")
+            print(
+                f"  {name:10s} agreement {a['rate']:.4f}  95% CI [{a['ci95'][0]:.4f}, {a['ci95'][1]:.4f}]  "
+                f"({a['agree']}/{a['n']})"
+            )
         lat = r["us_per_verdict"]
-        print(f"  latency    functional {lat['functional']:.1f} us/verdict, exact {lat['exact']:.1f} us/verdict, "
-              f"ratio {lat['ratio']:.2f}x")
+        print(
+            f"  latency    functional {lat['functional']:.1f} us/verdict, exact {lat['exact']:.1f} us/verdict, "
+            f"ratio {lat['ratio']:.2f}x"
+        )
         misses = {k: v for k, v in r["exact"]["per_transform"].items() if v.split("/")[0] != v.split("/")[1]}
         print(f"  exact match misses: {misses}")
     for layer in ("answers_layer", "execution_layer"):
         r = results[layer]
         lat = r["us_per_verdict"]
-        print(f"{layer:15s} n={r['n']:4d}  functional {lat['functional']:.1f} us/verdict, exact {lat['exact']:.1f} "
-              f"us/verdict, ratio {lat['ratio']:.2f}x  (expert credited {r['expert_credited']:.0%})")
+        print(
+            f"{layer:15s} n={r['n']:4d}  functional {lat['functional']:.1f} us/verdict, exact {lat['exact']:.1f} "
+            f"us/verdict, ratio {lat['ratio']:.2f}x  (expert credited {r['expert_credited']:.0%})"
+        )
 
 
 if __name__ == "__main__":

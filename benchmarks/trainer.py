@@ -23,15 +23,24 @@ import torch
 def smollm2_like(layers: int | None) -> torch.nn.Module:
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    config = LlamaConfig(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=layers or 30,
-                         num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=8192,
-                         tie_word_embeddings=True, rope_theta=100000.0)
+    config = LlamaConfig(
+        vocab_size=49152,
+        hidden_size=576,
+        intermediate_size=1536,
+        num_hidden_layers=layers or 30,
+        num_attention_heads=9,
+        num_key_value_heads=3,
+        max_position_embeddings=8192,
+        tie_word_embeddings=True,
+        rope_theta=100000.0,
+    )
     torch.manual_seed(0)
     return LlamaForCausalLM(config)
 
 
-def measure(model: torch.nn.Module, shared: bool, args: argparse.Namespace, device: str, dtype: torch.dtype
-            ) -> dict[str, float]:
+def measure(
+    model: torch.nn.Module, shared: bool, args: argparse.Namespace, device: str, dtype: torch.dtype
+) -> dict[str, float]:
     from pivotgym.train.forward import completion_logprobs
 
     gen = torch.Generator().manual_seed(1)
@@ -66,8 +75,13 @@ def run(device: str, dtype: torch.dtype, args: argparse.Namespace) -> dict[str, 
     model.train()
     per_sample = measure(model, False, args, device, dtype)
     shared = measure(model, True, args, device, dtype)
-    return {"device": device, "dtype": str(dtype).removeprefix("torch."), "per_sample": per_sample,
-            "shared_prefix": shared, "speedup": shared["tokens_per_s"] / per_sample["tokens_per_s"]}
+    return {
+        "device": device,
+        "dtype": str(dtype).removeprefix("torch."),
+        "per_sample": per_sample,
+        "shared_prefix": shared,
+        "speedup": shared["tokens_per_s"] / per_sample["tokens_per_s"],
+    }
 
 
 def main() -> None:
@@ -88,10 +102,15 @@ def main() -> None:
     print(f"batch: G={args.group} completions of {args.completion} tokens after a {args.prompt}-token prompt")
     for r in results:
         ps, sh = r["per_sample"], r["shared_prefix"]
-        mem = f", peak {ps.get('peak_memory_gib', 0):.2f} vs {sh.get('peak_memory_gib', 0):.2f} GiB" \
-            if r["device"] == "cuda" else ""
-        print(f"{r['device']} {r['dtype']}: per-sample {ps['tokens_per_s']:.1f} tok/s, shared-prefix "
-              f"{sh['tokens_per_s']:.1f} tok/s -> {r['speedup']:.2f}x{mem}")
+        mem = (
+            f", peak {ps.get('peak_memory_gib', 0):.2f} vs {sh.get('peak_memory_gib', 0):.2f} GiB"
+            if r["device"] == "cuda"
+            else ""
+        )
+        print(
+            f"{r['device']} {r['dtype']}: per-sample {ps['tokens_per_s']:.1f} tok/s, shared-prefix "
+            f"{sh['tokens_per_s']:.1f} tok/s -> {r['speedup']:.2f}x{mem}"
+        )
 
 
 if __name__ == "__main__":

@@ -29,8 +29,11 @@ from pivotgym.sampling.base import SamplingParams
 
 def states(env_id: str, split: str, limit: int | None) -> list[Any]:
     env = make(env_id)
-    return [env.prompt_messages(turn.prefix) for traj in env.expert_trajectories(split, limit=limit)
-            for turn in traj.turns()]
+    return [
+        env.prompt_messages(turn.prefix)
+        for traj in env.expert_trajectories(split, limit=limit)
+        for turn in traj.turns()
+    ]
 
 
 def main() -> None:
@@ -59,9 +62,13 @@ def main() -> None:
     def call_order() -> list[Any]:
         hf.prefix_hosts = no_sharing
         try:  # one call per group of the old batching: the grouping inside a call is then irrelevant
-            return [c for i in range(0, len(prompts), per_group)
-                    for c in sampler.sample(prompts[i:i + per_group], n=args.k, params=params,
-                                            seeds=seeds[i:i + per_group])]
+            return [
+                c
+                for i in range(0, len(prompts), per_group)
+                for c in sampler.sample(
+                    prompts[i : i + per_group], n=args.k, params=params, seeds=seeds[i : i + per_group]
+                )
+            ]
         finally:
             hf.prefix_hosts = sharing
 
@@ -83,13 +90,24 @@ def main() -> None:
         seconds[name] = time.perf_counter() - start
         print(f"[{name}: {seconds[name]:.1f} s]", file=sys.stderr, flush=True)
     hosts = sharing(encoded)
-    padded_call_order = sum(max(len(encoded[j]) for j in range(i, min(i + per_group, len(encoded)))) *
-                            (min(i + per_group, len(encoded)) - i) for i in range(0, len(encoded), per_group))
-    same = {name: sum(a.token_ids == b.token_ids for ga, gb in zip(outputs["shared"], out) for a, b in zip(ga, gb))
-            for name, out in outputs.items() if name != "shared"}
+    padded_call_order = sum(
+        max(len(encoded[j]) for j in range(i, min(i + per_group, len(encoded))))
+        * (min(i + per_group, len(encoded)) - i)
+        for i in range(0, len(encoded), per_group)
+    )
+    same = {
+        name: sum(a.token_ids == b.token_ids for ga, gb in zip(outputs["shared"], out) for a, b in zip(ga, gb))
+        for name, out in outputs.items()
+        if name != "shared"
+    }
     result = {
-        "env": args.env, "split": args.split, "states": len(prompts), "k": args.k, "new_tokens": args.new_tokens,
-        "prompt_tokens": sum(map(len, encoded)), "prefilled_tokens_shared": sum(len(encoded[h]) for h in set(hosts)),
+        "env": args.env,
+        "split": args.split,
+        "states": len(prompts),
+        "k": args.k,
+        "new_tokens": args.new_tokens,
+        "prompt_tokens": sum(map(len, encoded)),
+        "prefilled_tokens_shared": sum(len(encoded[h]) for h in set(hosts)),
         "padded_tokens_call_order": padded_call_order,
         "seconds": {k: round(v, 2) for k, v in seconds.items()},
         "speedup_vs_by_length": round(seconds["by_length"] / seconds["shared"], 2),
@@ -99,14 +117,18 @@ def main() -> None:
     if args.json:
         print(json.dumps(result, indent=2))
         return
-    print(f"{args.env} {args.split}: {len(prompts)} states, {result['prompt_tokens']} prompt tokens "
-          f"({result['padded_tokens_call_order']} padded in call order, {result['prefilled_tokens_shared']} "
-          f"prefilled when shared), k={args.k}, {args.new_tokens} new tokens")
+    print(
+        f"{args.env} {args.split}: {len(prompts)} states, {result['prompt_tokens']} prompt tokens "
+        f"({result['padded_tokens_call_order']} padded in call order, {result['prefilled_tokens_shared']} "
+        f"prefilled when shared), k={args.k}, {args.new_tokens} new tokens"
+    )
     for name, s in seconds.items():
         print(f"  {name:<11} {s:>7.1f} s")
-    print(f"shared prefill vs length-sorted batches: {result['speedup_vs_by_length']:.2f}x; "
-          f"vs call-order batches: {result['speedup_vs_call_order']:.2f}x; identical completions "
-          + ", ".join(f"{k} {v}" for k, v in result["identical_completions"].items()))
+    print(
+        f"shared prefill vs length-sorted batches: {result['speedup_vs_by_length']:.2f}x; "
+        f"vs call-order batches: {result['speedup_vs_call_order']:.2f}x; identical completions "
+        + ", ".join(f"{k} {v}" for k, v in result["identical_completions"].items())
+    )
 
 
 if __name__ == "__main__":

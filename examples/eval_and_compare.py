@@ -37,17 +37,26 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
 
     # make the example YAML env and suite visible (as a user would with `export PIVOTGYM_ENV_PATH=...`)
-    os.environ["PIVOTGYM_ENV_PATH"] = os.pathsep.join(filter(None, [str(HERE / "yaml_env"),
-                                                                     os.environ.get("PIVOTGYM_ENV_PATH")]))
-    from pivotgym.registry import reset_registry
+    os.environ["PIVOTGYM_ENV_PATH"] = os.pathsep.join(
+        filter(None, [str(HERE / "yaml_env"), os.environ.get("PIVOTGYM_ENV_PATH")])
+    )
     from pivotgym.eval import compare, evaluate_suite, format_comparison
+    from pivotgym.registry import reset_registry
 
     reset_registry()
     results = []
     for label, name, seed in (("base", args.base, 0), ("trained", args.trained, 1)):
         sampler = sampler_for(name, seed if args.tiny else None)
-        results.append(evaluate_suite(args.suite, sampler, args.out / f"{label}.json", limit=args.limit,
-                                      model=name, max_new_tokens=8 if args.tiny else None))
+        results.append(
+            evaluate_suite(
+                args.suite,
+                sampler,
+                args.out / f"{label}.json",
+                limit=args.limit,
+                model=name,
+                max_new_tokens=8 if args.tiny else None,
+            )
+        )
     comparison = compare(*results)
     print(format_comparison(comparison))
     return comparison

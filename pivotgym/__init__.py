@@ -38,9 +38,29 @@ def check_env(env, **kwargs):  # noqa: ANN001, ANN201 - thin re-export, document
 
 
 __all__ = [
-    "AgentEnv", "Completion", "ExactMatchVerifier", "InvalidAction", "Message", "PivotSet", "StepOutcome",
-    "Task", "ToolCall", "Trajectory", "Turn", "TurnProfile", "Verdict", "Verifier", "VerifyContext",
-    "__version__", "check_env", "get_registry", "hookimpl", "list_envs", "list_plugins", "make", "make_verifier",
+    "AgentEnv",
+    "Completion",
+    "ExactMatchVerifier",
+    "InvalidAction",
+    "Message",
+    "PivotSet",
+    "StepOutcome",
+    "Task",
+    "ToolCall",
+    "Trajectory",
+    "Turn",
+    "TurnProfile",
+    "Verdict",
+    "Verifier",
+    "VerifyContext",
+    "__version__",
+    "check_env",
+    "get_registry",
+    "hookimpl",
+    "list_envs",
+    "list_plugins",
+    "make",
+    "make_verifier",
     "verifier_for",
 ]
 

@@ -107,8 +107,16 @@ def check_env(
     return _run_checks(instance, env_id, factory, judge, n_experts=n_experts, split=split, seed=seed)
 
 
-def _run_checks(env: AgentEnv, env_id: str, factory: Callable[[], AgentEnv], verifier: Verifier | None, *,
-                n_experts: int, split: str | None, seed: int) -> CheckReport:
+def _run_checks(
+    env: AgentEnv,
+    env_id: str,
+    factory: Callable[[], AgentEnv],
+    verifier: Verifier | None,
+    *,
+    n_experts: int,
+    split: str | None,
+    seed: int,
+) -> CheckReport:
     """Every check of :func:`check_env` on a built env (``factory`` makes fresh copies) and its verifier."""
     report = CheckReport(env_id)
     split = split or env.splits[0]
@@ -160,8 +168,9 @@ def _run_checks(env: AgentEnv, env_id: str, factory: Callable[[], AgentEnv], ver
             _expect(reward == 0, f"malformed action {action!r} got reward {reward}")
             _expect("error" in info, f"malformed action {action!r}: info has no 'error' key")
             _expect(env.observation_space.contains(obs), "error observation is not in observation_space")
-            _expect(bool(obs) and "error" in obs[-1].get("content", "").lower(),
-                    "error observation does not say 'error'")
+            _expect(
+                bool(obs) and "error" in obs[-1].get("content", "").lower(), "error observation does not say 'error'"
+            )
             if env.done:
                 env.reset(seed=seed, options={"split": split})
 
@@ -186,8 +195,9 @@ def _run_checks(env: AgentEnv, env_id: str, factory: Callable[[], AgentEnv], ver
         for traj, (rewards, _obs, terminated) in zip(experts, runs[0]):
             _expect(terminated, f"{traj.task_id}: replaying the expert did not terminate the episode")
             _expect(rewards[-1] > 0, f"{traj.task_id}: expert replay ended with reward {rewards[-1]}")
-            _expect(abs(rewards[-1] - traj.reward) < 1e-9,
-                    f"{traj.task_id}: replay reward {rewards[-1]} != {traj.reward}")
+            _expect(
+                abs(rewards[-1] - traj.reward) < 1e-9, f"{traj.task_id}: replay reward {rewards[-1]} != {traj.reward}"
+            )
         _expect(runs[0] == runs[1], "replaying the same expert actions twice gave different results")
         return f"{len(experts)} trajectory(ies), {sum(len(t.assistant_turns()) for t in experts)} turns"
 
@@ -203,19 +213,31 @@ def _run_checks(env: AgentEnv, env_id: str, factory: Callable[[], AgentEnv], ver
                 text = ctx.expert_text
                 first = verify_safely(verifier, ctx, text)
                 second = verify_safely(verifier, VerifyContext(turn, env_factory=factory), text)
-                _expect(not undecided_reason(first), f"{traj.task_id} turn {turn.turn}: the verifier could not "
-                        f"judge the expert action ({first.reason})")
-                _expect(first.reward == 1.0, f"{traj.task_id} turn {turn.turn}: expert action got reward "
-                        f"{first.reward} ({first.reason})")
-                _expect((first.reward, first.reason) == (second.reward, second.reason),
-                        f"{traj.task_id} turn {turn.turn}: verdict changed between two runs")
+                _expect(
+                    not undecided_reason(first),
+                    f"{traj.task_id} turn {turn.turn}: the verifier could not judge the expert action ({first.reason})",
+                )
+                _expect(
+                    first.reward == 1.0,
+                    f"{traj.task_id} turn {turn.turn}: expert action got reward {first.reward} ({first.reason})",
+                )
+                _expect(
+                    (first.reward, first.reason) == (second.reward, second.reason),
+                    f"{traj.task_id} turn {turn.turn}: verdict changed between two runs",
+                )
                 for probe in HACK_PROBES:
                     verdict = verify_safely(verifier, ctx, probe)
-                    _expect(not undecided_reason(verdict), f"{traj.task_id} turn {turn.turn}: the verifier could "
-                            f"not judge the probe {probe[:20]!r} ({verdict.reason}); garbage must be judged wrong, "
-                            "not left undecided")
-                    _expect(verdict.reward == 0.0, f"{traj.task_id} turn {turn.turn}: probe {probe[:20]!r} "
-                            f"got reward {verdict.reward} ({verdict.reason})")
+                    _expect(
+                        not undecided_reason(verdict),
+                        f"{traj.task_id} turn {turn.turn}: the verifier could "
+                        f"not judge the probe {probe[:20]!r} ({verdict.reason}); garbage must be judged wrong, "
+                        "not left undecided",
+                    )
+                    _expect(
+                        verdict.reward == 0.0,
+                        f"{traj.task_id} turn {turn.turn}: probe {probe[:20]!r} "
+                        f"got reward {verdict.reward} ({verdict.reason})",
+                    )
                 n += 1
         return f"{verifier.name} v{verifier.version}: {n} expert turns credited, probes rejected"
 
@@ -233,14 +255,23 @@ def _run_checks(env: AgentEnv, env_id: str, factory: Callable[[], AgentEnv], ver
                     continue
                 _expect(isinstance(wrong, str), f"wrong_action returned {type(wrong).__name__}, not str")
                 *_, info = ctx.env().step(wrong)
-                _expect("error" not in info, f"{traj.task_id} turn {turn.turn}: env.wrong_action named "
-                        f"{wrong!r}, which the env itself rejects ({info.get('error')}): it must be legal")
+                _expect(
+                    "error" not in info,
+                    f"{traj.task_id} turn {turn.turn}: env.wrong_action named "
+                    f"{wrong!r}, which the env itself rejects ({info.get('error')}): it must be legal",
+                )
                 verdict = verify_safely(verifier, ctx, wrong)
-                _expect(not undecided_reason(verdict), f"{traj.task_id} turn {turn.turn}: the verifier could not "
-                        f"judge {wrong!r} ({verdict.reason}); an undecided verdict is not a rejection")
-                _expect(verdict.reward == 0.0, f"{traj.task_id} turn {turn.turn}: the legal but wrong action "
-                        f"{wrong!r} got reward {verdict.reward} ({verdict.reason}); the verifier credits actions "
-                        f"that are not equivalent to the expert's")
+                _expect(
+                    not undecided_reason(verdict),
+                    f"{traj.task_id} turn {turn.turn}: the verifier could not "
+                    f"judge {wrong!r} ({verdict.reason}); an undecided verdict is not a rejection",
+                )
+                _expect(
+                    verdict.reward == 0.0,
+                    f"{traj.task_id} turn {turn.turn}: the legal but wrong action "
+                    f"{wrong!r} got reward {verdict.reward} ({verdict.reason}); the verifier credits actions "
+                    f"that are not equivalent to the expert's",
+                )
                 n += 1
         if not n:
             raise _Skip("the env named no wrong action at any expert turn")

@@ -27,7 +27,7 @@ HOSTILE: dict[str, str] = {
     "deep_parens": "(" * 50_000,
     "deep_json_tool_call": '<tool_call>{"name": "f", "arguments": ' + "[" * 50_000 + "</tool_call>",
     "lone_surrogate": "answer \ud800 (\udfff)",
-    "nul_bytes": "\x00" * 8 + "(a\x00b)\x00{\"name\": \"\x00\"}",
+    "nul_bytes": "\x00" * 8 + '(a\x00b)\x00{"name": "\x00"}',
     "one_megabyte": "word " * 200_000,
 }
 #: steps that end an episode because the env failed, not because the action was wrong
@@ -43,6 +43,8 @@ def _legitimate(env_id: str, label: str) -> bool:
     from fnmatch import fnmatch
 
     return any(fnmatch(env_id, pattern) and label == name for pattern, name in LEGITIMATE_ANSWERS)
+
+
 STEP_TIMEOUT_S = 10.0
 
 
@@ -60,8 +62,11 @@ def _huge_int_call(env) -> str:
         param = next(iter((fn.get("parameters") or {}).get("properties") or {}), param)
         break
     arguments = json.dumps({param: 10**400 + 7})
-    msg = {"role": "assistant", "content": "",
-           "tool_calls": [{"id": "call_0", "type": "function", "function": {"name": name, "arguments": arguments}}]}
+    msg = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"id": "call_0", "type": "function", "function": {"name": name, "arguments": arguments}}],
+    }
     rendered = env.render_action(msg)
     return rendered or f'<tool_call>{{"name": "{name}", "arguments": {arguments}}}</tool_call>'
 
@@ -95,12 +100,15 @@ def test_hostile_strings_give_an_error_observation_and_the_episode_goes_on(env_i
             continue
         took = time.monotonic() - start
         if info.get("error") in FATAL:
-            failures.append(f"{label}: {info['error']} after {took:.1f}s "
-                            f"({(info.get('traceback') or '').strip().splitlines()[-1:]})")
+            failures.append(
+                f"{label}: {info['error']} after {took:.1f}s "
+                f"({(info.get('traceback') or '').strip().splitlines()[-1:]})"
+            )
         elif reward != 0.0 and not _legitimate(env_id, label):
             failures.append(f"{label}: reward {reward}")
         elif not isinstance(obs, list) or not all(
-                isinstance(m, dict) and isinstance(m.get("content") or "", str) for m in obs):
+            isinstance(m, dict) and isinstance(m.get("content") or "", str) for m in obs
+        ):
             failures.append(f"{label}: observation is not a list of chat messages")
         if env.done:
             env.reset(options={"task_id": task.id})

@@ -15,24 +15,53 @@ from pivotgym.verify import (
     verify_safely,
 )
 
-SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer", "default": 1},
-                                           "metric": {"type": "boolean"}, "temp": {"type": "number"}}}
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string"},
+        "days": {"type": "integer", "default": 1},
+        "metric": {"type": "boolean"},
+        "temp": {"type": "number"},
+    },
+}
 
 
-@pytest.mark.parametrize("value,type_name,expected", [
-    ("2", "integer", "2"), (2.0, "integer", 2), (2, "number", 2), ("true", "boolean", "true"),
-    (3, "string", 3), ("abc", "integer", "abc"), (True, "integer", True), (float("inf"), "integer", float("inf")),
-])
+@pytest.mark.parametrize(
+    "value,type_name,expected",
+    [
+        ("2", "integer", "2"),
+        (2.0, "integer", 2),
+        (2, "number", 2),
+        ("true", "boolean", "true"),
+        (3, "string", 3),
+        ("abc", "integer", "abc"),
+        (True, "integer", True),
+        (float("inf"), "integer", float("inf")),
+    ],
+)
 def test_coerce_value_only_rewrites_integral_floats_for_integers(value, type_name, expected):
     got = coerce_value(value, type_name)
     assert got == expected and type(got) is type(expected)
 
 
-@pytest.mark.parametrize("value,type_name,ok", [
-    (70, "integer", True), (70.0, "integer", True), (70.5, "integer", False), ("70", "integer", False),
-    (True, "integer", False), (1, "number", True), ("1.5", "number", False), ("true", "boolean", False),
-    (False, "boolean", True), (3, "string", False), ([1], "array", True), ({}, "object", True), ("x", None, True),
-])
+@pytest.mark.parametrize(
+    "value,type_name,ok",
+    [
+        (70, "integer", True),
+        (70.0, "integer", True),
+        (70.5, "integer", False),
+        ("70", "integer", False),
+        (True, "integer", False),
+        (1, "number", True),
+        ("1.5", "number", False),
+        ("true", "boolean", False),
+        (False, "boolean", True),
+        (3, "string", False),
+        ([1], "array", True),
+        ({}, "object", True),
+        ("x", None, True),
+    ],
+)
 def test_type_matches_is_strict_like_bfcl(value, type_name, ok):
     assert type_matches(value, type_name) is ok
 
@@ -54,7 +83,7 @@ def test_values_equivalent_numbers_strings_and_structures():
 
 
 def test_numbers_never_raise_on_huge_or_odd_values():
-    huge = 10 ** 400
+    huge = 10**400
     assert values_equivalent(huge, huge) and not values_equivalent(huge, huge + 1)
     assert not values_equivalent(huge, 1.5) and not values_equivalent(float("nan"), float("nan"))
     assert values_equivalent(float("inf"), float("inf"))
@@ -96,8 +125,9 @@ def test_calls_equivalent_parallel_calls_in_any_order():
 
 def test_from_turn_builds_a_context_for_any_turn():
     tools = [{"type": "function", "function": {"name": "w", "parameters": SCHEMA}}]
-    ctx = VerifyContext.from_turn("x/y-v0", [message("user", "weather in Paris?")],
-                                  [{"name": "w", "arguments": {"city": "Paris"}}], tools=tools)
+    ctx = VerifyContext.from_turn(
+        "x/y-v0", [message("user", "weather in Paris?")], [{"name": "w", "arguments": {"city": "Paris"}}], tools=tools
+    )
     assert ctx.turn.task_id.startswith("adhoc:") and ctx.tools == tools and ctx.turn.turn == 0
     assert ctx.turn.expert["tool_calls"][0]["function"]["name"] == "w"
     assert VerifyContext.from_turn("x/y-v0", [], "hello").turn.expert == {"role": "assistant", "content": "hello"}
@@ -107,8 +137,13 @@ def test_from_turn_builds_a_context_for_any_turn():
 
 
 def test_from_trajectory_carries_the_trajectory_tools_and_memo_is_per_context():
-    traj = Trajectory("t", "x/y-v0", "k", [message("user", "q"), message("assistant", "a")],
-                      metadata={"tools": [{"type": "function", "function": {"name": "w"}}]})
+    traj = Trajectory(
+        "t",
+        "x/y-v0",
+        "k",
+        [message("user", "q"), message("assistant", "a")],
+        metadata={"tools": [{"type": "function", "function": {"name": "w"}}]},
+    )
     ctx = VerifyContext.from_trajectory(traj, 0)
     assert ctx.tools == traj.metadata["tools"] and ctx.turn.expert["content"] == "a"
     calls = []

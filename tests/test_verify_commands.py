@@ -20,26 +20,61 @@ def test_verify_a_turn_with_exact_and_functional_verifiers(plugin_site, tmp_path
     turn = traj.turn(1)
     value = int(turn.expert["content"])
     path = tmp_path / "turn.json"
-    path.write_text(json.dumps({"env_id": "arith/chain-v0", "task_id": turn.task_id, "messages": turn.prefix,
-                                "expert": turn.expert["content"]}))
+    path.write_text(
+        json.dumps(
+            {
+                "env_id": "arith/chain-v0",
+                "task_id": turn.task_id,
+                "messages": turn.prefix,
+                "expert": turn.expert["content"],
+            }
+        )
+    )
     run_env = cli_env(plugin_site, PIVOTGYM_LOAD_PLUGINS="arith")
-    r = _run("verify", "--turn", str(path), "--candidate", f"({value} - 1) + 1", "--candidate", str(value + 1),
-             "--json", env=run_env)
+    r = _run(
+        "verify",
+        "--turn",
+        str(path),
+        "--candidate",
+        f"({value} - 1) + 1",
+        "--candidate",
+        str(value + 1),
+        "--json",
+        env=run_env,
+    )
     assert r.returncode == 0, r.stderr
     results = json.loads(r.stdout)
     assert [x["reward"] for x in results] == [1.0, 0.0]
     assert results[0]["verifier"]["name"] == "arith/value"
-    r = _run("verify", "--turn", str(path), "--env", "arith/chain-v0", "--verifier", "exact",
-             "--candidate", f"({value} - 1) + 1", "--candidate", f" {value} ", env=run_env)
+    r = _run(
+        "verify",
+        "--turn",
+        str(path),
+        "--env",
+        "arith/chain-v0",
+        "--verifier",
+        "exact",
+        "--candidate",
+        f"({value} - 1) + 1",
+        "--candidate",
+        f" {value} ",
+        env=run_env,
+    )
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0].split()[:2] == ["reward", "code"] and lines[2].startswith("0") and lines[3].startswith("1")
 
 
-@pytest.mark.parametrize("content,message", [
-    ("not json", "not valid JSON"), ("[]", "a JSON object"), ('{"messages": 3, "expert": "x"}', '"messages"'),
-    ('{"messages": []}', '"expert"'), ('{"messages": [], "expert": "x", "tools": {}}', '"tools"'),
-])
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        ("not json", "not valid JSON"),
+        ("[]", "a JSON object"),
+        ('{"messages": 3, "expert": "x"}', '"messages"'),
+        ('{"messages": []}', '"expert"'),
+        ('{"messages": [], "expert": "x", "tools": {}}', '"tools"'),
+    ],
+)
 def test_bad_turn_files_say_what_to_fix(tmp_path, content, message):
     path = tmp_path / "turn.json"
     path.write_text(content)
@@ -62,8 +97,9 @@ def _turn_file(tmp_path, arith_registry, **extra):
     env = arith_registry.make("arith/chain-v0")
     turn = next(env.expert_trajectories("train", limit=1)).turn(1)
     path = tmp_path / "turn.json"
-    path.write_text(json.dumps({"env_id": "arith/chain-v0", "messages": turn.prefix,
-                                "expert": turn.expert["content"], **extra}))
+    path.write_text(
+        json.dumps({"env_id": "arith/chain-v0", "messages": turn.prefix, "expert": turn.expert["content"], **extra})
+    )
     return path, int(turn.expert["content"])
 
 
@@ -71,12 +107,23 @@ def test_an_adhoc_turn_is_judged_by_a_verifier_that_checks_known_task(plugin_sit
     """No task_id: the arith verifier sees ``context.known_task() is None`` and judges by value alone."""
     path, value = _turn_file(tmp_path, arith_registry)
     run_env = cli_env(plugin_site, PIVOTGYM_LOAD_PLUGINS="arith")
-    r = _run("verify", "--turn", str(path), "--candidate", f"({value} - 1) + 1", "--candidate", str(value + 1),
-             "--json", env=run_env)
+    r = _run(
+        "verify",
+        "--turn",
+        str(path),
+        "--candidate",
+        f"({value} - 1) + 1",
+        "--candidate",
+        str(value + 1),
+        "--json",
+        env=run_env,
+    )
     assert r.returncode == 0, r.stderr
     results = json.loads(r.stdout)
     assert [(x["reward"], x["reason"], x["undecided"]) for x in results] == [
-        (1.0, "same_value", None), (0.0, "different_value", None)]
+        (1.0, "same_value", None),
+        (0.0, "different_value", None),
+    ]
 
 
 def test_verify_exits_non_zero_when_a_verdict_is_undecided(plugin_site, tmp_path, arith_registry):
@@ -87,8 +134,7 @@ def test_verify_exits_non_zero_when_a_verdict_is_undecided(plugin_site, tmp_path
     path.write_text(json.dumps({**data, "expert": "the answer"}))
     run_env = cli_env(plugin_site, PIVOTGYM_LOAD_PLUGINS="arith")
     for json_flag in ((), ("--json",)):
-        r = _run("verify", "--turn", str(path), "--candidate", str(value), "--candidate", "x", *json_flag,
-                 env=run_env)
+        r = _run("verify", "--turn", str(path), "--candidate", str(value), "--candidate", "x", *json_flag, env=run_env)
         assert r.returncode == 1, (r.stdout, r.stderr)
         assert "error: 2 of 2 verdict(s) undecided" in r.stderr and "verifier 'arith/value'" in r.stderr
         assert "ValueError" in r.stderr and "Traceback" not in r.stderr
@@ -100,8 +146,14 @@ def test_verify_exits_non_zero_when_a_verdict_is_undecided(plugin_site, tmp_path
 
 def test_a_task_id_the_env_does_not_have_is_an_error_not_an_adhoc_turn(plugin_site, tmp_path, arith_registry):
     path, value = _turn_file(tmp_path, arith_registry, task_id="no-such-task")
-    r = _run("verify", "--turn", str(path), "--candidate", str(value),
-             env=cli_env(plugin_site, PIVOTGYM_LOAD_PLUGINS="arith"))
+    r = _run(
+        "verify",
+        "--turn",
+        str(path),
+        "--candidate",
+        str(value),
+        env=cli_env(plugin_site, PIVOTGYM_LOAD_PLUGINS="arith"),
+    )
     assert r.returncode == 1 and "no-such-task" in r.stderr and "hint:" in r.stderr and "Traceback" not in r.stderr
 
 
@@ -110,8 +162,16 @@ def test_a_verifier_that_needs_the_env_state_tells_its_author_how_to_judge_an_ad
     whole message, hint included (not the 300-character reason a profile row stores)."""
     path = tmp_path / "turn.json"
     path.write_text(json.dumps({"messages": [{"role": "user", "content": "Put a on b."}], "expert": "(pick-up a)"}))
-    r = _run("verify", "--env", "planning/blocks-v0", "--turn", str(path), "--candidate", "(pick-up a)",
-             env=cli_env(plugin_site, PIVOTGYM_LOAD_PLUGINS="planning"))
+    r = _run(
+        "verify",
+        "--env",
+        "planning/blocks-v0",
+        "--turn",
+        str(path),
+        "--candidate",
+        "(pick-up a)",
+        env=cli_env(plugin_site, PIVOTGYM_LOAD_PLUGINS="planning"),
+    )
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert "AdhocTurn" in r.stderr and "check context.known_task()" in r.stderr
     assert "pass the turn's task_id" in r.stderr

@@ -11,8 +11,9 @@ from pivotgym.cli.checks import check_envs
 from pivotgym.cli.output import CLIError, emit_json, table
 from pivotgym.pivot.reference import make_reference_sampler
 
-pivots_app = typer.Typer(help="Move pivot sets in and out of other formats (NeMo-Gym rows, HF datasets).",
-                         no_args_is_help=True)
+pivots_app = typer.Typer(
+    help="Move pivot sets in and out of other formats (NeMo-Gym rows, HF datasets).", no_args_is_help=True
+)
 
 
 def _read_trajectories(path: Path) -> list[Any]:
@@ -35,19 +36,29 @@ def profile_cmd(
     sampler: str = typer.Option("hf", help="Sampler backend registered by a plugin (hf, vllm, ...)."),
     temperature: float = typer.Option(1.0, help="Sampling temperature."),
     top_p: float = typer.Option(1.0, help="Nucleus sampling threshold."),
-    max_new_tokens: int | None = typer.Option(None, min=1, help="A cap on tokens per sampled action; it only "
-                                                 "shortens each env's own limit (default: the env's own, as "
-                                                 "in evaluation)."),
+    max_new_tokens: int | None = typer.Option(
+        None,
+        min=1,
+        help="A cap on tokens per sampled action; it only "
+        "shortens each env's own limit (default: the env's own, as "
+        "in evaluation).",
+    ),
     seed: int = typer.Option(0, help="Seed; each state's sampling seeds are derived from it and the state's key."),
-    adaptive: bool = typer.Option(False, "--adaptive",
-                                  help="Stop sampling a state once its pivot decision is settled."),
+    adaptive: bool = typer.Option(
+        False, "--adaptive", help="Stop sampling a state once its pivot decision is settled."
+    ),
     max_mean: float = typer.Option(0.6, help="λ: the mean a pivot must stay below (used by --adaptive)."),
-    min_pass_rate: float = typer.Option(0.1, help="--adaptive: the error bound covers states with this pass rate "
-                                        "or more."),
-    delta: float = typer.Option(0.05, help="--adaptive: at most this chance of dropping a fixed-K pivot (pass "
-                                "rate >= --min-pass-rate)."),
-    min_unanimous: int | None = typer.Option(None, help="--adaptive: stop after this many equal rewards (default: "
-                                             "derived from the bound; refused if it breaks it)."),
+    min_pass_rate: float = typer.Option(
+        0.1, help="--adaptive: the error bound covers states with this pass rate or more."
+    ),
+    delta: float = typer.Option(
+        0.05, help="--adaptive: at most this chance of dropping a fixed-K pivot (pass rate >= --min-pass-rate)."
+    ),
+    min_unanimous: int | None = typer.Option(
+        None,
+        help="--adaptive: stop after this many equal rewards (default: "
+        "derived from the bound; refused if it breaks it).",
+    ),
     block: int | None = typer.Option(None, help="Samples per sampler call (default: K, or 2 with --adaptive)."),
     executor: str = typer.Option("process", help="Where verification runs: process, serial, ray, ray:ADDRESS."),
     workers: int | None = typer.Option(None, help="Parallel verification workers (default: CPU count)."),
@@ -70,11 +81,26 @@ def profile_cmd(
 
         max_new_tokens = max(generation_cap(make(env_id)) for env_id in {t.env_id for t in trajs})
     try:
-        adaptive_rule = AdaptiveK(max_mean=max_mean, min_pass_rate=min_pass_rate, delta=delta,
-                                  min_unanimous=min_unanimous, block=block or 2) if adaptive else None
+        adaptive_rule = (
+            AdaptiveK(
+                max_mean=max_mean,
+                min_pass_rate=min_pass_rate,
+                delta=delta,
+                min_unanimous=min_unanimous,
+                block=block or 2,
+            )
+            if adaptive
+            else None
+        )
         config = ProfileConfig(
-            k=k, params=SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens),
-            seed=seed, verifier=verifier, block=block, adaptive=adaptive_rule, timeout=timeout, chunk=chunk,
+            k=k,
+            params=SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens),
+            seed=seed,
+            verifier=verifier,
+            block=block,
+            adaptive=adaptive_rule,
+            timeout=timeout,
+            chunk=chunk,
             pivot_max_mean=max_mean,
         )
     except ValueError as exc:
@@ -90,9 +116,11 @@ def profile_cmd(
     if as_json:
         emit_json(stats)
         return
-    typer.echo(f"profiled {stats['profiled']} states ({stats['cached']} already in {out}); "
-               f"{stats['samples']} samples, {stats['pivots']} pivots, "
-               f"{stats['verify_failures']} failed verifications, {stats['states_per_s']} states/s")
+    typer.echo(
+        f"profiled {stats['profiled']} states ({stats['cached']} already in {out}); "
+        f"{stats['samples']} samples, {stats['pivots']} pivots, "
+        f"{stats['verify_failures']} failed verifications, {stats['states_per_s']} states/s"
+    )
 
 
 def _parse_quotas(values: list[str]) -> dict[str, int]:
@@ -121,22 +149,33 @@ def select_cmd(
 
     if not profiles.exists():
         raise CLIError(f"no such profiles file: {profiles}", "write one with `pivotgym profile`")
-    rule = SelectionRule(min_var=min_var, max_mean=max_mean, min_mean=min_mean, top_n=top_n,
-                         per_env=_parse_quotas(per_env))
+    rule = SelectionRule(
+        min_var=min_var, max_mean=max_mean, min_mean=min_mean, top_n=top_n, per_env=_parse_quotas(per_env)
+    )
     rows = read_profiles(profiles)
     if not rows:
-        raise CLIError(f"{profiles}: holds no turn profiles, so there is nothing to select from",
-                       "profile expert trajectories first: `pivotgym profile --trajectories F --out PROFILES`")
+        raise CLIError(
+            f"{profiles}: holds no turn profiles, so there is nothing to select from",
+            "profile expert trajectories first: `pivotgym profile --trajectories F --out PROFILES`",
+        )
     pivot_set = select_pivots(rows, rule)
     if out is not None:
         write_pivot_set(out, pivot_set)
     per_env_stats = pivot_set.stats["per_env"]
     if as_json:
-        emit_json({"rule": pivot_set.rule, "per_env": per_env_stats, "pivots": len(pivot_set.pivots),
-                   "out": str(out) if out else None})
+        emit_json(
+            {
+                "rule": pivot_set.rule,
+                "per_env": per_env_stats,
+                "pivots": len(pivot_set.pivots),
+                "out": str(out) if out else None,
+            }
+        )
         return
-    lines = [[env, s["turns"], s["all_fail"], s["all_pass"], f"{s['share_uninformative']:.1%}", s["pivots"]]
-             for env, s in per_env_stats.items()]
+    lines = [
+        [env, s["turns"], s["all_fail"], s["all_pass"], f"{s['share_uninformative']:.1%}", s["pivots"]]
+        for env, s in per_env_stats.items()
+    ]
     typer.echo(table(lines, ["env", "turns", "all fail", "all pass", "uninformative", "pivots"]))
     if out is not None:
         typer.echo(f"wrote {len(pivot_set.pivots)} pivots to {out}")

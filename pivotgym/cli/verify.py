@@ -27,8 +27,10 @@ from pivotgym.cli.output import CLIError, emit_json, table
 from pivotgym.errors import TaskNotFound
 from pivotgym.verify import VerifyContext, is_undecided_reason, undecided_reason, verify_safely
 
-TURN_HELP = ('JSON file: {"messages": [...], "expert": message | text | [{"name", "arguments"}], '
-             '"tools": [...] (optional), "task_id": (optional)}')
+TURN_HELP = (
+    'JSON file: {"messages": [...], "expert": message | text | [{"name", "arguments"}], '
+    '"tools": [...] (optional), "task_id": (optional)}'
+)
 
 
 def load_turn(path: Path) -> dict[str, Any]:
@@ -43,18 +45,24 @@ def load_turn(path: Path) -> dict[str, Any]:
         raise ValueError(f"{path}: expected a JSON object, {TURN_HELP}")
     messages = data.get("messages", data.get("prefix"))
     if not isinstance(messages, list) or not all(isinstance(m, Mapping) for m in messages):
-        raise ValueError(f"{path}: \"messages\" must be a list of chat messages ({TURN_HELP})")
+        raise ValueError(f'{path}: "messages" must be a list of chat messages ({TURN_HELP})')
     if "expert" not in data:
-        raise ValueError(f"{path}: no \"expert\" action ({TURN_HELP})")
+        raise ValueError(f'{path}: no "expert" action ({TURN_HELP})')
     tools = data.get("tools")
     if tools is not None and not isinstance(tools, list):
-        raise ValueError(f"{path}: \"tools\" must be a list of functions (OpenAI tools or BFCL docs)")
-    return {"messages": messages, "expert": data["expert"], "tools": tools, "env_id": data.get("env_id"),
-            "task_id": data.get("task_id")}
+        raise ValueError(f'{path}: "tools" must be a list of functions (OpenAI tools or BFCL docs)')
+    return {
+        "messages": messages,
+        "expert": data["expert"],
+        "tools": tools,
+        "env_id": data.get("env_id"),
+        "task_id": data.get("task_id"),
+    }
 
 
-def verify_turn(env_id: str, turn: Mapping[str, Any], candidates: list[str],
-                verifier: str = "functional") -> list[dict[str, Any]]:
+def verify_turn(
+    env_id: str, turn: Mapping[str, Any], candidates: list[str], verifier: str = "functional"
+) -> list[dict[str, Any]]:
     """Verdicts (as dicts) of each candidate for one turn, with the env's functional (or named) verifier;
     ``undecided`` is why a verdict is not a judgement (None for a judgement)."""
     from pivotgym.registry import get_registry
@@ -64,27 +72,40 @@ def verify_turn(env_id: str, turn: Mapping[str, Any], candidates: list[str],
     judge = registry.make_verifier(registry.verifier_name_for(env_id, verifier))
     if turn.get("task_id") is not None:  # a typo must not turn into an ad-hoc turn judged without its task
         registry.make(env_id).get_task(str(turn["task_id"]))
-    context = VerifyContext.from_turn(env_id, turn["messages"], turn["expert"], tools=turn.get("tools"),
-                                      task_id=turn.get("task_id"))
+    context = VerifyContext.from_turn(
+        env_id, turn["messages"], turn["expert"], tools=turn.get("tools"), task_id=turn.get("task_id")
+    )
     out = []
     for text in candidates:
         verdict = verify_safely(judge, context, text)
-        out.append({"candidate": text, "reward": verdict.reward, "equivalent": verdict.equivalent,
-                    "reason": verdict.reason, "code": verdict.components.get("code", verdict.reason.split(": ")[0]),
-                    "undecided": undecided_reason(verdict),
-                    "verifier": {"name": judge.name, "version": judge.version},
-                    "components": verdict.components})
+        out.append(
+            {
+                "candidate": text,
+                "reward": verdict.reward,
+                "equivalent": verdict.equivalent,
+                "reason": verdict.reason,
+                "code": verdict.components.get("code", verdict.reason.split(": ")[0]),
+                "undecided": undecided_reason(verdict),
+                "verifier": {"name": judge.name, "version": judge.version},
+                "components": verdict.components,
+            }
+        )
     return out
 
 
 def verify_cmd(
     turn: Path = typer.Option(..., "--turn", help=TURN_HELP),
-    env: str | None = typer.Option(None, "--env", help="Env id whose verifier judges (default: the "
-                                      "turn file's env_id), e.g. tooluse/bfcl-simple-v0."),
-    candidate: list[str] = typer.Option([], "--candidate", help="A candidate action's text (repeatable); "
-                                        "'-' reads one from stdin."),
-    candidates_file: Path | None = typer.Option(None, "--candidates", help="A file of candidates: JSON "
-                                                   "lines of strings or {\"text\": ...}."),
+    env: str | None = typer.Option(
+        None,
+        "--env",
+        help="Env id whose verifier judges (default: the turn file's env_id), e.g. tooluse/bfcl-simple-v0.",
+    ),
+    candidate: list[str] = typer.Option(
+        [], "--candidate", help="A candidate action's text (repeatable); '-' reads one from stdin."
+    ),
+    candidates_file: Path | None = typer.Option(
+        None, "--candidates", help='A file of candidates: JSON lines of strings or {"text": ...}.'
+    ),
     verifier: str = typer.Option("functional", help="functional, exact, or a verifier name."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
@@ -104,30 +125,33 @@ def verify_cmd(
             try:
                 item = json.loads(line)
             except ValueError:
-                raise CLIError(f"{candidates_file}:{n}: not a JSON line",
-                               hint='write one JSON string or {"text": ...} per line') from None
+                raise CLIError(
+                    f"{candidates_file}:{n}: not a JSON line", hint='write one JSON string or {"text": ...} per line'
+                ) from None
             texts.append(item.get("text", "") if isinstance(item, Mapping) else str(item))
     if not texts:
         raise CLIError("no candidate to judge", hint="pass --candidate TEXT (repeatable) or --candidates FILE")
     try:
         results = verify_turn(env_id, data, texts, verifier)
     except TaskNotFound as exc:
-        raise CLIError(str(exc), hint="drop \"task_id\" to judge the turn ad-hoc, or use an id from "
-                       f"`pivotgym expert {env_id}` output") from None
+        raise CLIError(
+            str(exc),
+            hint=f'drop "task_id" to judge the turn ad-hoc, or use an id from `pivotgym expert {env_id}` output',
+        ) from None
     except ValueError as exc:
         raise CLIError(str(exc), hint="see `pivotgym verify --help` for the turn file format") from None
     if as_json:
         emit_json(results)
     else:
-        rows = [[f"{r['reward']:g}", r["code"], r["reason"][:90], r["candidate"].replace("\n", " ")[:60]]
-                for r in results]
+        rows = [
+            [f"{r['reward']:g}", r["code"], r["reason"][:90], r["candidate"].replace("\n", " ")[:60]] for r in results
+        ]
         typer.echo(table(rows, ["reward", "code", "reason", "candidate"]))
     undecided = [r for r in results if r["undecided"]]
     if undecided:
         first = undecided[0]  # its whole reason (the stored one is cut to 300 characters)
         why = first["reason"] if is_undecided_reason(first["reason"]) else first["undecided"]
-        typer.echo(f"error: {len(undecided)} of {len(results)} verdict(s) undecided, not judgements: {why}",
-                   err=True)
+        typer.echo(f"error: {len(undecided)} of {len(results)} verdict(s) undecided, not judgements: {why}", err=True)
         raise typer.Exit(1)
 
 

@@ -23,7 +23,19 @@ from pivotgym.parsing.tool_calls import (
 )
 
 __all__ = [
-    "DEFAULT_CODEC", "FORMAT_HINT", "MAX_NESTING", "MAX_PYTHON_CHARS", "TOOL_CALL_RE", "ParseError", "ParsedAction",
-    "PositionalNames", "ToolCallCodec", "load_json", "nesting_depth", "parse_action", "python_call", "render_calls",
+    "DEFAULT_CODEC",
+    "FORMAT_HINT",
+    "MAX_NESTING",
+    "MAX_PYTHON_CHARS",
+    "TOOL_CALL_RE",
+    "ParseError",
+    "ParsedAction",
+    "PositionalNames",
+    "ToolCallCodec",
+    "load_json",
+    "nesting_depth",
+    "parse_action",
+    "python_call",
+    "render_calls",
     "render_message",
 ]

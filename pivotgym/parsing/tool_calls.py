@@ -34,9 +34,21 @@ from pivotgym.errors import ParseError
 from pivotgym.types import Message, ToolCall, tool_calls_of
 
 __all__ = [
-    "DEFAULT_CODEC", "FORMAT_HINT", "MAX_NESTING", "MAX_PYTHON_CHARS", "TOOL_CALL_RE", "ParseError", "ParsedAction",
-    "PositionalNames", "ToolCallCodec", "load_json", "nesting_depth", "parse_action", "python_call",
-    "render_calls", "render_message",
+    "DEFAULT_CODEC",
+    "FORMAT_HINT",
+    "MAX_NESTING",
+    "MAX_PYTHON_CHARS",
+    "TOOL_CALL_RE",
+    "ParseError",
+    "ParsedAction",
+    "PositionalNames",
+    "ToolCallCodec",
+    "load_json",
+    "nesting_depth",
+    "parse_action",
+    "python_call",
+    "render_calls",
+    "render_message",
 ]
 
 TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
@@ -44,8 +56,10 @@ TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
 MAX_NESTING = 64
 #: python-syntax calls longer than this are not parsed (``ast`` work grows with the text)
 MAX_PYTHON_CHARS = 20_000
-FORMAT_HINT = ('Write each call as <tool_call>{"name": "function_name", "arguments": {"param": value}}</tool_call>, '
-               "one block per call, or reply with a plain message.")
+FORMAT_HINT = (
+    'Write each call as <tool_call>{"name": "function_name", "arguments": {"param": value}}</tool_call>, '
+    "one block per call, or reply with a plain message."
+)
 
 _BOM = "\ufeff"
 _CALL_START_RE = re.compile(r"^\[?\s*[A-Za-z_][\w.]*\(")
@@ -141,8 +155,11 @@ class ToolCallCodec:
         if self.fences_in_prose:
             blocks = _EMBEDDED_FENCE_RE.findall(stripped)
             if blocks:
-                calls = [c for i, b in enumerate(blocks)
-                         for c in self._calls_from_json(self.load_json(b, f"fenced block #{i + 1}"))]
+                calls = [
+                    c
+                    for i, b in enumerate(blocks)
+                    for c in self._calls_from_json(self.load_json(b, f"fenced block #{i + 1}"))
+                ]
                 prose = _EMBEDDED_FENCE_RE.sub("", stripped).strip()
                 return self._checked(ParsedAction(calls, prose, "json"))
         if not self.python:
@@ -150,8 +167,9 @@ class ToolCallCodec:
         if _CALL_START_RE.match(body) and body.endswith((")", "]")):
             depth = nesting_depth(body)
             if depth > MAX_NESTING:
-                raise ParseError(f"the call is nested {depth} levels deep; at most {MAX_NESTING} are allowed. "
-                                 f"{self.hint}")
+                raise ParseError(
+                    f"the call is nested {depth} levels deep; at most {MAX_NESTING} are allowed. {self.hint}"
+                )
             if len(body) > MAX_PYTHON_CHARS:
                 raise ParseError(f"a python-style call longer than {MAX_PYTHON_CHARS} characters. {self.hint}")
         calls = self._try_python(body, positional) if body.endswith(")") else None
@@ -180,11 +198,13 @@ class ToolCallCodec:
             try:
                 encoded = json.dumps([call.name, call.arguments], ensure_ascii=False).encode("utf-8")
             except UnicodeEncodeError:
-                raise ParseError(f"tool call #{i + 1} contains a lone surrogate (not valid Unicode text). "
-                                 f"{self.hint}") from None
+                raise ParseError(
+                    f"tool call #{i + 1} contains a lone surrogate (not valid Unicode text). {self.hint}"
+                ) from None
             except (TypeError, ValueError, RecursionError) as exc:
-                raise ParseError(f"tool call #{i + 1} has a value that is not JSON ({str(exc)[:120]}). "
-                                 f"{self.hint}") from None
+                raise ParseError(
+                    f"tool call #{i + 1} has a value that is not JSON ({str(exc)[:120]}). {self.hint}"
+                ) from None
             if nesting_depth(encoded.decode("utf-8")) > MAX_NESTING:
                 raise ParseError(f"tool call #{i + 1} is nested more than {MAX_NESTING} levels deep. {self.hint}")
         return parsed
@@ -193,8 +213,9 @@ class ToolCallCodec:
         calls: list[ToolCall] = []
         opened, closed = text.count("<tool_call>"), text.count("</tool_call>")
         if closed < opened and (self.require_closing_tag or opened - closed > 1):
-            raise ParseError(f"{opened - closed} <tool_call> block(s) without a closing </tool_call>; close every "
-                             f"block. {self.hint}")
+            raise ParseError(
+                f"{opened - closed} <tool_call> block(s) without a closing </tool_call>; close every block. {self.hint}"
+            )
         for i, match in enumerate(TOOL_CALL_RE.finditer(text)):
             raw = _unfence(match.group(1).strip())
             data = self.load_json(raw, f"tool call #{i + 1}")
@@ -227,13 +248,13 @@ class ToolCallCodec:
         else:
             name, args = obj.get("name"), obj.get("arguments", obj.get("parameters", {}))
         if not isinstance(name, str) or not _NAME_RE.match(name):
-            raise ParseError(f"{where} has no valid \"name\" (got {_short(name)}). {self.hint}")
+            raise ParseError(f'{where} has no valid "name" (got {_short(name)}). {self.hint}')
         if isinstance(args, str):
-            args = self.load_json(args, f"{where}: \"arguments\" (a string)") if args.strip() else {}
+            args = self.load_json(args, f'{where}: "arguments" (a string)') if args.strip() else {}
         if args is None:
             args = {}
         if not isinstance(args, dict):
-            raise ParseError(f"{where}: \"arguments\" must be an object of named parameters. {self.hint}")
+            raise ParseError(f'{where}: "arguments" must be an object of named parameters. {self.hint}')
         return ToolCall(name=name, arguments=dict(args))
 
     # ------------------------------------------------------------------------------ python syntax
@@ -260,8 +281,9 @@ class ToolCallCodec:
             if node.args:
                 names = list(positional(name) or []) if positional else []
                 if len(node.args) > len(names):
-                    raise ParseError(f"{name}: positional arguments need parameter names; write "
-                                     f"{name}(param=value). {self.hint}")
+                    raise ParseError(
+                        f"{name}: positional arguments need parameter names; write {name}(param=value). {self.hint}"
+                    )
                 for pname, value in zip(names, node.args):
                     args[pname] = _literal(value)
             for kw in node.keywords:

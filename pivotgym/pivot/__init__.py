@@ -10,6 +10,12 @@ from pivotgym.pivot.profile import AdaptiveK, ProfileConfig, Profiler, ProfileRe
 from pivotgym.pivot.select import SelectionRule, select_pivots, turn_stats
 
 __all__ = [
-    "AdaptiveK", "ProfileConfig", "ProfileResult", "Profiler", "SelectionRule", "profile_trajectories",
-    "select_pivots", "turn_stats",
+    "AdaptiveK",
+    "ProfileConfig",
+    "ProfileResult",
+    "Profiler",
+    "SelectionRule",
+    "profile_trajectories",
+    "select_pivots",
+    "turn_stats",
 ]

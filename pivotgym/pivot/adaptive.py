@@ -139,19 +139,29 @@ class AdaptiveK:
         bound = self.miss_bound(m, k)
         if bound > self.delta:
             derived = _derived(self, k)
-            fix = (f"use min_unanimous >= {derived} (or leave it unset to derive it)" if derived is not None
-                   else f"K={k} is too small for this bound: raise K, min_pass_rate or delta, or leave "
-                        "min_unanimous unset (the unanimity rule is then off)")
+            fix = (
+                f"use min_unanimous >= {derived} (or leave it unset to derive it)"
+                if derived is not None
+                else f"K={k} is too small for this bound: raise K, min_pass_rate or delta, or leave "
+                "min_unanimous unset (the unanimity rule is then off)"
+            )
             raise ValueError(
                 f"AdaptiveK: min_unanimous={m} at K={k} drops a pivot with pass rate >= {self.min_pass_rate} "
-                f"with probability up to {bound:.3f} > delta={self.delta}; {fix}")
+                f"with probability up to {bound:.3f} > delta={self.delta}; {fix}"
+            )
 
     def describe(self, k: int) -> dict[str, Any]:
         """What a profile row records: the rule, the unanimity run used at K, and the bound it meets."""
         m = self.unanimous_after(k)
-        return {"max_mean": self.max_mean, "min_pass_rate": self.min_pass_rate, "delta": self.delta,
-                "block": self.block, "settle_mean": self.settle_mean, "min_unanimous": m,
-                "miss_bound": round(self.miss_bound(m, k), 6) if m is not None else 0.0}
+        return {
+            "max_mean": self.max_mean,
+            "min_pass_rate": self.min_pass_rate,
+            "delta": self.delta,
+            "block": self.block,
+            "settle_mean": self.settle_mean,
+            "min_unanimous": m,
+            "miss_bound": round(self.miss_bound(m, k), 6) if m is not None else 0.0,
+        }
 
     @staticmethod
     def min_unanimous_for(epsilon: float, delta: float) -> int:

@@ -35,8 +35,17 @@ from pivotgym.types import Message, PivotSet, Trajectory, Turn, TurnProfile, Ver
 from pivotgym.verify import Verifier, VerifyContext
 
 __all__ = [
-    "expected_action", "export_nemo_rows", "import_nemo_rows", "message_from_expected_action", "nemo_context",
-    "nemo_row", "states_for", "to_hf_dataset", "tools_from_responses", "tools_to_responses", "verify_nemo_row",
+    "expected_action",
+    "export_nemo_rows",
+    "import_nemo_rows",
+    "message_from_expected_action",
+    "nemo_context",
+    "nemo_row",
+    "states_for",
+    "to_hf_dataset",
+    "tools_from_responses",
+    "tools_to_responses",
+    "verify_nemo_row",
 ]
 
 
@@ -72,8 +81,15 @@ def expected_action(expert: Mapping[str, Any]) -> dict[str, Any] | list[dict[str
     if not calls:
         return {"type": "message", "role": "assistant", "content": expert.get("content") or ""}
     raw = expert.get("tool_calls") or []
-    items = [{"type": "function_call", "name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False),
-              "call_id": r.get("id") or ""} for c, r in zip(calls, raw)]
+    items = [
+        {
+            "type": "function_call",
+            "name": c.name,
+            "arguments": json.dumps(c.arguments, ensure_ascii=False),
+            "call_id": r.get("id") or "",
+        }
+        for c, r in zip(calls, raw)
+    ]
     return items[0] if len(items) == 1 else items
 
 
@@ -88,9 +104,16 @@ def message_from_expected_action(action: Any, content: str = "") -> Message:
         kind = item.get("type", "function_call" if "name" in item else "message")
         if kind == "function_call":
             args = item.get("arguments", "{}")
-            calls.append({"id": item.get("call_id") or item.get("id") or f"call_{i}", "type": "function",
-                          "function": {"name": item["name"],
-                                       "arguments": args if isinstance(args, str) else json.dumps(args)}})
+            calls.append(
+                {
+                    "id": item.get("call_id") or item.get("id") or f"call_{i}",
+                    "type": "function",
+                    "function": {
+                        "name": item["name"],
+                        "arguments": args if isinstance(args, str) else json.dumps(args),
+                    },
+                }
+            )
         else:
             texts.append(_text_of(item.get("content")))
     msg: dict[str, Any] = {"role": "assistant", "content": content or "".join(texts)}
@@ -125,12 +148,15 @@ def _messages_from_input(items: Sequence[Mapping[str, Any]]) -> list[Message]:
             continue
         previous = kind
         if kind == "function_call_output":
-            out.append({"role": "tool", "content": _text_of(item.get("output")),
-                        "tool_call_id": item.get("call_id", "")})
+            out.append(
+                {"role": "tool", "content": _text_of(item.get("output")), "tool_call_id": item.get("call_id", "")}
+            )
             continue
         role = item.get("role", "user")
-        msg: dict[str, Any] = {"role": "system" if role == "developer" else role,
-                               "content": _text_of(item.get("content"))}
+        msg: dict[str, Any] = {
+            "role": "system" if role == "developer" else role,
+            "content": _text_of(item.get("content")),
+        }
         for extra in ("tool_calls", "tool_call_id", "name"):
             if item.get(extra) is not None:
                 msg[extra] = item[extra]
@@ -146,8 +172,10 @@ def states_for(pivots: Iterable[TurnProfile], trajectories: Iterable[Trajectory]
     for p in pivots:
         trajectory = by_id.get(p.trajectory_id)
         if trajectory is None:
-            raise KeyError(f"pivot {p.trajectory_id!r} turn {p.turn}: that trajectory is not in the trajectories "
-                           "given; pass the file the profiles were made from")
+            raise KeyError(
+                f"pivot {p.trajectory_id!r} turn {p.turn}: that trajectory is not in the trajectories "
+                "given; pass the file the profiles were made from"
+            )
         pairs.append((p, trajectory.turn(p.turn)))
     return pairs
 
@@ -165,24 +193,31 @@ def nemo_row(turn: Turn, profile: TurnProfile | None = None, tools: Sequence[Map
     row: dict[str, Any] = {
         "trajectory_id": turn.trajectory_id,
         "info": {"turn": turn.turn},
-        "responses_create_params": {"input": [dict(m) for m in turn.prefix],
-                                    "tools": tools_to_responses(tools)},
+        "responses_create_params": {"input": [dict(m) for m in turn.prefix], "tools": tools_to_responses(tools)},
         "expected_action": expected_action(turn.expert),
         "ref_message": dict(turn.expert),
         "agent_ref": {"name": turn.env_id},
-        "metadata": {"pivotgym": {"env_id": turn.env_id, "task_id": turn.task_id,
-                                  "trajectory_id": turn.trajectory_id, "turn": turn.turn}},
+        "metadata": {
+            "pivotgym": {
+                "env_id": turn.env_id,
+                "task_id": turn.task_id,
+                "trajectory_id": turn.trajectory_id,
+                "turn": turn.turn,
+            }
+        },
     }
     if profile is not None:
         passed = sum(1 for r in profile.rewards if r >= 1.0)
         row.update(pass_rate=profile.mean, pass_rate_total=profile.k, pass_rate_passed=passed)
-        row["metadata"]["pivotgym"].update(key=profile.key, var=profile.var, verifier=profile.verifier,
-                                           reference=profile.reference)
+        row["metadata"]["pivotgym"].update(
+            key=profile.key, var=profile.var, verifier=profile.verifier, reference=profile.reference
+        )
     return row
 
 
-def export_nemo_rows(pivot_set: PivotSet | Iterable[TurnProfile], trajectories: Iterable[Trajectory],
-                     *, with_tools: bool = True) -> list[dict[str, Any]]:
+def export_nemo_rows(
+    pivot_set: PivotSet | Iterable[TurnProfile], trajectories: Iterable[Trajectory], *, with_tools: bool = True
+) -> list[dict[str, Any]]:
     """NeMo-Gym pivot rows for every pivot; tools come from each env's ``tool_schemas()`` for the task."""
     from pivotgym.registry import get_registry
 
@@ -212,13 +247,17 @@ def import_nemo_rows(rows: Iterable[Mapping[str, Any]], env_id: str | None = Non
     for n, row in enumerate(rows):
         params = row.get("responses_create_params") or {}
         if "input" not in params or "expected_action" not in row and "ref_message" not in row:
-            raise ValueError(f"row {n}: a NeMo-Gym pivot row needs responses_create_params.input and "
-                             "expected_action (or ref_message)")
+            raise ValueError(
+                f"row {n}: a NeMo-Gym pivot row needs responses_create_params.input and "
+                "expected_action (or ref_message)"
+            )
         ours = (row.get("metadata") or {}).get("pivotgym") or {}
         env = ours.get("env_id") or env_id
         if not env:
-            raise ValueError(f"row {n}: which env do these states belong to? pass env_id (--env-id), "
-                             f"e.g. the env registered for agent {((row.get('agent_ref') or {}).get('name'))!r}")
+            raise ValueError(
+                f"row {n}: which env do these states belong to? pass env_id (--env-id), "
+                f"e.g. the env registered for agent {((row.get('agent_ref') or {}).get('name'))!r}"
+            )
         prefix = _messages_from_input(params["input"])
         if row.get("ref_message"):
             expert = dict(row["ref_message"])
@@ -228,18 +267,32 @@ def import_nemo_rows(rows: Iterable[Mapping[str, Any]], env_id: str | None = Non
             expert = dict(message_from_expected_action(row["expected_action"]))
         info = row.get("info") or {}
         meta = row.get("metadata") or {}
-        task_id = ours.get("task_id") or meta.get("task_id") or meta.get("instance_id") or \
-            content_hash(params["input"])[:16]
-        trajectory_id = ours.get("trajectory_id") or \
-            f"nemo:{row.get('trajectory_id', n)}:{info.get('turn', '')}:{info.get('step', '')}"
-        metadata: dict[str, Any] = {"source_format": "nemo-gym",
-                                    "nemo": {k: v for k, v in row.items()
-                                             if k not in ("responses_create_params", "expected_action", "ref_message")}}
+        task_id = (
+            ours.get("task_id") or meta.get("task_id") or meta.get("instance_id") or content_hash(params["input"])[:16]
+        )
+        trajectory_id = (
+            ours.get("trajectory_id")
+            or f"nemo:{row.get('trajectory_id', n)}:{info.get('turn', '')}:{info.get('step', '')}"
+        )
+        metadata: dict[str, Any] = {
+            "source_format": "nemo-gym",
+            "nemo": {
+                k: v for k, v in row.items() if k not in ("responses_create_params", "expected_action", "ref_message")
+            },
+        }
         if params.get("tools"):
             metadata["tools"] = tools_from_responses(params["tools"])
-        out.append(Trajectory(id=trajectory_id, env_id=env, task_id=str(task_id),
-                              messages=[*prefix, cast(Message, expert)],
-                              reward=0.0, source="nemo-gym", metadata=metadata))
+        out.append(
+            Trajectory(
+                id=trajectory_id,
+                env_id=env,
+                task_id=str(task_id),
+                messages=[*prefix, cast(Message, expert)],
+                reward=0.0,
+                source="nemo-gym",
+                metadata=metadata,
+            )
+        )
     return out
 
 
@@ -252,12 +305,14 @@ def nemo_context(row: Mapping[str, Any], env_id: str | None = None) -> VerifyCon
     turn = trajectory.turns()[-1]
     ours = (row.get("metadata") or {}).get("pivotgym") or {}
     tools = trajectory.metadata.get("tools")
-    return VerifyContext.from_turn(trajectory.env_id, turn.prefix, turn.expert, tools=tools,
-                                   task_id=ours.get("task_id"))
+    return VerifyContext.from_turn(
+        trajectory.env_id, turn.prefix, turn.expert, tools=tools, task_id=ours.get("task_id")
+    )
 
 
-def verify_nemo_row(row: Mapping[str, Any], candidate: str, env_id: str | None = None,
-                    verifier: Verifier | None = None) -> Verdict:
+def verify_nemo_row(
+    row: Mapping[str, Any], candidate: str, env_id: str | None = None, verifier: Verifier | None = None
+) -> Verdict:
     """Judge ``candidate`` for a NeMo-Gym pivot row with ``verifier`` (default: the env's functional
     verifier, the same layered one used for the env's own turns). Never raises on a bad candidate."""
     from pivotgym.registry import verifier_for
@@ -277,14 +332,16 @@ def to_hf_dataset(pivot_set: PivotSet | Iterable[TurnProfile], trajectories: Ite
 
     pivots = pivot_set.pivots if isinstance(pivot_set, PivotSet) else list(pivot_set)
     envs: dict[str, Any] = {}
-    columns: dict[str, list[Any]] = {k: [] for k in ("prompt", "env_id", "task_id", "trajectory_id", "turn", "key",
-                                                     "expert", "state", "mean", "var")}
+    columns: dict[str, list[Any]] = {
+        k: [] for k in ("prompt", "env_id", "task_id", "trajectory_id", "turn", "key", "expert", "state", "mean", "var")
+    }
     for profile, turn in states_for(pivots, trajectories):
         if turn.env_id not in envs:
             envs[turn.env_id] = get_registry().make(turn.env_id)
         env = envs[turn.env_id]
-        columns["prompt"].append([{"role": m["role"], "content": m.get("content") or ""}
-                                  for m in env.prompt_messages(turn.prefix)])
+        columns["prompt"].append(
+            [{"role": m["role"], "content": m.get("content") or ""} for m in env.prompt_messages(turn.prefix)]
+        )
         columns["env_id"].append(turn.env_id)
         columns["task_id"].append(turn.task_id)
         columns["trajectory_id"].append(turn.trajectory_id)

@@ -54,8 +54,18 @@ from pivotgym.verify import (
 PROFILE_FORMAT = "3"
 
 __all__ = [
-    "FAILURE_PREFIXES", "VERIFICATION_FAILED", "AdaptiveK", "ProfileConfig", "ProfileResult", "Profiler", "State",
-    "VerifyTask", "profile_trajectories", "verification_failure", "verify_candidate", "worker_judge",
+    "FAILURE_PREFIXES",
+    "VERIFICATION_FAILED",
+    "AdaptiveK",
+    "ProfileConfig",
+    "ProfileResult",
+    "Profiler",
+    "State",
+    "VerifyTask",
+    "profile_trajectories",
+    "verification_failure",
+    "verify_candidate",
+    "worker_judge",
 ]
 
 
@@ -169,8 +179,9 @@ def worker_judge() -> Judge:
 def verify_candidate(task: VerifyTask) -> dict[str, Any]:
     """Verify one candidate in a worker: ``{"reward", "reason", "failed"}``, where ``failed`` is the undecided
     reason (:func:`pivotgym.verify.undecided_reason`) or None."""
-    verdict = worker_judge().verdict(task.verifier, task.state_key,
-                                     lambda: VerifyContext(task.turn, tools=task.tools), task.candidate)
+    verdict = worker_judge().verdict(
+        task.verifier, task.state_key, lambda: VerifyContext(task.turn, tools=task.tools), task.candidate
+    )
     return {"reward": verdict.reward, "reason": verdict.reason[:300], "failed": undecided_reason(verdict)}
 
 
@@ -178,8 +189,13 @@ def verify_candidate(task: VerifyTask) -> dict[str, Any]:
 class Profiler:
     """Profiles states with a frozen reference ``sampler`` and verifies samples through ``executor``."""
 
-    def __init__(self, sampler: Sampler, config: ProfileConfig | None = None,
-                 executor: Executor | str | None = None, registry: Any = None) -> None:
+    def __init__(
+        self,
+        sampler: Sampler,
+        config: ProfileConfig | None = None,
+        executor: Executor | str | None = None,
+        registry: Any = None,
+    ) -> None:
         from pivotgym.registry import get_registry
 
         self.sampler = sampler
@@ -214,8 +230,7 @@ class Profiler:
         the env's generation cap applied), seed."""
         sampling = self.params(env_id).to_dict()
         sampling.pop("seed", None)  # per-state seeds are derived from the key
-        return {**self.reference_model, "sampling": sampling, "seed": self.config.seed,
-                "block": self.config.block_size}
+        return {**self.reference_model, "sampling": sampling, "seed": self.config.seed, "block": self.config.block_size}
 
     def plan(self, trajectories: Iterable[Trajectory]) -> list[State]:
         """Every assistant turn of every trajectory as a :class:`State`, in order, without duplicates."""
@@ -230,21 +245,34 @@ class Profiler:
             params = self.params(trajectory.env_id)
             for turn in trajectory.turns():
                 offered = () if tools is None else (tools,)  # keys of trajectories without tools unchanged
-                state_id = content_hash("pivotgym-state", turn.trajectory_id, turn.env_id, turn.task_id,
-                                        turn.turn, turn.prefix, turn.expert, *offered)
+                state_id = content_hash(
+                    "pivotgym-state",
+                    turn.trajectory_id,
+                    turn.env_id,
+                    turn.task_id,
+                    turn.turn,
+                    turn.prefix,
+                    turn.expert,
+                    *offered,
+                )
                 stream = content_hash("pivotgym-stream", state_id, reference)
-                key = content_hash("pivotgym-profile", PROFILE_FORMAT, stream, self.config.k, verifier_info,
-                                   adaptive)
+                key = content_hash("pivotgym-profile", PROFILE_FORMAT, stream, self.config.k, verifier_info, adaptive)
                 if key in seen:
                     continue
                 seen.add(key)
-                states.append(State(turn, key, stream, env.prompt_messages(turn.prefix), verifier_name, tools,
-                                    params))
+                states.append(State(turn, key, stream, env.prompt_messages(turn.prefix), verifier_name, tools, params))
         return states
 
     # ------------------------------------------------------------------ running
-    def profile(self, trajectories: Iterable[Trajectory], out: str | Path | None = None, *, resume: bool = True,
-                progress: bool = True, limit: int | None = None) -> ProfileResult:
+    def profile(
+        self,
+        trajectories: Iterable[Trajectory],
+        out: str | Path | None = None,
+        *,
+        resume: bool = True,
+        progress: bool = True,
+        limit: int | None = None,
+    ) -> ProfileResult:
         """Profile every state of ``trajectories``; append rows to ``out`` (skipping keys already there
         when ``resume``). Returns all profiles of the plan in plan order."""
         from tqdm import tqdm
@@ -283,8 +311,11 @@ class Profiler:
                     counters["profiled"] += 1
                     counters["pivots"] += int(profile.var > 0 and profile.mean < self.config.pivot_max_mean)
                     bar.update(1)
-                    bar.set_postfix(pivots=f"{counters['pivots'] / counters['profiled']:.0%}",
-                                    samples=counters["samples"], refresh=False)
+                    bar.set_postfix(
+                        pivots=f"{counters['pivots'] / counters['profiled']:.0%}",
+                        samples=counters["samples"],
+                        refresh=False,
+                    )
         finally:
             bar.close()
             if appender is not None:
@@ -331,14 +362,20 @@ class Profiler:
         batches = sorted({(wanted[i], states[i].params.max_new_tokens) for i in range(len(states))})
         for n, tokens in batches:  # one batched call per block size and generation cap
             picked = [i for i, st in enumerate(states) if (wanted[i], st.params.max_new_tokens) == (n, tokens)]
-            groups = sample_seeded(self.sampler, [states[i].prompt for i in picked], n, states[picked[0]].params,
-                                   [seeds[i] for i in picked])
+            groups = sample_seeded(
+                self.sampler,
+                [states[i].prompt for i in picked],
+                n,
+                states[picked[0]].params,
+                [seeds[i] for i in picked],
+            )
             for i, group in zip(picked, groups):
                 results[i] = group
         return results
 
-    def _profile_chunk(self, chunk: list[State], counters: dict[str, int],
-                       stage: Callable[[str], None] | None = None) -> list[TurnProfile]:
+    def _profile_chunk(
+        self, chunk: list[State], counters: dict[str, int], stage: Callable[[str], None] | None = None
+    ) -> list[TurnProfile]:
         """Profile a few states together: sample a block for each active state, verify all candidates in one
         fan-out, and repeat until every state is done (once for fixed K).
 
@@ -404,11 +441,20 @@ class Profiler:
                     stopped[state.key] = reason
             active = still
             round_index += 1
-        return [self._row(s, rewards[s.key], reasons[s.key], failed[s.key], stopped[s.key],
-                          prompt_tokens.get(s.key)) for s in chunk]
+        return [
+            self._row(s, rewards[s.key], reasons[s.key], failed[s.key], stopped[s.key], prompt_tokens.get(s.key))
+            for s in chunk
+        ]
 
-    def _row(self, state: State, rewards: list[float], reasons: list[str], failed: list[str], stopped: str,
-             prompt_tokens: int | None) -> TurnProfile:
+    def _row(
+        self,
+        state: State,
+        rewards: list[float],
+        reasons: list[str],
+        failed: list[str],
+        stopped: str,
+        prompt_tokens: int | None,
+    ) -> TurnProfile:
         turn = state.turn
         n = len(rewards)
         mean = sum(rewards) / n if n else 0.0
@@ -424,16 +470,33 @@ class Profiler:
             metadata["prompt_tokens"] = prompt_tokens
         _, verifier_info = self._verifier(turn.env_id)
         return TurnProfile(
-            trajectory_id=turn.trajectory_id, turn=turn.turn, env_id=turn.env_id, task_id=turn.task_id,
-            k=n, rewards=rewards, mean=round(mean, 12), var=round(var, 12), reasons=reasons,
-            reference=self.reference(turn.env_id), verifier=dict(verifier_info), key=state.key, metadata=metadata,
+            trajectory_id=turn.trajectory_id,
+            turn=turn.turn,
+            env_id=turn.env_id,
+            task_id=turn.task_id,
+            k=n,
+            rewards=rewards,
+            mean=round(mean, 12),
+            var=round(var, 12),
+            reasons=reasons,
+            reference=self.reference(turn.env_id),
+            verifier=dict(verifier_info),
+            key=state.key,
+            metadata=metadata,
         )
 
 
-def profile_trajectories(trajectories: Iterable[Trajectory], sampler: Sampler, *, out: str | Path | None = None,
-                         executor: Executor | str | None = None, resume: bool = True, progress: bool = True,
-                         **config: Any) -> ProfileResult:
+def profile_trajectories(
+    trajectories: Iterable[Trajectory],
+    sampler: Sampler,
+    *,
+    out: str | Path | None = None,
+    executor: Executor | str | None = None,
+    resume: bool = True,
+    progress: bool = True,
+    **config: Any,
+) -> ProfileResult:
     """One-call profiling: ``profile_trajectories(trajs, sampler, k=8, out="profiles.jsonl")``."""
-    return Profiler(sampler, ProfileConfig(**config), executor).profile(trajectories, out, resume=resume,
-                                                                         progress=progress)
-
+    return Profiler(sampler, ProfileConfig(**config), executor).profile(
+        trajectories, out, resume=resume, progress=progress
+    )

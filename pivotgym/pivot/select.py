@@ -24,6 +24,7 @@ from pivotgym.verify import is_undecided_reason
 
 __all__ = ["SelectionRule", "failed_count", "judged", "select_pivots", "turn_stats"]
 
+
 def judged(profile: TurnProfile) -> TurnProfile:
     """``profile`` with failed verifications out of its rewards, mean and variance.
 
@@ -44,8 +45,15 @@ def judged(profile: TurnProfile) -> TurnProfile:
     mean = sum(rewards) / n if n else 0.0
     var = sum((r - mean) ** 2 for r in rewards) / n if n else 0.0
     metadata = {**(profile.metadata or {}), "failed": len(bad), "failed_reasons": [profile.reasons[i] for i in bad]}
-    return replace(profile, k=n, rewards=rewards, reasons=[profile.reasons[i] for i in keep], mean=round(mean, 12),
-                   var=round(var if var >= 1e-15 else 0.0, 12), metadata=metadata)
+    return replace(
+        profile,
+        k=n,
+        rewards=rewards,
+        reasons=[profile.reasons[i] for i in keep],
+        mean=round(mean, 12),
+        var=round(var if var >= 1e-15 else 0.0, 12),
+        metadata=metadata,
+    )
 
 
 def failed_count(profile: TurnProfile) -> int:
@@ -99,9 +107,17 @@ def turn_stats(profiles: Iterable[TurnProfile], rule: SelectionRule | None = Non
     """Per env (and ``"all"``): turns, all-fail, all-pass, other constant, informative, share uninformative,
     and how many pass ``rule`` before top-N/quotas."""
     rule = rule or SelectionRule()
-    table: dict[str, dict[str, Any]] = defaultdict(lambda: {"turns": 0, "all_fail": 0, "all_pass": 0,
-                                                            "constant_other": 0, "informative": 0, "eligible": 0,
-                                                            "failed_verifications": 0})
+    table: dict[str, dict[str, Any]] = defaultdict(
+        lambda: {
+            "turns": 0,
+            "all_fail": 0,
+            "all_pass": 0,
+            "constant_other": 0,
+            "informative": 0,
+            "eligible": 0,
+            "failed_verifications": 0,
+        }
+    )
     for p in map(judged, profiles):
         for env in (p.env_id, "all"):
             row = table[env]

@@ -24,8 +24,11 @@ from pivotgym.train.config import (
     load_config,
 )
 
-_TRAINERS = {"pivot": "pivotgym.train.pivot:PivotTrainer", "sft": "pivotgym.train.sft:SFTTrainer",
-             "e2e": "pivotgym.train.e2e:E2ETrainer"}
+_TRAINERS = {
+    "pivot": "pivotgym.train.pivot:PivotTrainer",
+    "sft": "pivotgym.train.sft:SFTTrainer",
+    "e2e": "pivotgym.train.e2e:E2ETrainer",
+}
 
 
 def trainer_class(kind: str) -> Any:
@@ -45,5 +48,17 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
-__all__ = ["CONFIGS", "ConfigError", "E2EConfig", "E2ETrainer", "PivotConfig", "PivotTrainer", "RLConfig",
-           "SFTConfig", "SFTTrainer", "TrainConfig", "load_config", "trainer_class"]
+__all__ = [
+    "CONFIGS",
+    "ConfigError",
+    "E2EConfig",
+    "E2ETrainer",
+    "PivotConfig",
+    "PivotTrainer",
+    "RLConfig",
+    "SFTConfig",
+    "SFTTrainer",
+    "TrainConfig",
+    "load_config",
+    "trainer_class",
+]

@@ -28,8 +28,9 @@ def list_checkpoints(output_dir: str | Path) -> list[Path]:
     root = checkpoint_root(output_dir)
     if not root.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in root.iterdir()
-             if (m := _STEP_DIR.match(p.name)) and (p / TRAINER_STATE).is_file()]
+    found = [
+        (int(m.group(1)), p) for p in root.iterdir() if (m := _STEP_DIR.match(p.name)) and (p / TRAINER_STATE).is_file()
+    ]
     return [p for _, p in sorted(found)]
 
 
@@ -43,8 +44,14 @@ def _optimizer_files(path: Path) -> list[Path]:
     return [p for p in path.iterdir() if p.is_file() and _OPTIMIZER_FILE.match(p.name)]
 
 
-def save_checkpoint(accelerator: Any, output_dir: str | Path, step: int, trainer_state: dict[str, Any],
-                    keep: int = 2, keep_optimizer: int = 1) -> Path:
+def save_checkpoint(
+    accelerator: Any,
+    output_dir: str | Path,
+    step: int,
+    trainer_state: dict[str, Any],
+    keep: int = 2,
+    keep_optimizer: int = 1,
+) -> Path:
     """Save everything needed to resume after ``step`` optimisation steps; every process must call it.
 
     The newest ``keep`` checkpoints are kept; only the newest ``keep_optimizer`` of them keep their optimizer
@@ -62,9 +69,9 @@ def save_checkpoint(accelerator: Any, output_dir: str | Path, step: int, trainer
         (tmp / TRAINER_STATE).write_text(json.dumps(trainer_state, indent=2, default=str))
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
-        for old in list_checkpoints(output_dir)[:-max(1, keep)]:
+        for old in list_checkpoints(output_dir)[: -max(1, keep)]:
             shutil.rmtree(old, ignore_errors=True)
-        for old in list_checkpoints(output_dir)[:-max(1, keep_optimizer)]:
+        for old in list_checkpoints(output_dir)[: -max(1, keep_optimizer)]:
             for file in _optimizer_files(old):
                 file.unlink()
     accelerator.wait_for_everyone()
@@ -78,9 +85,11 @@ def load_checkpoint(accelerator: Any, path: str | Path) -> dict[str, Any]:
     if not state_file.is_file():
         raise FileNotFoundError(f"{path} is not a complete pivotgym checkpoint (no {TRAINER_STATE})")
     if not _optimizer_files(path):
-        raise FileNotFoundError(f"{path} holds no optimizer state (only the newest `keep_optimizer_state` "
-                                f"checkpoints keep it), so it cannot be resumed from; resume from the newest "
-                                f"checkpoint (resume: auto), or load its weights with `--model {path}`")
+        raise FileNotFoundError(
+            f"{path} holds no optimizer state (only the newest `keep_optimizer_state` "
+            f"checkpoints keep it), so it cannot be resumed from; resume from the newest "
+            f"checkpoint (resume: auto), or load its weights with `--model {path}`"
+        )
     accelerator.load_state(str(path))
     return json.loads(state_file.read_text())
 

@@ -25,8 +25,6 @@ from pivotgym.config import Source, check_section, read_yaml
 from pivotgym.errors import ConfigError
 
 
-
-
 @dataclass
 class TrainConfig:
     """Fields every trainer shares (the loop, optimiser, checkpointing, logging and evaluation)."""
@@ -188,7 +186,8 @@ class RLConfig(TrainConfig):
                 "gradient_checkpointing cannot be combined with shared_prefix: the shared prompt's key/value "
                 "cache is what checkpointing discards and recomputes (transformers turns the cache off while "
                 "checkpointing). Set shared_prefix: false (each completion then runs with its prompt) or "
-                "gradient_checkpointing: false")
+                "gradient_checkpointing: false"
+            )
 
     @property
     def optimizer_steps_per_step(self) -> int:

@@ -25,8 +25,15 @@ EVAL_SALT = 104_729
 TURN_SALT = 7_907
 
 
-def run_episodes(trainer: Trainer, env_id: str, tasks: Sequence[tuple[str, int]], n: int, params: SamplingParams,
-                 max_turns: int | None = None, timed: bool = True) -> list[list[Episode]]:
+def run_episodes(
+    trainer: Trainer,
+    env_id: str,
+    tasks: Sequence[tuple[str, int]],
+    n: int,
+    params: SamplingParams,
+    max_turns: int | None = None,
+    timed: bool = True,
+) -> list[list[Episode]]:
     """``n`` episodes of each ``(task_id, seed)`` with the trainer's current policy, all advancing together, by
     the one episode loop (:func:`pivotgym.eval.rollout.run_episodes`).
 
@@ -38,9 +45,17 @@ def run_episodes(trainer: Trainer, env_id: str, tasks: Sequence[tuple[str, int]]
     (evaluations pass ``timed=False``)."""
     from pivotgym.registry import make
 
-    return rollout_episodes(trainer.sampler, lambda: make(env_id), [task_id for task_id, _ in tasks], params, n=n,
-                            seeds=lambda g, turn, slot: sample_seed(tasks[g][1], turn, slot, TURN_SALT),
-                            max_turns=max_turns, tokens=True, timer=trainer.counters.time if timed else None)
+    return rollout_episodes(
+        trainer.sampler,
+        lambda: make(env_id),
+        [task_id for task_id, _ in tasks],
+        params,
+        n=n,
+        seeds=lambda g, turn, slot: sample_seed(tasks[g][1], turn, slot, TURN_SALT),
+        max_turns=max_turns,
+        tokens=True,
+        timer=trainer.counters.time if timed else None,
+    )
 
 
 class E2ETrainer(RLTrainer):
@@ -77,8 +92,12 @@ class E2ETrainer(RLTrainer):
         cfg = self.config
         t = cfg.temperature if temperature is None else temperature
         greedy = t <= 0
-        return SamplingParams(temperature=1.0 if greedy else t, top_p=cfg.top_p, top_k=1 if greedy else 0,
-                              max_new_tokens=generation_cap(make(cfg.env_id), cfg.max_new_tokens))
+        return SamplingParams(
+            temperature=1.0 if greedy else t,
+            top_p=cfg.top_p,
+            top_k=1 if greedy else 0,
+            max_new_tokens=generation_cap(make(cfg.env_id), cfg.max_new_tokens),
+        )
 
     def train_step(self, step: int) -> dict[str, Any]:
         cfg = self.config
@@ -86,11 +105,19 @@ class E2ETrainer(RLTrainer):
         picked = list(enumerate(self.order.take(cfg.tasks_per_step)))
         self.data_state = {"cursor": self.order.cursor}
         samples: list[PolicySample] = []
-        local = {"rollout_turns": 0, "filtered_turns": 0, "tokens_generated": 0, "reward_sum": 0.0,
-                 "episodes": 0, "groups": 0, "informative": 0}
+        local = {
+            "rollout_turns": 0,
+            "filtered_turns": 0,
+            "tokens_generated": 0,
+            "reward_sum": 0.0,
+            "episodes": 0,
+            "groups": 0,
+            "informative": 0,
+        }
         mine = shard(picked, self.rank, self.world)
-        tasks = [(self.task_ids[task_index], sample_seed(cfg.seed, step, global_index))
-                 for global_index, task_index in mine]
+        tasks = [
+            (self.task_ids[task_index], sample_seed(cfg.seed, step, global_index)) for global_index, task_index in mine
+        ]
         for episodes in run_episodes(self, cfg.env_id, tasks, cfg.group_size, self._params(), cfg.max_turns):
             rewards = [e.reward for e in episodes]
             n_turns = sum(len(e.turns) for e in episodes)
@@ -107,16 +134,20 @@ class E2ETrainer(RLTrainer):
             local["informative"] += 1
             for episode, marker in zip(episodes, per_episode):
                 for prompt, completion in episode.turns:
-                    samples.append(PolicySample(prompt, completion, marker.advantage, episode.reward,
-                                                {"task": episode.task_id}))
+                    samples.append(
+                        PolicySample(prompt, completion, marker.advantage, episode.reward, {"task": episode.task_id})
+                    )
         totals = {k: self.reduce_sum(v) for k, v in local.items()}
         with self.counters.time("fwd_bwd"):
             stats = self.policy_update(samples)
         self.counters.rollout_turns += int(totals["rollout_turns"])
         self.counters.filtered_turns += int(totals["filtered_turns"])
         self.counters.tokens_generated += int(totals["tokens_generated"])
-        return {**stats, "reward_mean": totals["reward_sum"] / max(1.0, totals["episodes"]),
-                "informative_groups": totals["informative"] / max(1.0, totals["groups"])}
+        return {
+            **stats,
+            "reward_mean": totals["reward_sum"] / max(1.0, totals["episodes"]),
+            "informative_groups": totals["informative"] / max(1.0, totals["groups"]),
+        }
 
     def evaluate(self) -> dict[str, Any]:
         cfg = self.config
@@ -127,8 +158,9 @@ class E2ETrainer(RLTrainer):
         total = episodes_n = turns = 0.0
         mine = shard(list(enumerate(self.eval_task_ids)), self.rank, self.world)
         tasks = [(task_id, sample_seed(cfg.seed, 0, i, EVAL_SALT)) for i, task_id in mine]
-        for episodes in run_episodes(self, cfg.env_id, tasks, n, self._params(cfg.eval_temperature), cfg.max_turns,
-                                     timed=False):
+        for episodes in run_episodes(
+            self, cfg.env_id, tasks, n, self._params(cfg.eval_temperature), cfg.max_turns, timed=False
+        ):
             total += sum(e.score for e in episodes)
             episodes_n += len(episodes)
             turns += sum(len(e.turns) for e in episodes)

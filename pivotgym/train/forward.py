@@ -15,8 +15,9 @@ from collections.abc import Sequence
 import torch
 
 
-def pad_right(seqs: Sequence[Sequence[int]], pad_id: int, device: torch.device | str | None = None
-              ) -> tuple[torch.Tensor, torch.Tensor]:
+def pad_right(
+    seqs: Sequence[Sequence[int]], pad_id: int, device: torch.device | str | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-pad token lists into ``[B, T]`` ids and a 0/1 mask (right padding keeps positions intact)."""
     width = max((len(s) for s in seqs), default=0)
     ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
@@ -62,8 +63,9 @@ def completion_logprobs(
         cache.batch_repeat_interleave(g)
         attention = torch.cat([torch.ones((g, p), dtype=torch.long, device=device), comp_mask], dim=1)
         if width > 1:
-            rest = model(input_ids=comp_ids[:, :-1], attention_mask=attention[:, :-1], past_key_values=cache,
-                         use_cache=True).logits  # position j predicts completion token j + 1
+            rest = model(
+                input_ids=comp_ids[:, :-1], attention_mask=attention[:, :-1], past_key_values=cache, use_cache=True
+            ).logits  # position j predicts completion token j + 1
             logits = torch.cat([first_logits, rest], dim=1)
         else:
             logits = first_logits
@@ -71,14 +73,16 @@ def completion_logprobs(
         full_ids = torch.cat([prompt.expand(g, p), comp_ids], dim=1)
         attention = torch.cat([torch.ones((g, p), dtype=torch.long, device=device), comp_mask], dim=1)
         # the last `width` positions predict the completion tokens; no logits for the rest of the prompt
-        logits = model(input_ids=full_ids[:, :-1], attention_mask=attention[:, :-1], use_cache=False,
-                       logits_to_keep=width).logits
+        logits = model(
+            input_ids=full_ids[:, :-1], attention_mask=attention[:, :-1], use_cache=False, logits_to_keep=width
+        ).logits
     logprobs = _gather_logprobs(logits, comp_ids) * comp_mask
     return logprobs, comp_mask
 
 
-def sequence_logprobs(model: torch.nn.Module, sequences: Sequence[Sequence[int]], pad_id: int = 0
-                      ) -> tuple[torch.Tensor, torch.Tensor]:
+def sequence_logprobs(
+    model: torch.nn.Module, sequences: Sequence[Sequence[int]], pad_id: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probabilities ``[B, T-1]`` of tokens 1..T-1 of each sequence given the tokens before (SFT),
     with the mask of real (non-pad) target positions."""
     device = _device_of(model)

@@ -75,15 +75,25 @@ class Trainer:
     name = "base"
     config_class: type[TrainConfig] = TrainConfig
 
-    def __init__(self, config: TrainConfig, *, model: Any = None, tokenizer: Any = None, sampler: Any = None,
-                 accelerator: Any = None) -> None:
+    def __init__(
+        self,
+        config: TrainConfig,
+        *,
+        model: Any = None,
+        tokenizer: Any = None,
+        sampler: Any = None,
+        accelerator: Any = None,
+    ) -> None:
         if not isinstance(config, self.config_class):
-            raise ConfigError(f"{type(self).__name__} needs a {self.config_class.__name__}, "
-                              f"got {type(config).__name__}")
+            raise ConfigError(
+                f"{type(self).__name__} needs a {self.config_class.__name__}, got {type(config).__name__}"
+            )
         config.validate()
         if config.steps == 0:  # refused before loading anything: 0 steps would only evaluate and checkpoint
-            raise ConfigError("steps is 0: a training run needs steps >= 1 (steps: 0 / --steps 0 would train "
-                              "nothing); to score a model without training use `pivotgym eval --model PATH`")
+            raise ConfigError(
+                "steps is 0: a training run needs steps >= 1 (steps: 0 / --steps 0 would train "
+                "nothing); to score a model without training use `pivotgym eval --model PATH`"
+            )
         self.config = config
         self.output_dir = Path(config.output_dir)
         self.accelerator = accelerator or build_accelerator(config)
@@ -92,8 +102,9 @@ class Trainer:
             from pivotgym.sampling.models import load_model_and_tokenizer
 
             # fp32 master weights; bf16 (when on) comes from accelerate's autocast
-            model, loaded_tokenizer = load_model_and_tokenizer(config.model, device=self.accelerator.device,
-                                                               dtype=torch.float32)
+            model, loaded_tokenizer = load_model_and_tokenizer(
+                config.model, device=self.accelerator.device, dtype=torch.float32
+            )
             tokenizer = tokenizer or loaded_tokenizer
         self.tokenizer = tokenizer
         model = self._maybe_lora(model)
@@ -101,11 +112,16 @@ class Trainer:
             model.gradient_checkpointing_enable()
         model.train()
         params = [p for p in model.parameters() if p.requires_grad]
+        optimizer: torch.optim.Optimizer
         if config.optimizer == "sgd":
             optimizer = torch.optim.SGD(params, lr=config.learning_rate, weight_decay=config.weight_decay)
         else:
-            optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay,
-                                          betas=tuple(config.adam_betas))
+            optimizer = torch.optim.AdamW(
+                params,
+                lr=config.learning_rate,
+                weight_decay=config.weight_decay,
+                betas=(config.adam_betas[0], config.adam_betas[1]),
+            )
         # the scheduler is stepped once per optimisation step whatever the number of processes, so it is
         # registered for checkpointing but not wrapped by accelerate (which would step it once per process)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, self._lr_lambda)
@@ -151,10 +167,22 @@ class Trainer:
             return model
         from peft import LoraConfig, get_peft_model
 
-        targets = self.config.lora_target_modules or ["q_proj", "k_proj", "v_proj", "o_proj",
-                                                      "gate_proj", "up_proj", "down_proj"]
-        lora = LoraConfig(r=self.config.lora_r, lora_alpha=self.config.lora_alpha,
-                          lora_dropout=self.config.lora_dropout, target_modules=targets, task_type="CAUSAL_LM")
+        targets = self.config.lora_target_modules or [
+            "q_proj",
+            "k_proj",
+            "v_proj",
+            "o_proj",
+            "gate_proj",
+            "up_proj",
+            "down_proj",
+        ]
+        lora = LoraConfig(
+            r=self.config.lora_r,
+            lora_alpha=self.config.lora_alpha,
+            lora_dropout=self.config.lora_dropout,
+            target_modules=targets,
+            task_type="CAUSAL_LM",
+        )
         return get_peft_model(model, lora)
 
     def _lr_lambda(self, step: int) -> float:
@@ -186,7 +214,7 @@ class Trainer:
         if self.config.max_grad_norm:
             norm = self.accelerator.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
             grad_norm = float(norm)
-        lr = self.scheduler.get_last_lr()[0]
+        lr = float(self.scheduler.get_last_lr()[0])
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -229,16 +257,26 @@ class Trainer:
 
     # ------------------------------------------------------------------ state
     def trainer_state(self) -> dict[str, Any]:
-        return {"trainer": self.name, "step": self.step, "data": self.data_state,
-                "counters": self.counters.to_dict(), "config": self.config.to_dict(),
-                "last_eval": self.last_eval}
+        return {
+            "trainer": self.name,
+            "step": self.step,
+            "data": self.data_state,
+            "counters": self.counters.to_dict(),
+            "config": self.config.to_dict(),
+            "last_eval": self.last_eval,
+        }
 
     def save(self) -> Path:
         """Checkpoint now (every process must call it)."""
         with self._timed_other():
-            return save_checkpoint(self.accelerator, self.output_dir, self.step, self.trainer_state(),
-                                   keep=self.config.keep_checkpoints,
-                                   keep_optimizer=self.config.keep_optimizer_state)
+            return save_checkpoint(
+                self.accelerator,
+                self.output_dir,
+                self.step,
+                self.trainer_state(),
+                keep=self.config.keep_checkpoints,
+                keep_optimizer=self.config.keep_optimizer_state,
+            )
 
     def save_final_model(self, out_dir: str | Path | None = None) -> Path:
         """Save the current policy as a loadable Hugging Face model folder (default ``output_dir/final``;
@@ -248,8 +286,12 @@ class Trainer:
         out = Path(out_dir) if out_dir is not None else self.output_dir / FINAL_MODEL_DIR
         with self._timed_other():
             if self.accelerator.is_main_process:
-                save_model(self.unwrapped_model, self.tokenizer, out,
-                           info={"trainer": self.name, "step": self.step, "base_model": self.config.model})
+                save_model(
+                    self.unwrapped_model,
+                    self.tokenizer,
+                    out,
+                    info={"trainer": self.name, "step": self.step, "base_model": self.config.model},
+                )
             self.accelerator.wait_for_everyone()
         return out
 
@@ -266,8 +308,10 @@ class Trainer:
             return None
         state = load_checkpoint(self.accelerator, path)
         if state.get("trainer") != self.name:
-            raise ConfigError(f"{path} is a checkpoint of the {state.get('trainer')!r} trainer, not {self.name!r}; "
-                              "use another output_dir or resume: never")
+            raise ConfigError(
+                f"{path} is a checkpoint of the {state.get('trainer')!r} trainer, not {self.name!r}; "
+                "use another output_dir or resume: never"
+            )
         self.step = int(state["step"])
         self.data_state = dict(state.get("data") or {})
         self.counters = Counters.from_dict(state.get("counters") or {})
@@ -284,15 +328,25 @@ class Trainer:
         self.setup_data()
         resumed = self.maybe_resume()
         self.output_dir.mkdir(parents=True, exist_ok=True)
-        logger = MetricsLogger(self.output_dir, report_to=cfg.report_to, enabled=self.accelerator.is_main_process,
-                               resume_step=self.step if resumed else None, run_name=f"{self.name}",
-                               config=cfg.to_dict())
+        logger = MetricsLogger(
+            self.output_dir,
+            report_to=cfg.report_to,
+            enabled=self.accelerator.is_main_process,
+            resume_step=self.step if resumed else None,
+            run_name=f"{self.name}",
+            config=cfg.to_dict(),
+        )
         self.counters.start()
         try:
             if resumed is None and self.step == 0:
                 self._run_eval(logger)
-            bar = tqdm(total=cfg.steps, initial=self.step, desc=f"train {self.name}", unit="step",
-                       disable=not (cfg.progress and self.accelerator.is_local_main_process) or None)
+            bar = tqdm(
+                total=cfg.steps,
+                initial=self.step,
+                desc=f"train {self.name}",
+                unit="step",
+                disable=not (cfg.progress and self.accelerator.is_local_main_process) or None,
+            )
             with bar:
                 while self.step < cfg.steps:
                     metrics = self.train_step(self.step)
@@ -302,8 +356,9 @@ class Trainer:
                     logger.log(row)
                     self.history.append(row)
                     bar.update(1)
-                    bar.set_postfix({k: f"{row[k]:.3g}" for k in ("loss", "reward_mean") if
-                                     isinstance(row.get(k), (int, float))})
+                    bar.set_postfix(
+                        {k: f"{row[k]:.3g}" for k in ("loss", "reward_mean") if isinstance(row.get(k), (int, float))}
+                    )
                     if cfg.eval_every and self.step % cfg.eval_every == 0 and self.step < cfg.steps:
                         self._run_eval(logger)
                     if cfg.checkpoint_every and self.step % cfg.checkpoint_every == 0 and self.step < cfg.steps:
@@ -331,18 +386,34 @@ class Trainer:
         if not result:
             return
         self.last_eval = {"step": self.step, **result}
-        row = {"step": self.step, "kind": "eval", **{f"eval_{k}": v for k, v in result.items()},
-               **self.counters.snapshot()}
+        row = {
+            "step": self.step,
+            "kind": "eval",
+            **{f"eval_{k}": v for k, v in result.items()},
+            **self.counters.snapshot(),
+        }
         logger.log(row)
         self.history.append(row)
 
     def summary(self) -> dict[str, Any]:
         evals = [r for r in self.history if r.get("kind") == "eval"]
-        return {"trainer": self.name, "steps": self.step, "output_dir": str(self.output_dir),
-                "final_model": str(self.final_model_dir) if self.final_model_dir else None,
-                "counters": self.counters.snapshot(), "final_eval": self.last_eval,
-                "eval_curve": [{"step": r["step"], "score": r.get("eval_score"), "total_turns": r["total_turns"],
-                                "wall_seconds": r["wall_seconds"]} for r in evals]}
+        return {
+            "trainer": self.name,
+            "steps": self.step,
+            "output_dir": str(self.output_dir),
+            "final_model": str(self.final_model_dir) if self.final_model_dir else None,
+            "counters": self.counters.snapshot(),
+            "final_eval": self.last_eval,
+            "eval_curve": [
+                {
+                    "step": r["step"],
+                    "score": r.get("eval_score"),
+                    "total_turns": r["total_turns"],
+                    "wall_seconds": r["wall_seconds"],
+                }
+                for r in evals
+            ],
+        }
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -378,7 +449,7 @@ def _pad_id(tokenizer: Any, model: Any) -> int:
 
 def chunks(items: Sequence[Any], size: int) -> Iterator[list[Any]]:
     for i in range(0, len(items), size):
-        yield list(items[i:i + size])
+        yield list(items[i : i + size])
 
 
 __all__ = ["DataOrder", "StepCallback", "Trainer", "build_accelerator", "chunks", "sample_seed", "shard"]

@@ -17,7 +17,8 @@ from pivotgym.jsonl import JsonlAppender, iter_jsonl, write_jsonl
 
 def _wandb_ready() -> bool:
     return importlib.util.find_spec("wandb") is not None and bool(
-        os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_MODE"))
+        os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_MODE")
+    )
 
 
 def resolve_sinks(report_to: list[str]) -> list[str]:
@@ -39,9 +40,16 @@ class MetricsLogger:
     On resume, rows past the checkpoint's step are dropped first, so the file never holds a step twice.
     """
 
-    def __init__(self, output_dir: str | Path, *, report_to: list[str], enabled: bool = True,
-                 resume_step: int | None = None, run_name: str = "pivotgym", config: dict[str, Any] | None = None
-                 ) -> None:
+    def __init__(
+        self,
+        output_dir: str | Path,
+        *,
+        report_to: list[str],
+        enabled: bool = True,
+        resume_step: int | None = None,
+        run_name: str = "pivotgym",
+        config: dict[str, Any] | None = None,
+    ) -> None:
         self.enabled = enabled
         self.path = Path(output_dir) / "metrics.jsonl"
         self._tb: Any = None
@@ -63,8 +71,9 @@ class MetricsLogger:
         if "wandb" in sinks:
             import wandb
 
-            self._wandb = wandb.init(project=os.environ.get("WANDB_PROJECT", "pivotgym"), name=run_name,
-                                     config=config or {}, resume="allow")
+            self._wandb = wandb.init(
+                project=os.environ.get("WANDB_PROJECT", "pivotgym"), name=run_name, config=config or {}, resume="allow"
+            )
 
     def log(self, row: dict[str, Any]) -> None:
         if not self.enabled or self._jsonl is None:

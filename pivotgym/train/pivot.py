@@ -30,8 +30,14 @@ def state_tokens(state: PivotState, cap: int | None) -> int:
     return min(state.max_new_tokens, int(cap)) if cap else state.max_new_tokens
 
 
-def sample_states(sampler: Sampler, states: Sequence[PivotState], n: int, params: SamplingParams,
-                  seeds: Sequence[int], cap: int | None = None) -> list[list[Completion]]:
+def sample_states(
+    sampler: Sampler,
+    states: Sequence[PivotState],
+    n: int,
+    params: SamplingParams,
+    seeds: Sequence[int],
+    cap: int | None = None,
+) -> list[list[Completion]]:
     """``n`` completions per state, state ``i`` under ``seeds[i]`` and capped by :func:`state_tokens`; states
     with the same cap share one batched call (the states of one env always do)."""
     out: list[list[Completion]] = [[] for _ in states]
@@ -39,15 +45,28 @@ def sample_states(sampler: Sampler, states: Sequence[PivotState], n: int, params
     for i, state in enumerate(states):
         by_tokens.setdefault(state_tokens(state, cap), []).append(i)
     for tokens, picked in sorted(by_tokens.items()):
-        groups = sample_seeded(sampler, [states[i].prompt_ids for i in picked], n,
-                               replace(params, max_new_tokens=tokens), [seeds[i] for i in picked])
+        groups = sample_seeded(
+            sampler,
+            [states[i].prompt_ids for i in picked],
+            n,
+            replace(params, max_new_tokens=tokens),
+            [seeds[i] for i in picked],
+        )
         for i, group in zip(picked, groups):
             out[i] = group
     return out
 
 
-def evaluate_states(trainer: Trainer, states: Sequence[PivotState], scorer: StateScorer, *, samples: int,
-                    temperature: float, max_new_tokens: int | None, seed: int) -> dict[str, Any]:
+def evaluate_states(
+    trainer: Trainer,
+    states: Sequence[PivotState],
+    scorer: StateScorer,
+    *,
+    samples: int,
+    temperature: float,
+    max_new_tokens: int | None,
+    seed: int,
+) -> dict[str, Any]:
     """Mean verifier reward of ``samples`` completions per state from the current policy (greedy when
     ``temperature`` is 0), each at most its state's generation limit (``max_new_tokens`` only shortens it).
     Seeds depend only on ``seed`` and the state, so every call uses the same ones. States are split across
@@ -57,8 +76,14 @@ def evaluate_states(trainer: Trainer, states: Sequence[PivotState], scorer: Stat
     total = solved = turns = 0.0
     mine = shard(list(enumerate(states)), trainer.rank, trainer.world)
     params = SamplingParams(temperature=1.0 if greedy else temperature, top_k=1 if greedy else 0)
-    groups = sample_states(trainer.sampler, [state for _, state in mine], n, params,
-                           [sample_seed(seed, 0, i, EVAL_SALT) for i, _ in mine], max_new_tokens)
+    groups = sample_states(
+        trainer.sampler,
+        [state for _, state in mine],
+        n,
+        params,
+        [sample_seed(seed, 0, i, EVAL_SALT) for i, _ in mine],
+        max_new_tokens,
+    )
     for (_, state), completions in zip(mine, groups):
         rewards = scorer.score(state, [c.text for c in completions])
         total += sum(rewards)
@@ -66,8 +91,12 @@ def evaluate_states(trainer: Trainer, states: Sequence[PivotState], scorer: Stat
         turns += len(completions)
     total, solved, turns = (trainer.reduce_sum(v) for v in (total, solved, turns))
     trainer.counters.eval_turns += int(turns)
-    return {"score": total / max(1.0, turns), "pass_any": solved / max(1, len(states)), "states": len(states),
-            "samples": int(turns)}
+    return {
+        "score": total / max(1.0, turns),
+        "pass_any": solved / max(1, len(states)),
+        "states": len(states),
+        "samples": int(turns),
+    }
 
 
 class PivotTrainer(RLTrainer):
@@ -88,10 +117,13 @@ class PivotTrainer(RLTrainer):
             if not cfg.pivots or not cfg.trajectories:
                 from pivotgym.train.config import ConfigError
 
-                raise ConfigError("the pivot trainer needs `pivots` (a pivot-set JSONL from `pivotgym select`) and "
-                                  "`trajectories` (the expert trajectories it was profiled from)")
-            self.states = load_pivot_states(cfg.pivots, cfg.trajectories, self.sampler.encode, cfg.verifier,
-                                            cap=cfg.max_new_tokens)
+                raise ConfigError(
+                    "the pivot trainer needs `pivots` (a pivot-set JSONL from `pivotgym select`) and "
+                    "`trajectories` (the expert trajectories it was profiled from)"
+                )
+            self.states = load_pivot_states(
+                cfg.pivots, cfg.trajectories, self.sampler.encode, cfg.verifier, cap=cfg.max_new_tokens
+            )
         self.order = DataOrder(len(self.states), cfg.seed)
         self.data_state = {"cursor": 0}
         self.counters.profiling_turns = self._profiling_turns()
@@ -116,15 +148,28 @@ class PivotTrainer(RLTrainer):
         picked = list(enumerate(self.order.take(cfg.pivots_per_step)))
         self.data_state = {"cursor": self.order.cursor}
         samples: list[PolicySample] = []
-        local = {"rollout_turns": 0, "filtered_turns": 0, "tokens_generated": 0, "reward_sum": 0.0,
-                 "groups": 0, "informative": 0, "failed_verifications": 0, "judged": 0}
+        local = {
+            "rollout_turns": 0,
+            "filtered_turns": 0,
+            "tokens_generated": 0,
+            "reward_sum": 0.0,
+            "groups": 0,
+            "informative": 0,
+            "failed_verifications": 0,
+            "judged": 0,
+        }
         mine = shard(picked, self.rank, self.world)
         states = [self.states[state_index] for _, state_index in mine]
         params = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p)
         with self.counters.time("generation"):  # every state of the step in one batched call, own seed each
-            groups = sample_states(self.sampler, states, cfg.group_size, params,
-                                   [sample_seed(cfg.seed, step, global_index) for global_index, _ in mine],
-                                   cfg.max_new_tokens)
+            groups = sample_states(
+                self.sampler,
+                states,
+                cfg.group_size,
+                params,
+                [sample_seed(cfg.seed, step, global_index) for global_index, _ in mine],
+                cfg.max_new_tokens,
+            )
         for (_, state_index), state, completions in zip(mine, states, groups):
             with self.counters.time("verification"):
                 judged = self.scorer.score_judged(state, [c.text for c in completions])
@@ -132,8 +177,17 @@ class PivotTrainer(RLTrainer):
             keep = [i for i, r in enumerate(judged) if r is not None]
             local["failed_verifications"] += len(judged) - len(keep)
             rewards = [float(r) for r in judged if r is not None]
-            group = group_samples(state.prompt_ids, [completions[i].token_ids for i in keep], rewards,
-                                  cfg.advantage, {"state": state_index}) if len(keep) >= 2 else []
+            group = (
+                group_samples(
+                    state.prompt_ids,
+                    [completions[i].token_ids for i in keep],
+                    rewards,
+                    cfg.advantage,
+                    {"state": state_index},
+                )
+                if len(keep) >= 2
+                else []
+            )
             local["tokens_generated"] += sum(len(c.token_ids) for c in completions)
             local["reward_sum"] += sum(rewards)
             local["judged"] += len(rewards)
@@ -150,14 +204,24 @@ class PivotTrainer(RLTrainer):
         self.counters.rollout_turns += int(totals["rollout_turns"])
         self.counters.filtered_turns += int(totals["filtered_turns"])
         self.counters.tokens_generated += int(totals["tokens_generated"])
-        return {**stats, "reward_mean": totals["reward_sum"] / max(1.0, totals["judged"]),
-                "informative_groups": totals["informative"] / max(1.0, totals["groups"]),
-                "failed_verifications": int(totals["failed_verifications"])}
+        return {
+            **stats,
+            "reward_mean": totals["reward_sum"] / max(1.0, totals["judged"]),
+            "informative_groups": totals["informative"] / max(1.0, totals["groups"]),
+            "failed_verifications": int(totals["failed_verifications"]),
+        }
 
     def evaluate(self) -> dict[str, Any]:
         cfg = self.config
-        return evaluate_states(self, self.eval_states, self.scorer, samples=cfg.eval_samples,
-                               temperature=cfg.eval_temperature, max_new_tokens=cfg.max_new_tokens, seed=cfg.seed)
+        return evaluate_states(
+            self,
+            self.eval_states,
+            self.scorer,
+            samples=cfg.eval_samples,
+            temperature=cfg.eval_temperature,
+            max_new_tokens=cfg.max_new_tokens,
+            seed=cfg.seed,
+        )
 
 
 __all__ = ["PivotTrainer", "evaluate_states", "sample_states", "state_tokens"]

@@ -60,8 +60,13 @@ def make_micro_batches(samples: Sequence[PolicySample], size: int) -> list[Micro
     return out
 
 
-def group_samples(prompt_ids: Sequence[int], completions: Sequence[Sequence[int]], rewards: Sequence[float],
-                  mode: str = "std", meta: dict[str, Any] | None = None) -> list[PolicySample]:
+def group_samples(
+    prompt_ids: Sequence[int],
+    completions: Sequence[Sequence[int]],
+    rewards: Sequence[float],
+    mode: str = "std",
+    meta: dict[str, Any] | None = None,
+) -> list[PolicySample]:
     """The training samples of one group (G completions of one prompt with their rewards).
 
     A group whose rewards all agree carries no signal and returns ``[]``: it adds neither gradient nor
@@ -72,8 +77,10 @@ def group_samples(prompt_ids: Sequence[int], completions: Sequence[Sequence[int]
     if not is_informative(rewards):
         return []
     advantages = group_advantages(rewards, mode)
-    return [PolicySample(list(prompt_ids), list(c), float(a), float(r), dict(meta or {}))
-            for c, a, r in zip(completions, advantages.tolist(), rewards)]
+    return [
+        PolicySample(list(prompt_ids), list(c), float(a), float(r), dict(meta or {}))
+        for c, a, r in zip(completions, advantages.tolist(), rewards)
+    ]
 
 
 class RLTrainer(Trainer):
@@ -92,8 +99,13 @@ class RLTrainer(Trainer):
     # ------------------------------------------------------------------ log-probabilities
     def _logprobs(self, model: Any, mb: MicroBatch) -> tuple[torch.Tensor, torch.Tensor]:
         with self.accelerator.autocast():
-            return completion_logprobs(model, mb.prompt_ids, [s.completion_ids for s in mb.samples],
-                                       shared_prefix=self.config.shared_prefix, pad_id=self.pad_id)
+            return completion_logprobs(
+                model,
+                mb.prompt_ids,
+                [s.completion_ids for s in mb.samples],
+                shared_prefix=self.config.shared_prefix,
+                pad_id=self.pad_id,
+            )
 
     @torch.no_grad()
     def _reference_logprobs(self, mb: MicroBatch) -> torch.Tensor:

@@ -38,15 +38,19 @@ class SFTExample:
 
 
 def _template(tokenizer: Any, messages: list[Any], generation_prompt: bool) -> list[int]:
-    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=generation_prompt, tokenize=True,
-                                        return_dict=False)
+    ids = tokenizer.apply_chat_template(
+        messages, add_generation_prompt=generation_prompt, tokenize=True, return_dict=False
+    )
     return [int(x) for x in ids]
 
 
 def _turn_end(tokenizer: Any, ids: list[int], start: int) -> int:
     """End (exclusive) of the assistant span starting at ``start``: through the first end-of-turn token."""
-    stops = {t for t in (tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>")) if isinstance(t, int)
-             and t >= 0}
+    stops = {
+        t
+        for t in (tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>"))
+        if isinstance(t, int) and t >= 0
+    }
     for j in range(start, len(ids)):
         if ids[j] in stops:
             return j + 1
@@ -65,7 +69,7 @@ def build_examples(trajectory: Trajectory, tokenizer: Any, env: Any, max_length:
     consistent = True
     for i in assistant_at:
         prompt = _template(tokenizer, messages[:i], generation_prompt=True)
-        if full[:len(prompt)] != prompt:
+        if full[: len(prompt)] != prompt:
             consistent = False
             break
         for j in range(len(prompt), _turn_end(tokenizer, full, len(prompt))):
@@ -75,8 +79,8 @@ def build_examples(trajectory: Trajectory, tokenizer: Any, env: Any, max_length:
     examples = []
     for i in assistant_at:  # fallback: each turn on its own, the way RL samples it
         prompt = _template(tokenizer, messages[:i], generation_prompt=True)
-        upto = _template(tokenizer, messages[:i + 1], generation_prompt=False)
-        answer = upto[len(prompt):_turn_end(tokenizer, upto, len(prompt))]
+        upto = _template(tokenizer, messages[: i + 1], generation_prompt=False)
+        answer = upto[len(prompt) : _turn_end(tokenizer, upto, len(prompt))]
         ids = (prompt + answer)[-max_length:]
         examples.append(SFTExample(ids, ([0] * len(prompt) + [1] * len(answer))[-max_length:], trajectory.id))
     return examples
@@ -89,8 +93,14 @@ class SFTTrainer(Trainer):
     config_class = SFTConfig
     config: SFTConfig
 
-    def __init__(self, config: SFTConfig, *, trajectories: Sequence[Trajectory] | None = None,
-                 eval_states: Sequence[PivotState] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        config: SFTConfig,
+        *,
+        trajectories: Sequence[Trajectory] | None = None,
+        eval_states: Sequence[PivotState] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(config, **kwargs)
         self.trajectories = list(trajectories) if trajectories is not None else None
         self._eval_states = list(eval_states) if eval_states is not None else None
@@ -104,8 +114,10 @@ class SFTTrainer(Trainer):
         cfg = self.config
         if self.trajectories is None:
             if not cfg.trajectories:
-                raise ConfigError("the sft trainer needs `trajectories` (expert trajectories JSONL, e.g. from "
-                                  "`pivotgym expert ENV --out FILE`)")
+                raise ConfigError(
+                    "the sft trainer needs `trajectories` (expert trajectories JSONL, e.g. from "
+                    "`pivotgym expert ENV --out FILE`)"
+                )
             self.trajectories = read_trajectories(cfg.trajectories)
         envs: dict[str, Any] = {}
         self.examples = []
@@ -140,23 +152,33 @@ class SFTTrainer(Trainer):
                     masks = [torch.tensor(e.loss_mask[1:], dtype=torch.float32) for e in batch]
                     target_mask = torch.zeros_like(logp)
                     for row, m in enumerate(masks):
-                        target_mask[row, :len(m)] = m.to(logp.device)
+                        target_mask[row, : len(m)] = m.to(logp.device)
                     loss = nll_sum(logp, target_mask)
                     loss_sum += float(loss.detach())
                     self.accelerator.backward(loss * scale)
             opt = self.optimizer_step()
         self.counters.tokens_trained += int(global_tokens)
         self.counters.samples_trained += int(self.reduce_sum(len(mine)))
-        return {"loss": self.reduce_sum(loss_sum) / global_tokens, "tokens_in_loss": int(global_tokens),
-                **{k: v for k, v in opt.items() if v == v}}
+        return {
+            "loss": self.reduce_sum(loss_sum) / global_tokens,
+            "tokens_in_loss": int(global_tokens),
+            **{k: v for k, v in opt.items() if v == v},
+        }
 
     def evaluate(self) -> dict[str, Any]:
         if not self._eval_states:
             return {}
         cfg = self.config
-        states = self._eval_states[:cfg.eval_pivots] if cfg.eval_pivots else self._eval_states
-        return evaluate_states(self, states, self.scorer, samples=cfg.eval_samples, temperature=cfg.eval_temperature,
-                               max_new_tokens=cfg.max_new_tokens, seed=cfg.seed)
+        states = self._eval_states[: cfg.eval_pivots] if cfg.eval_pivots else self._eval_states
+        return evaluate_states(
+            self,
+            states,
+            self.scorer,
+            samples=cfg.eval_samples,
+            temperature=cfg.eval_temperature,
+            max_new_tokens=cfg.max_new_tokens,
+            seed=cfg.seed,
+        )
 
 
 __all__ = ["SFTExample", "SFTTrainer", "build_examples"]

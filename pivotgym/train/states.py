@@ -56,14 +56,20 @@ class StateScorer:
         """Rewards of ``texts`` at ``state``, None where the verification was undecided (timeout, verifier
         error, a verdict marked ``verification_failed`` or ``budget_exhausted``; see
         :func:`pivotgym.verify.undecided_reason`): training leaves those samples out of the group."""
+
         def make() -> VerifyContext:
             return VerifyContext(state.turn, tools=state.tools)
 
         return [self.judge.reward(state.verifier, state.index, make, text) for text in texts]
 
 
-def load_pivot_states(pivots: str | Path, trajectories: str | Path, encode: Callable[[list[Any]], list[int]],
-                      verifier: str = "functional", cap: int | None = None) -> list[PivotState]:
+def load_pivot_states(
+    pivots: str | Path,
+    trajectories: str | Path,
+    encode: Callable[[list[Any]], list[int]],
+    verifier: str = "functional",
+    cap: int | None = None,
+) -> list[PivotState]:
     """The states of a pivot-set file, with prompts encoded by ``encode`` (a sampler's ``encode``); ``cap``
     can only shorten each state's generation limit (its env's own)."""
     from pivotgym.jsonl import read_pivot_set, read_trajectories
@@ -75,9 +81,14 @@ def load_pivot_states(pivots: str | Path, trajectories: str | Path, encode: Call
     return states_from_profiles(pivot_set.pivots, by_id, encode, verifier, source=str(pivots), cap=cap)
 
 
-def states_from_profiles(profiles: Sequence[TurnProfile], trajectories: dict[str, Trajectory],
-                         encode: Callable[[list[Any]], list[int]], verifier: str = "functional",
-                         source: str = "pivot set", cap: int | None = None) -> list[PivotState]:
+def states_from_profiles(
+    profiles: Sequence[TurnProfile],
+    trajectories: dict[str, Trajectory],
+    encode: Callable[[list[Any]], list[int]],
+    verifier: str = "functional",
+    source: str = "pivot set",
+    cap: int | None = None,
+) -> list[PivotState]:
     """The states of pivot-set rows (``trajectories`` by id); ``cap`` only shortens each env's own limit."""
     from pivotgym.registry import get_registry
 
@@ -87,18 +98,33 @@ def states_from_profiles(profiles: Sequence[TurnProfile], trajectories: dict[str
     for i, profile in enumerate(profiles):
         trajectory = trajectories.get(profile.trajectory_id)
         if trajectory is None:
-            raise ValueError(f"{source}: pivot {i} points to trajectory {profile.trajectory_id!r}, which is not in "
-                             "the trajectories file; pass the file the profile was made from")
+            raise ValueError(
+                f"{source}: pivot {i} points to trajectory {profile.trajectory_id!r}, which is not in "
+                "the trajectories file; pass the file the profile was made from"
+            )
         turn = trajectory.turn(profile.turn)
         env = envs.get(turn.env_id) or envs.setdefault(turn.env_id, registry.make(turn.env_id))
         prompt_ids = encode(env.prompt_messages(turn.prefix))
-        states.append(PivotState(i, turn, prompt_ids, registry.verifier_name_for(turn.env_id, verifier), profile,
-                                 trajectory_tools(trajectory), generation_cap(env, cap)))
+        states.append(
+            PivotState(
+                i,
+                turn,
+                prompt_ids,
+                registry.verifier_name_for(turn.env_id, verifier),
+                profile,
+                trajectory_tools(trajectory),
+                generation_cap(env, cap),
+            )
+        )
     return states
 
 
-def states_from_trajectories(trajectories: Sequence[Trajectory], encode: Callable[[list[Any]], list[int]],
-                             verifier: str = "functional", cap: int | None = None) -> list[PivotState]:
+def states_from_trajectories(
+    trajectories: Sequence[Trajectory],
+    encode: Callable[[list[Any]], list[int]],
+    verifier: str = "functional",
+    cap: int | None = None,
+) -> list[PivotState]:
     """Every assistant turn of ``trajectories`` as a state (for evaluation without a pivot set); ``cap`` only
     shortens each env's own generation limit."""
     from pivotgym.registry import get_registry
@@ -109,9 +135,16 @@ def states_from_trajectories(trajectories: Sequence[Trajectory], encode: Callabl
     for trajectory in trajectories:
         env = envs.get(trajectory.env_id) or envs.setdefault(trajectory.env_id, registry.make(trajectory.env_id))
         for turn in trajectory.turns():
-            states.append(PivotState(len(states), turn, encode(env.prompt_messages(turn.prefix)),
-                                     registry.verifier_name_for(turn.env_id, verifier),
-                                     tools=trajectory_tools(trajectory), max_new_tokens=generation_cap(env, cap)))
+            states.append(
+                PivotState(
+                    len(states),
+                    turn,
+                    encode(env.prompt_messages(turn.prefix)),
+                    registry.verifier_name_for(turn.env_id, verifier),
+                    tools=trajectory_tools(trajectory),
+                    max_new_tokens=generation_cap(env, cap),
+                )
+            )
     return states
 
 

@@ -18,20 +18,31 @@ from typing import Any, Literal
 from pivotgym.types import ToolCall
 
 __all__ = [
-    "MAX_VALUE_DEPTH", "CallMatch", "CallReason", "arguments_equivalent", "calls_equivalent", "coerce_value",
-    "is_case_insensitive", "normalize_string", "normalize_whitespace", "numbers_equal", "perfect_matching",
-    "type_matches", "value_problem", "values_equivalent",
+    "MAX_VALUE_DEPTH",
+    "CallMatch",
+    "CallReason",
+    "arguments_equivalent",
+    "calls_equivalent",
+    "coerce_value",
+    "is_case_insensitive",
+    "normalize_string",
+    "normalize_whitespace",
+    "numbers_equal",
+    "perfect_matching",
+    "type_matches",
+    "value_problem",
+    "values_equivalent",
 ]
 
 #: Why a comparison of calls failed (or that it succeeded). The tool-use verifier's reasons extend these.
 CallReason = Literal[
-    "equivalent",           # every call matched an expected call
-    "call_count",           # a different number of calls
-    "function_name",        # a call to a function the expert did not call (or not as often)
-    "missing_argument",     # the expert's call sets a parameter (to a non-default value) the candidate leaves out
+    "equivalent",  # every call matched an expected call
+    "call_count",  # a different number of calls
+    "function_name",  # a call to a function the expert did not call (or not as often)
+    "missing_argument",  # the expert's call sets a parameter (to a non-default value) the candidate leaves out
     "unexpected_argument",  # a parameter the function does not have, or one the expert left unset set to a non-default
-    "wrong_type",           # a value of the wrong JSON type for its parameter (``"70"`` for an integer)
-    "argument_value",       # the right type, a different value
+    "wrong_type",  # a value of the wrong JSON type for its parameter (``"70"`` for an integer)
+    "argument_value",  # the right type, a different value
 ]
 
 #: nested values deeper than this are never equivalent (bounded recursion on untrusted input)
@@ -121,8 +132,15 @@ def numbers_equal(a: float, b: float, *, rel_tol: float = 1e-9) -> bool:
     return math.isclose(fa, fb, rel_tol=rel_tol)  # no absolute tolerance: 1.6e-19 is not -1.6e-19
 
 
-def values_equivalent(a: Any, b: Any, *, spec: Mapping[str, Any] | None = None, loose_strings: bool = True,
-                      rel_tol: float = 1e-9, _depth: int = 0) -> bool:
+def values_equivalent(
+    a: Any,
+    b: Any,
+    *,
+    spec: Mapping[str, Any] | None = None,
+    loose_strings: bool = True,
+    rel_tol: float = 1e-9,
+    _depth: int = 0,
+) -> bool:
     """Structural equality for argument values: numbers by value (``2 == 2.0``, booleans apart, any size),
     strings by :func:`normalize_string` when ``loose_strings`` (case-folded only where ``spec`` says the
     parameter is case-insensitive) or exactly otherwise, sequences element-wise, mappings key-wise. ``spec``
@@ -143,13 +161,17 @@ def values_equivalent(a: Any, b: Any, *, spec: Mapping[str, Any] | None = None, 
         items = spec.get("items")
         return len(a) == len(b) and all(
             values_equivalent(x, y, spec=items, loose_strings=loose_strings, rel_tol=rel_tol, _depth=_depth + 1)
-            for x, y in zip(a, b))
+            for x, y in zip(a, b)
+        )
     if isinstance(a, Mapping) and isinstance(b, Mapping):
         found = spec.get("properties")
         props: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
         return a.keys() == b.keys() and all(
-            values_equivalent(a[k], b[k], spec=props.get(k), loose_strings=loose_strings, rel_tol=rel_tol,
-                              _depth=_depth + 1) for k in a)
+            values_equivalent(
+                a[k], b[k], spec=props.get(k), loose_strings=loose_strings, rel_tol=rel_tol, _depth=_depth + 1
+            )
+            for k in a
+        )
     try:
         return bool(a == b)
     except Exception:  # noqa: BLE001 - exotic objects: unequal rather than an exception
@@ -233,14 +255,21 @@ def arguments_equivalent(
         if want is _MISSING:
             return CallMatch(False, "unexpected_argument", [f"{name}={_short(got)} is not set by the expert"])
         type_name = spec.get("type") if spec else None
-        if not values_equivalent(coerce_value(got, type_name), coerce_value(want, type_name), spec=spec,
-                                 loose_strings=loose_strings):
+        if not values_equivalent(
+            coerce_value(got, type_name), coerce_value(want, type_name), spec=spec, loose_strings=loose_strings
+        ):
             if name not in candidate:  # left out, so the default applies, and the expert wanted another value
-                return CallMatch(False, "missing_argument", [(f"{name}: expected {_short(want)}, left out "
-                                                             f"(its default is {_short(got)})")])
+                return CallMatch(
+                    False,
+                    "missing_argument",
+                    [(f"{name}: expected {_short(want)}, left out (its default is {_short(got)})")],
+                )
             if name not in expected:
-                return CallMatch(False, "unexpected_argument", [(f"{name}={_short(got)} is not set by the expert "
-                                                                f"(its default is {_short(want)})")])
+                return CallMatch(
+                    False,
+                    "unexpected_argument",
+                    [(f"{name}={_short(got)} is not set by the expert (its default is {_short(want)})")],
+                )
             return CallMatch(False, "argument_value", [f"{name}: got {_short(got)}, expected {_short(want)}"])
     return CallMatch(True, "equivalent")
 

@@ -108,12 +108,20 @@ class VerifyContext:
         expert_msg = expert_message(expert)
         tool_list = [dict(t) for t in tools] if tools is not None else None
         if task_id is None:
-            digest = hashlib.sha256(json.dumps([prefix, expert_msg, tool_list], sort_keys=True, default=str)
-                                    .encode("utf-8", "surrogatepass")).hexdigest()
+            digest = hashlib.sha256(
+                json.dumps([prefix, expert_msg, tool_list], sort_keys=True, default=str).encode(
+                    "utf-8", "surrogatepass"
+                )
+            ).hexdigest()
             task_id = f"{ADHOC_PREFIX}{digest[:16]}"
-        turn = Turn(trajectory_id=f"{task_id}:turn", env_id=env_id, task_id=task_id,
-                    turn=sum(1 for m in prefix if m.get("role") == "assistant"),
-                    prefix=prefix, expert=expert_msg)  # type: ignore[arg-type]
+        turn = Turn(
+            trajectory_id=f"{task_id}:turn",
+            env_id=env_id,
+            task_id=task_id,
+            turn=sum(1 for m in prefix if m.get("role") == "assistant"),
+            prefix=prefix,  # type: ignore[arg-type] # plain chat dicts are Messages
+            expert=expert_msg,  # type: ignore[arg-type]
+        )
         return cls(turn, env_kwargs=dict(env_kwargs or {}), env_factory=env_factory, tools=tool_list)
 
     @classmethod
@@ -167,16 +175,18 @@ class VerifyContext:
         if self.adhoc:
             raise AdhocTurn(
                 f"{self.turn.env_id}: {what} needs one of the env's tasks, but this turn is ad-hoc (given without a "
-                "task id, e.g. `pivotgym verify` with no \"task_id\"), so there is no env state to replay",
+                'task id, e.g. `pivotgym verify` with no "task_id"), so there is no env state to replay',
                 hint="verifier authors: check context.known_task() and judge an ad-hoc turn from context.prefix "
-                     "and context.expert; callers: pass the turn's task_id")
+                "and context.expert; callers: pass the turn's task_id",
+            )
 
     def _make(self) -> AgentEnv:
         if self.env_factory is not None:
             return self.env_factory()
         if not _env_maker:
-            raise RuntimeError(f"{self.turn.env_id}: no env registry is installed; `import pivotgym` first or "
-                               "pass env_factory")
+            raise RuntimeError(
+                f"{self.turn.env_id}: no env registry is installed; `import pivotgym` first or pass env_factory"
+            )
         return _env_maker[0](self.turn.env_id, **self.env_kwargs)
 
     def fresh_env(self) -> AgentEnv:
@@ -238,14 +248,21 @@ def expert_message(expert: Mapping[str, Any] | str | Sequence[ToolCall | Mapping
         elif isinstance(item, Mapping):
             fn = item.get("function", item)
             if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
-                raise ValueError(f"an expert tool call needs a \"name\" (got {item!r:.80}); write "
-                                 '{"name": "f", "arguments": {...}}')
+                raise ValueError(
+                    f'an expert tool call needs a "name" (got {item!r:.80}); write '
+                    '{"name": "f", "arguments": {...}}'
+                )
             args = fn.get("arguments", fn.get("parameters", {}))
-            calls.append({"id": item.get("id") or f"call_{len(calls)}", "type": "function",
-                          "function": {"name": fn["name"], "arguments": args if isinstance(args, str)
-                                       else json.dumps(args, ensure_ascii=False)}})
+            calls.append(
+                {
+                    "id": item.get("id") or f"call_{len(calls)}",
+                    "type": "function",
+                    "function": {
+                        "name": fn["name"],
+                        "arguments": args if isinstance(args, str) else json.dumps(args, ensure_ascii=False),
+                    },
+                }
+            )
         else:
             raise ValueError(f"an expert action is a message, a text or tool calls, got {type(item).__name__}")
     return {"role": "assistant", "content": "", "tool_calls": calls}
-
-

@@ -27,8 +27,15 @@ from pivotgym.types import Verdict
 from pivotgym.verify.context import Verifier, VerifyContext
 
 __all__ = [
-    "BUDGET_EXHAUSTED", "DEFAULT_CONTEXT_CACHE", "UNDECIDED_PREFIXES", "VERIFICATION_FAILED", "Judge",
-    "is_undecided", "is_undecided_reason", "undecided_reason", "verify_safely",
+    "BUDGET_EXHAUSTED",
+    "DEFAULT_CONTEXT_CACHE",
+    "UNDECIDED_PREFIXES",
+    "VERIFICATION_FAILED",
+    "Judge",
+    "is_undecided",
+    "is_undecided_reason",
+    "undecided_reason",
+    "verify_safely",
 ]
 
 #: the Verdict component a verifier sets (to True or a short reason) when it could not judge a candidate -
@@ -87,13 +94,16 @@ def verify_safely(verifier: Verifier, context: VerifyContext, candidate: str) ->
     except Exception as exc:  # noqa: BLE001 - a broken verifier must not kill a profiling run
         hint = getattr(exc, "hint", None) if isinstance(exc, PivotgymError) else None
         detail = f"{type(exc).__name__}: {exc}" + (f" (hint: {hint})" if hint else "")
-        return Verdict.fail(f"verifier_error: verifier {label} raised {detail}",
-                            traceback=traceback.format_exc(limit=5))
+        return Verdict.fail(
+            f"verifier_error: verifier {label} raised {detail}", traceback=traceback.format_exc(limit=5)
+        )
     if not isinstance(verdict, Verdict):
         shown = repr(verdict)
         shown = shown if len(shown) <= 60 else shown[:57] + "..."
-        return Verdict.fail(f"verifier_error: verifier {label} returned {type(verdict).__name__} {shown}; "
-                            "a Verdict was expected (return pivotgym.Verdict.ok(...) or Verdict.fail(...))")
+        return Verdict.fail(
+            f"verifier_error: verifier {label} returned {type(verdict).__name__} {shown}; "
+            "a Verdict was expected (return pivotgym.Verdict.ok(...) or Verdict.fail(...))"
+        )
     return verdict
 
 
@@ -106,8 +116,9 @@ class Judge:
     once per judge. A judge belongs to one process (the profiler keeps one per executor worker).
     """
 
-    def __init__(self, make_verifier: Callable[[str], Verifier], *,
-                 max_contexts: int | None = DEFAULT_CONTEXT_CACHE) -> None:
+    def __init__(
+        self, make_verifier: Callable[[str], Verifier], *, max_contexts: int | None = DEFAULT_CONTEXT_CACHE
+    ) -> None:
         self._make_verifier = make_verifier
         self.max_contexts = max_contexts
         self._verifiers: dict[str, Verifier] = {}
@@ -131,13 +142,15 @@ class Judge:
             self._contexts.move_to_end(key)
         return context
 
-    def verdict(self, verifier: str, key: Hashable, make_context: Callable[[], VerifyContext],
-                candidate: str) -> Verdict:
+    def verdict(
+        self, verifier: str, key: Hashable, make_context: Callable[[], VerifyContext], candidate: str
+    ) -> Verdict:
         """The verdict of ``verifier`` on ``candidate`` at state ``key`` (never raises for the verifier)."""
         return verify_safely(self.verifier(verifier), self.context(key, make_context), candidate)
 
-    def reward(self, verifier: str, key: Hashable, make_context: Callable[[], VerifyContext],
-               candidate: str) -> float | None:
+    def reward(
+        self, verifier: str, key: Hashable, make_context: Callable[[], VerifyContext], candidate: str
+    ) -> float | None:
         """The reward of ``candidate``, or None when the verification was undecided."""
         verdict = self.verdict(verifier, key, make_context, candidate)
         return None if is_undecided(verdict) else verdict.reward

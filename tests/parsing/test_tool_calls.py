@@ -22,15 +22,28 @@ from pivotgym.parsing import (
 from pivotgym.types import ToolCall, assistant_message
 
 CALL = '{"name": "view", "arguments": {"path": "a.py", "start": 2}}'
-NARROW = ToolCallCodec(hint="Write one <tool_call> block.", python=False, fences_in_prose=True,
-                       json_constants=False, require_closing_tag=False)
+NARROW = ToolCallCodec(
+    hint="Write one <tool_call> block.",
+    python=False,
+    fences_in_prose=True,
+    json_constants=False,
+    require_closing_tag=False,
+)
 DEEP = 50_000
 HOSTILE = [
-    "[" * DEEP, '{"a":' * DEEP, "<tool_call>" + "[" * DEEP + "</tool_call>", "f(a=" + "[" * DEEP + ")",
-    "(A)" * 10_000, "\ud800 hi", '<tool_call>{"name": "f", "arguments": {"a": "\\ud800"}}</tool_call>',
-    '{"name": "f", "arguments": {"a": ' + "9" * 5000 + "}}", "```json\n" + "[" * DEEP + "\n```",
-    "prose\n```json\n" + "{" * DEEP + "}\n```", '<tool_call>{"name": "f\x00", "arguments": {}}</tool_call>',
-    json.dumps({"name": "f", "arguments": "[" * DEEP}), "\x00" * 100,
+    "[" * DEEP,
+    '{"a":' * DEEP,
+    "<tool_call>" + "[" * DEEP + "</tool_call>",
+    "f(a=" + "[" * DEEP + ")",
+    "(A)" * 10_000,
+    "\ud800 hi",
+    '<tool_call>{"name": "f", "arguments": {"a": "\\ud800"}}</tool_call>',
+    '{"name": "f", "arguments": {"a": ' + "9" * 5000 + "}}",
+    "```json\n" + "[" * DEEP + "\n```",
+    "prose\n```json\n" + "{" * DEEP + "}\n```",
+    '<tool_call>{"name": "f\x00", "arguments": {}}</tool_call>',
+    json.dumps({"name": "f", "arguments": "[" * DEEP}),
+    "\x00" * 100,
 ]
 
 
@@ -40,10 +53,14 @@ def _read(codec, text):
 
 def test_the_default_codec_reads_every_shape_and_round_trips():
     want = [("view", {"path": "a.py", "start": 2})]
-    for text in (f"<tool_call>{CALL}</tool_call>", CALL, f"[{CALL}]", f"```json\n{CALL}\n```",
-                 '{"tool_calls": [{"function": {"name": "view", '
-                 '"arguments": "{\\"path\\": \\"a.py\\", \\"start\\": 2}"}}]}',
-                 "view(path='a.py', start=2)"):
+    for text in (
+        f"<tool_call>{CALL}</tool_call>",
+        CALL,
+        f"[{CALL}]",
+        f"```json\n{CALL}\n```",
+        '{"tool_calls": [{"function": {"name": "view", "arguments": "{\\"path\\": \\"a.py\\", \\"start\\": 2}"}}]}',
+        "view(path='a.py', start=2)",
+    ):
         assert _read(ToolCallCodec(), text) == want, text
     calls = [ToolCall("view", {"path": "a.py", "start": 2}), ToolCall("g", {"s": "ü"})]
     text = render_message(assistant_message("Looking.", calls))
@@ -55,7 +72,8 @@ def test_the_default_codec_reads_every_shape_and_round_trips():
 def test_a_narrow_codec_reads_its_domains_language_only():
     assert NARROW.parse("view(path='a.py')").is_message  # no python syntax
     assert _read(NARROW, f"I will look first.\n```json\n{CALL}\n```\nthen edit.") == [
-        ("view", {"path": "a.py", "start": 2})]
+        ("view", {"path": "a.py", "start": 2})
+    ]
     assert NARROW.parse(f"I will look first.\n```json\n{CALL}\n```").content == "I will look first."
     assert ToolCallCodec().parse(f"I will look first.\n```json\n{CALL}\n```").is_message  # the default: prose
     assert _read(NARROW, f"<tool_call>{CALL}") == [("view", {"path": "a.py", "start": 2})]  # cut by a stop string
@@ -84,8 +102,34 @@ def test_hostile_text_gets_a_parse_error_or_a_reading(codec):
 @pytest.mark.parametrize("codec", [ToolCallCodec(), NARROW], ids=["default", "narrow"])
 def test_fuzz_raises_nothing_but_parse_error(codec):
     rng = random.Random(1)
-    pieces = ["<tool_call>", "</tool_call>", "{", "}", "[", "]", "(", ")", '"name"', '"arguments"', ":", ",",
-              "f", "=", "1", "'x'", "\\", "\x00", "```", "json", " ", "\n", "null", "NaN", "a.b", "**k"]
+    pieces = [
+        "<tool_call>",
+        "</tool_call>",
+        "{",
+        "}",
+        "[",
+        "]",
+        "(",
+        ")",
+        '"name"',
+        '"arguments"',
+        ":",
+        ",",
+        "f",
+        "=",
+        "1",
+        "'x'",
+        "\\",
+        "\x00",
+        "```",
+        "json",
+        " ",
+        "\n",
+        "null",
+        "NaN",
+        "a.b",
+        "**k",
+    ]
     for i in range(1500):
         pool = pieces if i % 2 else list(string.printable)
         text = "".join(rng.choice(pool) for _ in range(rng.randint(0, 40)))

@@ -18,9 +18,20 @@ def pivot_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """arith + flaky test plugins installed with pip into a private site directory."""
     target = tmp_path_factory.mktemp("pivot-site")
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
-         "--no-build-isolation", "--target", str(target),
-         str(TESTS / "plugins" / "pivotgym-arith"), str(HERE / "plugins" / "pivotgym-flaky")],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(TESTS / "plugins" / "pivotgym-arith"),
+            str(HERE / "plugins" / "pivotgym-flaky"),
+        ],
         check=True,
     )
     return target
@@ -61,7 +72,6 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
-
 
 
 @pytest.fixture(autouse=True)

@@ -23,10 +23,22 @@ def _profiles_for(trajectories: list[Trajectory]) -> list[TurnProfile]:
     out = []
     for t in trajectories:
         for turn in t.turns():
-            out.append(TurnProfile(trajectory_id=t.id, turn=turn.turn, env_id=t.env_id, task_id=t.task_id, k=4,
-                                   rewards=[0, 1, 0, 0], mean=0.25, var=0.1875, reasons=["x"] * 4,
-                                   reference={"model": "m"}, verifier={"name": "v", "version": "1"},
-                                   key=f"{t.id}-{turn.turn}"))
+            out.append(
+                TurnProfile(
+                    trajectory_id=t.id,
+                    turn=turn.turn,
+                    env_id=t.env_id,
+                    task_id=t.task_id,
+                    k=4,
+                    rewards=[0, 1, 0, 0],
+                    mean=0.25,
+                    var=0.1875,
+                    reasons=["x"] * 4,
+                    reference={"model": "m"},
+                    verifier={"name": "v", "version": "1"},
+                    key=f"{t.id}-{turn.turn}",
+                )
+            )
     return out
 
 
@@ -39,16 +51,23 @@ def test_nemo_round_trip_on_a_real_env(pivot_registry: object) -> None:
     assert len(rows) == len(pivots.pivots)
     first = rows[0]
     assert first["responses_create_params"]["input"][0]["role"] == "system"
-    assert first["expected_action"] == {"type": "message", "role": "assistant",
-                                        "content": trajectories[0].turn(0).expert["content"]}
+    assert first["expected_action"] == {
+        "type": "message",
+        "role": "assistant",
+        "content": trajectories[0].turn(0).expert["content"],
+    }
     assert first["pass_rate"] == 0.25 and first["pass_rate_total"] == 4 and first["pass_rate_passed"] == 1
 
     imported = import_nemo_rows(rows)
     for profile, trajectory in zip(pivots.pivots, imported):
         original = next(t for t in trajectories if t.id == profile.trajectory_id).turn(profile.turn)
         state = trajectory.turns()[-1]
-        assert (state.trajectory_id, state.env_id, state.task_id, state.turn) == \
-            (original.trajectory_id, original.env_id, original.task_id, original.turn)
+        assert (state.trajectory_id, state.env_id, state.task_id, state.turn) == (
+            original.trajectory_id,
+            original.env_id,
+            original.task_id,
+            original.turn,
+        )
         assert state.prefix == original.prefix and state.expert == original.expert
     # export -> import -> export is the identity
     again = export_nemo_rows(PivotSet(rule={}, pivots=pivots.pivots), imported)
@@ -56,21 +75,34 @@ def test_nemo_round_trip_on_a_real_env(pivot_registry: object) -> None:
 
 
 def test_import_nemotron_rows_with_tools_and_responses_items() -> None:
-    tools = [{"type": "function", "name": "get_weather", "description": "weather",
-              "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]
+    tools = [
+        {
+            "type": "function",
+            "name": "get_weather",
+            "description": "weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        }
+    ]
     row = {
-        "trajectory_id": 12610, "info": {"turn": 1, "step": 2},
-        "responses_create_params": {"input": [
-            {"role": "developer", "content": "You are an agent."},
-            {"role": "user", "content": [{"type": "input_text", "text": "Weather in Paris and Rome?"}]},
-            {"type": "function_call", "name": "get_weather", "arguments": "{\"city\": \"Paris\"}", "call_id": "c1"},
-            {"type": "function_call", "name": "get_weather", "arguments": "{\"city\": \"Rome\"}", "call_id": "c2"},
-            {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
-            {"type": "function_call_output", "call_id": "c2", "output": "rain"},
-        ], "tools": tools},
-        "expected_action": {"type": "function_call", "name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"},
-        "agent_ref": {"name": "weather_agent"}, "metadata": {"instance_id": "w-1"},
-        "pass_rate": 0.375, "pass_rate_total": 8, "pass_rate_passed": 3,
+        "trajectory_id": 12610,
+        "info": {"turn": 1, "step": 2},
+        "responses_create_params": {
+            "input": [
+                {"role": "developer", "content": "You are an agent."},
+                {"role": "user", "content": [{"type": "input_text", "text": "Weather in Paris and Rome?"}]},
+                {"type": "function_call", "name": "get_weather", "arguments": '{"city": "Paris"}', "call_id": "c1"},
+                {"type": "function_call", "name": "get_weather", "arguments": '{"city": "Rome"}', "call_id": "c2"},
+                {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
+                {"type": "function_call_output", "call_id": "c2", "output": "rain"},
+            ],
+            "tools": tools,
+        },
+        "expected_action": {"type": "function_call", "name": "get_weather", "arguments": '{"city": "Oslo"}'},
+        "agent_ref": {"name": "weather_agent"},
+        "metadata": {"instance_id": "w-1"},
+        "pass_rate": 0.375,
+        "pass_rate_total": 8,
+        "pass_rate_passed": 3,
     }
     with pytest.raises(ValueError, match="env_id"):
         import_nemo_rows([row])
@@ -81,7 +113,7 @@ def test_import_nemotron_rows_with_tools_and_responses_items() -> None:
     assert [c["function"]["name"] for c in trajectory.messages[2]["tool_calls"]] == ["get_weather"] * 2
     state = trajectory.turns()[-1]
     assert state.turn == 1 and state.task_id == "w-1"
-    assert state.expert["tool_calls"][0]["function"] == {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}
+    assert state.expert["tool_calls"][0]["function"] == {"name": "get_weather", "arguments": '{"city": "Oslo"}'}
     assert trajectory.metadata["tools"] == tools_from_responses(tools)
     assert tools_to_responses(trajectory.metadata["tools"]) == tools
     assert trajectory.metadata["nemo"]["pass_rate"] == 0.375
@@ -89,8 +121,12 @@ def test_import_nemotron_rows_with_tools_and_responses_items() -> None:
 
 def test_tool_call_expert_exports_function_calls() -> None:
     expert = assistant_message("", [ToolCall("a", {"x": 1}, id="c1"), ToolCall("b", {}, id="c2")])
-    trajectory = Trajectory(id="t", env_id="x/y-v0", task_id="1",
-                            messages=[message("user", "go"), expert, message("tool", "ok", tool_call_id="c1")])
+    trajectory = Trajectory(
+        id="t",
+        env_id="x/y-v0",
+        task_id="1",
+        messages=[message("user", "go"), expert, message("tool", "ok", tool_call_id="c1")],
+    )
     profile = _profiles_for([trajectory])[0]
     [row] = export_nemo_rows([profile], [trajectory], with_tools=False)
     assert [a["name"] for a in row["expected_action"]] == ["a", "b"]
@@ -125,8 +161,10 @@ def test_import_and_export_commands(pivot_registry: object, tmp_path: Path) -> N
     back = tmp_path / "back.jsonl"
     assert main(["pivots", "import", str(rows_file), "-o", str(back)]) == 0
     assert [t.turns()[-1] for t in read_trajectories(back)] == trajectories[0].turns()
-    assert main(["pivots", "export", str(pivots_file), "-t", str(traj_file), "-o", str(tmp_path / "ds"),
-                 "--to", "hf"]) == 0
+    assert (
+        main(["pivots", "export", str(pivots_file), "-t", str(traj_file), "-o", str(tmp_path / "ds"), "--to", "hf"])
+        == 0
+    )
     from datasets import load_from_disk
 
     assert len(load_from_disk(str(tmp_path / "ds"))) == len(trajectories[0].turns())

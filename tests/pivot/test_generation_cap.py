@@ -17,8 +17,9 @@ class _Env:
         self.max_new_tokens, self.env_id = own, "x/y-v0"
 
 
-@pytest.mark.parametrize("own,cap,want", [(64, None, 64), (64, 16, 16), (64, 128, 64),
-                                          (None, None, DEFAULT_MAX_NEW_TOKENS), (None, 40, 40)])
+@pytest.mark.parametrize(
+    "own,cap,want", [(64, None, 64), (64, 16, 16), (64, 128, 64), (None, None, DEFAULT_MAX_NEW_TOKENS), (None, 40, 40)]
+)
 def test_the_rule(own, cap, want):
     assert generation_cap(_Env(own), cap) == want
 
@@ -53,8 +54,9 @@ def test_training_samples_each_state_at_its_envs_limit(pivot_registry: object, m
     assert state_tokens(states[0], None) == 5 and state_tokens(states[0], 2) == 2 and state_tokens(states[0], 99) == 5
     states[0].max_new_tokens = 9  # a state of another env, with a longer limit
     sampler = _Recorder()
-    out = sample_states(sampler, states, 2, SamplingParams(temperature=1.0, max_new_tokens=128),
-                        list(range(len(states))))
+    out = sample_states(
+        sampler, states, 2, SamplingParams(temperature=1.0, max_new_tokens=128), list(range(len(states)))
+    )
     assert sorted(sampler.calls) == [(1, 9), (len(states) - 1, 5)]  # one batched call per cap
     assert [group[0].text for group in out] == ["9"] + ["5"] * (len(states) - 1)  # in state order
     sampler.calls.clear()

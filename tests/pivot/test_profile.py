@@ -40,20 +40,35 @@ class CountingSampler:
         return self.inner.describe()
 
 
-def test_profiles_every_turn_in_the_standard_format(pivot_registry: object, tiny_sampler: object,
-                                                    tmp_path: Path) -> None:
+def test_profiles_every_turn_in_the_standard_format(
+    pivot_registry: object, tiny_sampler: object, tmp_path: Path
+) -> None:
     trajectories = arith_trajectories()
     n_turns = sum(len(t.turns()) for t in trajectories)
     out = tmp_path / "profiles.jsonl"
-    result = Profiler(tiny_sampler, ProfileConfig(k=3, params=PARAMS), "serial").profile(trajectories, out,
-                                                                                          progress=False)
+    result = Profiler(tiny_sampler, ProfileConfig(k=3, params=PARAMS), "serial").profile(
+        trajectories, out, progress=False
+    )
     rows = read_jsonl(out)
     assert len(rows) == n_turns == result.stats["profiled"]
-    expected_fields = {"trajectory_id", "turn", "env_id", "task_id", "k", "rewards", "mean", "var", "reasons",
-                       "reference", "verifier", "key"}
+    expected_fields = {
+        "trajectory_id",
+        "turn",
+        "env_id",
+        "task_id",
+        "k",
+        "rewards",
+        "mean",
+        "var",
+        "reasons",
+        "reference",
+        "verifier",
+        "key",
+    }
     assert expected_fields <= set(rows[0])
-    assert [(r["trajectory_id"], r["turn"]) for r in rows] == [(t.id, n) for t in trajectories
-                                                               for n in range(len(t.turns()))]
+    assert [(r["trajectory_id"], r["turn"]) for r in rows] == [
+        (t.id, n) for t in trajectories for n in range(len(t.turns()))
+    ]
     for row in rows:
         assert row["k"] == 3 and len(row["rewards"]) == 3 == len(row["reasons"])
         assert row["verifier"] == {"name": "arith/value", "version": "1"}
@@ -68,8 +83,9 @@ def test_profiles_every_turn_in_the_standard_format(pivot_registry: object, tiny
     assert exact[0].verifier == "exact" and exact[0].key != rows[0]["key"]
 
 
-def test_rerun_skips_cached_states_and_is_deterministic(pivot_registry: object, tiny_sampler: object,
-                                                        tmp_path: Path) -> None:
+def test_rerun_skips_cached_states_and_is_deterministic(
+    pivot_registry: object, tiny_sampler: object, tmp_path: Path
+) -> None:
     trajectories = arith_trajectories(n=1)
     config = ProfileConfig(k=2, params=PARAMS, seed=7)
     first = tmp_path / "a.jsonl"
@@ -89,7 +105,8 @@ def test_rerun_skips_cached_states_and_is_deterministic(pivot_registry: object, 
 
 
 def test_hung_and_crashing_verifiers_fail_their_samples_and_the_run_goes_on(
-        pivot_registry: object, tiny_sampler: object, tmp_path: Path) -> None:
+    pivot_registry: object, tiny_sampler: object, tmp_path: Path
+) -> None:
     trajectories = arith_trajectories("flaky/chain-v0", n=1)
     assert len(trajectories[0].turns()) >= 3
     config = ProfileConfig(k=2, params=PARAMS, timeout=2.0)
@@ -110,21 +127,24 @@ def test_hung_and_crashing_verifiers_fail_their_samples_and_the_run_goes_on(
     assert result.stats["verify_failures"] == 4
 
 
-def test_adaptive_k_stops_uninformative_states_early(pivot_registry: object, tiny_sampler: object,
-                                                     tmp_path: Path) -> None:
+def test_adaptive_k_stops_uninformative_states_early(
+    pivot_registry: object, tiny_sampler: object, tmp_path: Path
+) -> None:
     trajectories = arith_trajectories(n=1)
     adaptive = AdaptiveK(max_mean=0.6, block=2)  # derived unanimity run at K=16: 14 (bound <= 0.05)
     assert adaptive.unanimous_after(16) == 14
     result = Profiler(tiny_sampler, ProfileConfig(k=16, params=PARAMS, adaptive=adaptive), "serial").profile(
-        trajectories, tmp_path / "p.jsonl", progress=False)
+        trajectories, tmp_path / "p.jsonl", progress=False
+    )
     for p in result.profiles:  # gibberish never equals the answer: all-fail, settled after 14 samples
         assert p.k == 14 and p.metadata["stopped"] == "unanimous" and p.metadata["k_max"] == 16
         assert p.metadata["adaptive"]["min_unanimous"] == 14 and p.metadata["adaptive"]["miss_bound"] <= 0.05
     assert result.stats["samples"] == 14 * len(result.profiles)
 
 
-def test_a_failed_verdict_is_counted_not_scored(pivot_registry: object, tiny_sampler: object, tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_verdict_is_counted_not_scored(
+    pivot_registry: object, tiny_sampler: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A state whose judged samples all pass stays all-pass (not a pivot) when one verification ran out of
     budget: the verdict's ``verification_failed`` component takes it out of the rewards."""
     from pivotgym.pivot import profile as profile_module
@@ -135,14 +155,21 @@ def test_a_failed_verdict_is_counted_not_scored(pivot_registry: object, tiny_sam
 
     def verify(task: object) -> dict:
         calls.append(1)
-        verdict = (Verdict.fail("budget", verification_failed="search budget exhausted") if len(calls) == 2
-                   else Verdict.ok("equivalent"))
-        return {"reward": verdict.reward, "reason": verdict.reason,
-                "failed": profile_module.verification_failure(verdict)}
+        verdict = (
+            Verdict.fail("budget", verification_failed="search budget exhausted")
+            if len(calls) == 2
+            else Verdict.ok("equivalent")
+        )
+        return {
+            "reward": verdict.reward,
+            "reason": verdict.reason,
+            "failed": profile_module.verification_failure(verdict),
+        }
 
     monkeypatch.setattr(profile_module, "verify_candidate", verify)
     result = Profiler(tiny_sampler, ProfileConfig(k=4, params=PARAMS), "serial").profile(
-        arith_trajectories(n=1)[:1], tmp_path / "p.jsonl", progress=False, limit=1)
+        arith_trajectories(n=1)[:1], tmp_path / "p.jsonl", progress=False, limit=1
+    )
     row = result.profiles[0]
     assert row.rewards == [1.0, 1.0, 1.0] and row.mean == 1.0 and row.var == 0.0
     assert row.metadata["failed"] == 1
@@ -165,21 +192,46 @@ def _save(path: Path, trajectories: list) -> None:
     write_trajectories(path, trajectories)
 
 
-def test_resume_after_sigkill_writes_the_same_file(pivot_registry: object, pivot_site: Path, tiny_model_dir: Path,
-                                                   tmp_path: Path) -> None:
+def test_resume_after_sigkill_writes_the_same_file(
+    pivot_registry: object, pivot_site: Path, tiny_model_dir: Path, tmp_path: Path
+) -> None:
     from pivotgym.registry import make
 
     trajectories = list(make("arith/chain-v0").expert_trajectories("train", limit=4))
     total = sum(len(t.turns()) for t in trajectories)
     source = tmp_path / "trajs.jsonl"
     _save(source, trajectories)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(pivot_site), os.environ.get("PYTHONPATH", "")]),
-               PIVOTGYM_LOAD_PLUGINS="arith,flaky", OMP_NUM_THREADS="1")
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(pivot_site), os.environ.get("PYTHONPATH", "")]),
+        PIVOTGYM_LOAD_PLUGINS="arith,flaky",
+        OMP_NUM_THREADS="1",
+    )
 
     def command(out: Path) -> list[str]:
-        return [sys.executable, "-m", "pivotgym.cli", "profile", "-t", str(source), "-o", str(out),
-                "--model", str(tiny_model_dir), "--k", "2", "--max-new-tokens", "4", "--executor", "serial",
-                "--seed", "3", "--chunk", "1", "--json"]
+        return [
+            sys.executable,
+            "-m",
+            "pivotgym.cli",
+            "profile",
+            "-t",
+            str(source),
+            "-o",
+            str(out),
+            "--model",
+            str(tiny_model_dir),
+            "--k",
+            "2",
+            "--max-new-tokens",
+            "4",
+            "--executor",
+            "serial",
+            "--seed",
+            "3",
+            "--chunk",
+            "1",
+            "--json",
+        ]
 
     killed = tmp_path / "killed.jsonl"
     proc = subprocess.Popen(command(killed), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -202,8 +254,7 @@ def test_resume_after_sigkill_writes_the_same_file(pivot_registry: object, pivot
     from pivotgym.sampling.hf import HFSampler
 
     clean = tmp_path / "clean.jsonl"
-    config = ProfileConfig(k=2, params=SamplingParams(max_new_tokens=4, temperature=1.0, top_p=1.0), seed=3,
-                           chunk=1)
+    config = ProfileConfig(k=2, params=SamplingParams(max_new_tokens=4, temperature=1.0, top_p=1.0), seed=3, chunk=1)
     Profiler(HFSampler(str(tiny_model_dir)), config, "serial").profile(trajectories, clean, progress=False)
     assert killed.read_bytes() == clean.read_bytes()
     assert len(read_profiles(clean)) == total
@@ -225,21 +276,25 @@ class RecordingSampler:
         return {"model": "recording", "revision": None, "backend": "test"}
 
 
-@pytest.mark.parametrize("params,own,want", [
-    (None, 5, 5),  # the env's own limit, not a profiler default
-    (SamplingParams(max_new_tokens=3), 5, 3),  # a cap shortens it
-    (SamplingParams(max_new_tokens=128), 5, 5),  # and never lengthens it
-    (None, None, 256),  # an env without a limit of its own: pivotgym.env.DEFAULT_MAX_NEW_TOKENS
-    (SamplingParams(max_new_tokens=40), None, 40),
-])
-def test_samples_are_capped_by_the_envs_own_generation_limit(pivot_registry: object, monkeypatch: pytest.MonkeyPatch,
-                                                             params: SamplingParams | None, own: int | None,
-                                                             want: int) -> None:
+@pytest.mark.parametrize(
+    "params,own,want",
+    [
+        (None, 5, 5),  # the env's own limit, not a profiler default
+        (SamplingParams(max_new_tokens=3), 5, 3),  # a cap shortens it
+        (SamplingParams(max_new_tokens=128), 5, 5),  # and never lengthens it
+        (None, None, 256),  # an env without a limit of its own: pivotgym.env.DEFAULT_MAX_NEW_TOKENS
+        (SamplingParams(max_new_tokens=40), None, 40),
+    ],
+)
+def test_samples_are_capped_by_the_envs_own_generation_limit(
+    pivot_registry: object, monkeypatch: pytest.MonkeyPatch, params: SamplingParams | None, own: int | None, want: int
+) -> None:
     from pivotgym_arith.env import ArithChainEnv
 
     monkeypatch.setattr(ArithChainEnv, "max_new_tokens", own)
     sampler = RecordingSampler()
     result = Profiler(sampler, ProfileConfig(k=2, params=params), "serial").profile(
-        arith_trajectories(n=1), progress=False, limit=2)
+        arith_trajectories(n=1), progress=False, limit=2
+    )
     assert set(sampler.caps) == {want}
     assert {p.reference["sampling"]["max_new_tokens"] for p in result.profiles} == {want}  # part of each key

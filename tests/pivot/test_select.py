@@ -16,19 +16,30 @@ from pivotgym.types import TurnProfile
 def profile(env: str, turn: int, rewards: list[float]) -> TurnProfile:
     mean = sum(rewards) / len(rewards)
     var = sum((r - mean) ** 2 for r in rewards) / len(rewards)
-    return TurnProfile(trajectory_id=f"{env}:t", turn=turn, env_id=env, task_id="t", k=len(rewards),
-                       rewards=rewards, mean=mean, var=var, reasons=[""] * len(rewards), reference={},
-                       verifier={"name": "v", "version": "1"}, key=f"{env}-{turn}")
+    return TurnProfile(
+        trajectory_id=f"{env}:t",
+        turn=turn,
+        env_id=env,
+        task_id="t",
+        k=len(rewards),
+        rewards=rewards,
+        mean=mean,
+        var=var,
+        reasons=[""] * len(rewards),
+        reference={},
+        verifier={"name": "v", "version": "1"},
+        key=f"{env}-{turn}",
+    )
 
 
 PROFILES = [
-    profile("a/x-v0", 0, [0, 0, 0, 0]),      # all fail
-    profile("a/x-v0", 1, [1, 1, 1, 1]),      # all pass
-    profile("a/x-v0", 2, [0, 1, 0, 0]),      # pivot, mean .25
-    profile("a/x-v0", 3, [1, 1, 1, 0]),      # mixed but too easy
-    profile("b/y-v0", 0, [0, 1, 0, 1]),      # pivot, mean .5
-    profile("b/y-v0", 1, [0, 0, 0, 0]),      # all fail
-    profile("b/y-v0", 2, [0, 0, 0, 1]),      # pivot, mean .25
+    profile("a/x-v0", 0, [0, 0, 0, 0]),  # all fail
+    profile("a/x-v0", 1, [1, 1, 1, 1]),  # all pass
+    profile("a/x-v0", 2, [0, 1, 0, 0]),  # pivot, mean .25
+    profile("a/x-v0", 3, [1, 1, 1, 0]),  # mixed but too easy
+    profile("b/y-v0", 0, [0, 1, 0, 1]),  # pivot, mean .5
+    profile("b/y-v0", 1, [0, 0, 0, 0]),  # all fail
+    profile("b/y-v0", 2, [0, 0, 0, 1]),  # pivot, mean .25
 ]
 
 
@@ -169,8 +180,9 @@ def test_select_command_prints_and_writes(tmp_path: Path, capsys: pytest.Capture
     assert main(["select", str(source), "--per-env", "oops"]) == 1
 
 
-def test_select_on_an_empty_profiles_file_fails_and_writes_nothing(tmp_path: Path,
-                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_select_on_an_empty_profiles_file_fails_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from pivotgym.cli import main
 
     source = tmp_path / "profiles.jsonl"

@@ -13,10 +13,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from train_testlib import make_tiny_llama  # noqa: E402
+
 from pivotgym.train.config import RLConfig  # noqa: E402
 from pivotgym.train.loop import shard  # noqa: E402
 from pivotgym.train.rl import RLTrainer, group_samples  # noqa: E402
-from train_testlib import make_tiny_llama  # noqa: E402
 
 GROUPS = [  # (prompt, completions, rewards): uneven lengths, one zero-variance group
     ([5, 6, 7, 8, 9, 10], [[30, 31, 32], [33], [34, 35], [36, 37, 38, 39]], [1.0, 0.0, 0.0, 1.0]),
@@ -27,17 +28,31 @@ GROUPS = [  # (prompt, completions, rewards): uneven lengths, one zero-variance 
 
 
 def main(out: str, shared: str) -> None:
-    config = RLConfig(output_dir=str(Path(out).parent / "run"), optimizer="sgd", learning_rate=1.0,
-                      max_grad_norm=None, micro_batch_size=2,
-                      shared_prefix=shared == "shared", progress=False, report_to=["none"])
+    config = RLConfig(
+        output_dir=str(Path(out).parent / "run"),
+        optimizer="sgd",
+        learning_rate=1.0,
+        max_grad_norm=None,
+        micro_batch_size=2,
+        shared_prefix=shared == "shared",
+        progress=False,
+        report_to=["none"],
+    )
     trainer = RLTrainer(config, model=make_tiny_llama())
     mine = shard(GROUPS, trainer.rank, trainer.world)
     for _ in range(2):
         samples = [s for prompt, comps, rewards in mine for s in group_samples(prompt, comps, rewards, "std")]
         stats = trainer.policy_update(samples)
     if trainer.accelerator.is_main_process:
-        torch.save({"state": {k: v.detach().cpu() for k, v in trainer.unwrapped_model.state_dict().items()},
-                    "world": trainer.world, "tokens": stats["tokens_in_loss"], "loss": stats["loss"]}, out)
+        torch.save(
+            {
+                "state": {k: v.detach().cpu() for k, v in trainer.unwrapped_model.state_dict().items()},
+                "world": trainer.world,
+                "tokens": stats["tokens_in_loss"],
+                "loss": stats["loss"],
+            },
+            out,
+        )
     trainer.accelerator.wait_for_everyone()
 
 

@@ -15,17 +15,33 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 def main(data: str, out: str, kill_after: int | None) -> None:
+    from train_testlib import register_test_verifier
+
     from pivotgym.sampling.testing import tiny_llama
     from pivotgym.train import PivotConfig, PivotTrainer
-    from train_testlib import register_test_verifier
 
     register_test_verifier()
     model, tokenizer = tiny_llama(seed=3)
-    config = PivotConfig(output_dir=out, pivots=f"{data}/pivots.jsonl", trajectories=f"{data}/expert.jsonl",
-                         steps=4, checkpoint_every=2, eval_every=2, group_size=4, pivots_per_step=2,
-                         max_new_tokens=6, verifier="test/even-length", eval_pivots=2, eval_samples=2,
-                         learning_rate=1e-3, lr_schedule="linear", warmup_steps=1, report_to=["none"],
-                         progress=False, seed=11)
+    config = PivotConfig(
+        output_dir=out,
+        pivots=f"{data}/pivots.jsonl",
+        trajectories=f"{data}/expert.jsonl",
+        steps=4,
+        checkpoint_every=2,
+        eval_every=2,
+        group_size=4,
+        pivots_per_step=2,
+        max_new_tokens=6,
+        verifier="test/even-length",
+        eval_pivots=2,
+        eval_samples=2,
+        learning_rate=1e-3,
+        lr_schedule="linear",
+        warmup_steps=1,
+        report_to=["none"],
+        progress=False,
+        seed=11,
+    )
 
     def crash(trainer, row):  # noqa: ANN001
         if kill_after is not None and trainer.step == kill_after:

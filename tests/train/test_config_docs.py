@@ -28,7 +28,8 @@ def test_training_md_config_tables_are_up_to_date(gen):
     current = gen.DOC.read_text(encoding="utf-8")
     assert gen.updated(current) == current, (
         "docs/training.md's config tables are stale (a config field, default or `#:` comment changed); "
-        "regenerate them with `python scripts/gen_config_docs.py`")
+        "regenerate them with `python scripts/gen_config_docs.py`"
+    )
 
 
 def test_every_field_is_in_the_tables_with_a_default_that_reads_back_from_yaml(gen):
@@ -63,12 +64,15 @@ def test_only_the_marked_section_is_rewritten(gen):
 def test_a_field_without_a_meaning_is_named(gen, tmp_path, monkeypatch):
     (tmp_path / "cfgmod_docs_test.py").write_text(
         "from dataclasses import dataclass\n\n\n@dataclass\nclass C:\n"
-        "    #: documented\n    #: over two lines\n    a: int = 1\n    b: str | None = None\n")
+        "    #: documented\n    #: over two lines\n    a: int = 1\n    b: str | None = None\n"
+    )
     monkeypatch.setattr(gen, "ROOT", tmp_path)
     monkeypatch.setattr(gen, "SECTIONS", [("cfgmod_docs_test", "C", "C")])
     monkeypatch.syspath_prepend(str(tmp_path))
     assert gen.attribute_comments(tmp_path / "cfgmod_docs_test.py")["C"] == {
-        "a": ("int", "documented over two lines"), "b": ("str | None", "")}
+        "a": ("int", "documented over two lines"),
+        "b": ("str | None", ""),
+    }
     with pytest.raises(gen.DocError, match=r"cfgmod_docs_test.py: C\.b.*`python scripts/gen_config_docs.py`"):
         gen.render()
 

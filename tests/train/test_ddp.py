@@ -30,8 +30,19 @@ def _run(args: list[str], cwd: Path) -> None:
 def test_two_process_ddp_equals_one_process(tmp_path):
     one, two = tmp_path / "one.pt", tmp_path / "two.pt"
     _run([sys.executable, str(WORKER), str(one), "shared"], tmp_path)
-    _run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={_free_port()}",
-          str(WORKER), str(two), "shared"], tmp_path)
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node=2",
+            f"--master_port={_free_port()}",
+            str(WORKER),
+            str(two),
+            "shared",
+        ],
+        tmp_path,
+    )
     a, b = torch.load(one), torch.load(two)
     assert (a["world"], b["world"]) == (1, 2)
     # the zero-variance group is dropped on both; the token count is global

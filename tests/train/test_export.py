@@ -6,9 +6,9 @@ import json
 
 import pytest
 import torch
+from train_testlib import write_arith_data
 
 from pivotgym.train import SFTConfig, SFTTrainer
-from train_testlib import write_arith_data
 
 
 @pytest.fixture()
@@ -26,9 +26,19 @@ def _fit(tmp_path, expert, **extra):
     from pivotgym.sampling.testing import tiny_llama
 
     model, tokenizer = tiny_llama(seed=3)
-    config = SFTConfig(**{"output_dir": str(tmp_path / "run"), "trajectories": str(expert), "steps": 2,
-                          "trajectories_per_step": 2, "learning_rate": 1e-2, "micro_batch_size": 1,
-                          "report_to": ["none"], "progress": False, **extra})
+    config = SFTConfig(
+        **{
+            "output_dir": str(tmp_path / "run"),
+            "trajectories": str(expert),
+            "steps": 2,
+            "trajectories_per_step": 2,
+            "learning_rate": 1e-2,
+            "micro_batch_size": 1,
+            "report_to": ["none"],
+            "progress": False,
+            **extra,
+        }
+    )
     trainer = SFTTrainer(config, model=model, tokenizer=tokenizer)
     return trainer, trainer.fit()
 
@@ -86,9 +96,19 @@ def test_eval_model_accepts_a_run_folder_and_its_checkpoints(expert, tmp_path):
     def record(trainer, row):
         at_step[row["step"]] = _logits(trainer.unwrapped_model, ids)
 
-    config = SFTConfig(model=str(base), output_dir=str(tmp_path / "run"), trajectories=str(expert), steps=2,
-                       trajectories_per_step=2, learning_rate=5e-2, micro_batch_size=1, report_to=["none"],
-                       progress=False, checkpoint_every=1, keep_checkpoints=5)
+    config = SFTConfig(
+        model=str(base),
+        output_dir=str(tmp_path / "run"),
+        trajectories=str(expert),
+        steps=2,
+        trajectories_per_step=2,
+        learning_rate=5e-2,
+        micro_batch_size=1,
+        report_to=["none"],
+        progress=False,
+        checkpoint_every=1,
+        keep_checkpoints=5,
+    )
     SFTTrainer(config).fit(callbacks=[record])
     run = tmp_path / "run"
     step1, step2 = run / "checkpoints" / "step-000001", run / "checkpoints" / "step-000002"
@@ -106,9 +126,20 @@ def test_a_checkpoint_that_cannot_be_loaded_is_a_clear_error(expert, tmp_path):
     from pivotgym.sampling.models import ModelError, resolve_model
 
     base, _ = _saved_base(tmp_path)
-    config = SFTConfig(model=str(base), output_dir=str(tmp_path / "run"), trajectories=str(expert), steps=2,
-                       trajectories_per_step=2, micro_batch_size=1, report_to=["none"], progress=False,
-                       checkpoint_every=1, keep_checkpoints=5, lora=True, lora_r=4)
+    config = SFTConfig(
+        model=str(base),
+        output_dir=str(tmp_path / "run"),
+        trajectories=str(expert),
+        steps=2,
+        trajectories_per_step=2,
+        micro_batch_size=1,
+        report_to=["none"],
+        progress=False,
+        checkpoint_every=1,
+        keep_checkpoints=5,
+        lora=True,
+        lora_r=4,
+    )
     SFTTrainer(config).fit()
     step1 = tmp_path / "run" / "checkpoints" / "step-000001"
     with pytest.raises(ModelError, match="LoRA training checkpoint.*final"):
@@ -130,12 +161,19 @@ def test_zero_steps_is_refused_before_anything_is_loaded_or_written(expert, tmp_
 
     run = tmp_path / "run"
     with pytest.raises(ConfigError, match="steps is 0.*pivotgym eval"):
-        SFTTrainer(SFTConfig(output_dir=str(run), trajectories=str(expert), steps=0, report_to=["none"],
-                             progress=False), model=object(), tokenizer=None)
+        SFTTrainer(
+            SFTConfig(output_dir=str(run), trajectories=str(expert), steps=0, report_to=["none"], progress=False),
+            model=object(),
+            tokenizer=None,
+        )
     config = tmp_path / "sft.yaml"
     config.write_text(f"trajectories: {expert}\noutput_dir: {run}\nsteps: 3\n")
-    r = subprocess.run([sys.executable, "-m", "pivotgym.cli", "train", "sft", "-c", str(config), "--steps", "0"],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "pivotgym.cli", "train", "sft", "-c", str(config), "--steps", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode != 0 and "steps is 0" in r.stderr and "Traceback" not in r.stderr
     assert not run.exists()  # no eval, no checkpoint a later run would resume from
 
@@ -144,9 +182,16 @@ def test_only_the_newest_checkpoint_keeps_optimizer_state(expert, tmp_path):
     from pivotgym.sampling.models import resolve_model
 
     base, _ = _saved_base(tmp_path)
-    common = {"model": str(base), "trajectories": str(expert), "trajectories_per_step": 2,
-              "micro_batch_size": 1, "report_to": ["none"], "progress": False, "checkpoint_every": 1,
-              "keep_checkpoints": 3}
+    common = {
+        "model": str(base),
+        "trajectories": str(expert),
+        "trajectories_per_step": 2,
+        "micro_batch_size": 1,
+        "report_to": ["none"],
+        "progress": False,
+        "checkpoint_every": 1,
+        "keep_checkpoints": 3,
+    }
     SFTTrainer(SFTConfig(output_dir=str(tmp_path / "run"), steps=3, **common)).fit()
     ckpts = sorted((tmp_path / "run" / "checkpoints").iterdir())
     assert [c.name for c in ckpts] == ["step-000001", "step-000002", "step-000003"]
@@ -168,18 +213,65 @@ def test_cli_train_then_eval_the_run_folder(expert, tmp_path, capsys):
 
     base, _ = _saved_base(tmp_path)
     config = tmp_path / "sft.yaml"
-    config.write_text(yaml.safe_dump({"model": str(base), "output_dir": str(tmp_path / "run"),
-                                      "trajectories": str(expert), "steps": 1, "trajectories_per_step": 2,
-                                      "micro_batch_size": 1, "report_to": ["none"], "progress": False}))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "model": str(base),
+                "output_dir": str(tmp_path / "run"),
+                "trajectories": str(expert),
+                "steps": 1,
+                "trajectories_per_step": 2,
+                "micro_batch_size": 1,
+                "report_to": ["none"],
+                "progress": False,
+            }
+        )
+    )
     assert main(["train", "sft", "--config", str(config)]) == 0
     assert (tmp_path / "run" / "final" / "config.json").is_file()
     out = tmp_path / "scores.json"
-    assert main(["eval", "--suite", "ood-quick", "--member", "general/arithmetic-v0", "--limit", "2",
-                 "--max-new-tokens", "2", "--model", str(tmp_path / "run"), "--out", str(out), "--json"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--suite",
+                "ood-quick",
+                "--member",
+                "general/arithmetic-v0",
+                "--limit",
+                "2",
+                "--max-new-tokens",
+                "2",
+                "--model",
+                str(tmp_path / "run"),
+                "--out",
+                str(out),
+                "--json",
+            ]
+        )
+        == 0
+    )
     result = json.loads(out.read_text())
     assert result["scores"]["general/arithmetic-v0"]["n"] == 2
     items = [json.loads(line) for line in open(str(out) + ".items.jsonl")]
     assert len(items) == 2 and all(item["transcript"]["messages"] for item in items)
-    assert main(["eval", "--suite", "ood-quick", "--member", "general/arithmetic-v0", "--limit", "1",
-                 "--model", str(tmp_path / "run"), "--out", str(tmp_path / "bare.json"), "--no-transcripts"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--suite",
+                "ood-quick",
+                "--member",
+                "general/arithmetic-v0",
+                "--limit",
+                "1",
+                "--model",
+                str(tmp_path / "run"),
+                "--out",
+                str(tmp_path / "bare.json"),
+                "--no-transcripts",
+            ]
+        )
+        == 0
+    )
     assert all("transcript" not in json.loads(line) for line in open(str(tmp_path / "bare.json") + ".items.jsonl"))

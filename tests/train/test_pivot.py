@@ -10,20 +10,31 @@ from pathlib import Path
 
 import pytest
 import torch
+from core_helpers import cli_env
+from train_testlib import register_test_verifier, write_arith_data
 
 from pivotgym.jsonl import read_jsonl
 from pivotgym.train import PivotConfig, PivotTrainer
-
-from core_helpers import cli_env
-from train_testlib import register_test_verifier, write_arith_data
 
 WORKER = Path(__file__).with_name("resume_worker.py")
 
 
 def small_config(data: Path, out: Path, **overrides) -> PivotConfig:
-    settings = dict(output_dir=str(out), pivots=str(data / "pivots.jsonl"), trajectories=str(data / "expert.jsonl"),
-                    steps=2, group_size=4, pivots_per_step=2, max_new_tokens=6, verifier="test/even-length",
-                    eval_pivots=2, eval_samples=2, learning_rate=1e-3, report_to=["none"], progress=False)
+    settings = dict(
+        output_dir=str(out),
+        pivots=str(data / "pivots.jsonl"),
+        trajectories=str(data / "expert.jsonl"),
+        steps=2,
+        group_size=4,
+        pivots_per_step=2,
+        max_new_tokens=6,
+        verifier="test/even-length",
+        eval_pivots=2,
+        eval_samples=2,
+        learning_rate=1e-3,
+        report_to=["none"],
+        progress=False,
+    )
     return PivotConfig(**{**settings, **overrides})
 
 
@@ -50,8 +61,7 @@ def test_pivot_run_counts_logs_and_checkpoints(arith_data, tmp_path):
     assert counters["tokens_generated"] > 0 and counters["tokens_trained"] <= counters["tokens_generated"]
     assert counters["wall_seconds"] >= counters["seconds_generation"] + counters["seconds_fwd_bwd"] - 1e-6
     rows = read_jsonl(tmp_path / "run" / "metrics.jsonl")
-    assert [(r["kind"], r["step"]) for r in rows] == [("eval", 0), ("train", 1), ("eval", 1), ("train", 2),
-                                                      ("eval", 2)]
+    assert [(r["kind"], r["step"]) for r in rows] == [("eval", 0), ("train", 1), ("eval", 1), ("train", 2), ("eval", 2)]
     assert all({"rollout_turns", "seconds_generation", "seconds_other"} <= set(r) for r in rows)
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["steps"] == 2
     assert [c["step"] for c in summary["eval_curve"]] == [0, 1, 2]
@@ -149,8 +159,11 @@ def test_failed_verifications_leave_the_group_instead_of_scoring_zero(arith_data
     if EvenOrBudget.name not in registry.verifiers:
         registry._register_verifiers("tests", EvenOrBudget.name, EvenOrBudget)
     model, tokenizer = tiny_llama(seed=1)
-    trainer = PivotTrainer(small_config(arith_data, tmp_path / "run", steps=1, verifier=EvenOrBudget.name,
-                                        group_size=6), model=model, tokenizer=tokenizer)
+    trainer = PivotTrainer(
+        small_config(arith_data, tmp_path / "run", steps=1, verifier=EvenOrBudget.name, group_size=6),
+        model=model,
+        tokenizer=tokenizer,
+    )
     trainer.setup_data()
     stats = trainer.train_step(0)
     assert stats["failed_verifications"] > 0  # the tiny model writes odd lengths often

@@ -62,32 +62,53 @@ def test_pivot_training_raises_the_pivot_score_of_smollm2(one_thread, tmp_path):
     sampler = HFSampler(model, tokenizer)
     by_task = {t.task_id: t for t in make(ENV_ID).expert_trajectories("train", limit=len(PINNED))}
     assert set(by_task) == set(PINNED), f"{ENV_ID}'s first train tasks are now {sorted(by_task)}; re-pin the test"
-    trajectories = [dataclasses.replace(t, messages=t.messages[:t.assistant_turns()[PINNED[t.task_id]] + 1])
-                    for t in by_task.values()]
+    trajectories = [
+        dataclasses.replace(t, messages=t.messages[: t.assistant_turns()[PINNED[t.task_id]] + 1])
+        for t in by_task.values()
+    ]
 
     # the offline half of PivotRL: profile with the frozen model, keep the mixed turns
-    profile_config = ProfileConfig(k=16, params=SamplingParams(temperature=TEMPERATURE, max_new_tokens=MAX_NEW_TOKENS),
-                                   seed=0, timeout=None)
-    profiles = Profiler(sampler, profile_config, executor="serial").profile(
-        trajectories, tmp_path / "profiles.jsonl", progress=False).profiles
+    profile_config = ProfileConfig(
+        k=16, params=SamplingParams(temperature=TEMPERATURE, max_new_tokens=MAX_NEW_TOKENS), seed=0, timeout=None
+    )
+    profiles = (
+        Profiler(sampler, profile_config, executor="serial")
+        .profile(trajectories, tmp_path / "profiles.jsonl", progress=False)
+        .profiles
+    )
     pivot_set = select_pivots(profiles, SelectionRule(min_var=0.0, max_mean=0.6))
     assert pivot_set.pivots, f"no mixed turn: {[(p.task_id, p.turn, p.mean) for p in profiles]}"
     write_pivot_set(tmp_path / "pivots.jsonl", pivot_set)
     write_trajectories(tmp_path / "expert.jsonl", trajectories)
 
     config = PivotConfig(
-        output_dir=str(tmp_path / "run"), pivots=str(tmp_path / "pivots.jsonl"),
-        trajectories=str(tmp_path / "expert.jsonl"), profiles=str(tmp_path / "profiles.jsonl"),
-        steps=3, pivots_per_step=len(pivot_set.pivots), group_size=8, temperature=TEMPERATURE,
-        max_new_tokens=MAX_NEW_TOKENS, learning_rate=3e-5, advantage="std",
-        eval_pivots=0, eval_samples=16, eval_temperature=TEMPERATURE, report_to=["none"], progress=False, seed=0)
+        output_dir=str(tmp_path / "run"),
+        pivots=str(tmp_path / "pivots.jsonl"),
+        trajectories=str(tmp_path / "expert.jsonl"),
+        profiles=str(tmp_path / "profiles.jsonl"),
+        steps=3,
+        pivots_per_step=len(pivot_set.pivots),
+        group_size=8,
+        temperature=TEMPERATURE,
+        max_new_tokens=MAX_NEW_TOKENS,
+        learning_rate=3e-5,
+        advantage="std",
+        eval_pivots=0,
+        eval_samples=16,
+        eval_temperature=TEMPERATURE,
+        report_to=["none"],
+        progress=False,
+        seed=0,
+    )
     summary = PivotTrainer(config, model=model, tokenizer=tokenizer, sampler=sampler).fit()
 
     shutil.rmtree(tmp_path / "run" / "checkpoints", ignore_errors=True)  # the final one is ~1.6 GB (weights+AdamW)
     curve, counters = summary["eval_curve"], summary["counters"]
     before, after = curve[0]["score"], curve[-1]["score"]
-    print(f"pivots {[(p.task_id, p.turn, p.mean) for p in pivot_set.pivots]}: before {before:.3f} after {after:.3f}; "
-          f"{counters['wall_seconds']:.0f}s in fit")
+    print(
+        f"pivots {[(p.task_id, p.turn, p.mean) for p in pivot_set.pivots]}: before {before:.3f} after {after:.3f}; "
+        f"{counters['wall_seconds']:.0f}s in fit"
+    )
     assert counters["profiling_turns"] == 16 * len(profiles)
     assert counters["rollout_turns"] > 0 and counters["tokens_trained"] > 0
     assert after >= before + 0.25, curve  # observed: ~0.3 -> ~1.0

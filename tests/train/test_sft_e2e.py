@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from train_testlib import register_test_verifier, write_arith_data
 
 from pivotgym.jsonl import read_trajectories
 from pivotgym.train import E2EConfig, E2ETrainer, SFTConfig, SFTTrainer
-from train_testlib import register_test_verifier, write_arith_data
 
 
 @pytest.fixture()
@@ -35,15 +35,23 @@ def test_sft_lowers_the_loss_on_expert_turns(arith_data, tmp_path):
     from pivotgym.sampling.testing import tiny_llama
 
     model, tokenizer = tiny_llama(seed=5)
-    config = SFTConfig(output_dir=str(tmp_path / "sft"), trajectories=str(arith_data / "expert.jsonl"), steps=6,
-                       trajectories_per_step=2, learning_rate=1e-2, micro_batch_size=1, report_to=["none"],
-                       progress=False)
+    config = SFTConfig(
+        output_dir=str(tmp_path / "sft"),
+        trajectories=str(arith_data / "expert.jsonl"),
+        steps=6,
+        trajectories_per_step=2,
+        learning_rate=1e-2,
+        micro_batch_size=1,
+        report_to=["none"],
+        progress=False,
+    )
     trainer = SFTTrainer(config, model=model, tokenizer=tokenizer)
     summary = trainer.fit()
     losses = [r["loss"] for r in trainer.history if r["kind"] == "train"]
     assert losses[-1] < losses[0]
-    assert summary["counters"]["tokens_trained"] == sum(r["tokens_in_loss"] for r in trainer.history
-                                                        if r["kind"] == "train")
+    assert summary["counters"]["tokens_trained"] == sum(
+        r["tokens_in_loss"] for r in trainer.history if r["kind"] == "train"
+    )
     assert summary["counters"]["rollout_turns"] == 0 and summary["counters"]["tokens_generated"] == 0
 
 
@@ -52,9 +60,19 @@ def test_e2e_runs_episodes_and_counts_turns(arith_data, tmp_path):
 
     model, tokenizer = tiny_llama(seed=6)
     before = [p.detach().clone() for p in model.parameters()]
-    config = E2EConfig(output_dir=str(tmp_path / "e2e"), env_id="arith/chain-v0", steps=1, tasks_per_step=2,
-                       group_size=2, max_turns=2, max_new_tokens=4, eval_tasks=1, eval_samples=1,
-                       report_to=["none"], progress=False)
+    config = E2EConfig(
+        output_dir=str(tmp_path / "e2e"),
+        env_id="arith/chain-v0",
+        steps=1,
+        tasks_per_step=2,
+        group_size=2,
+        max_turns=2,
+        max_new_tokens=4,
+        eval_tasks=1,
+        eval_samples=1,
+        report_to=["none"],
+        progress=False,
+    )
     trainer = E2ETrainer(config, model=model, tokenizer=tokenizer)
     summary = trainer.fit()
     counters = summary["counters"]
@@ -73,9 +91,18 @@ def test_e2e_episodes_batch_across_tasks_without_changing_any_episode(arith_data
     from pivotgym.train.e2e import run_episodes
 
     model, tokenizer = tiny_llama(seed=6)
-    trainer = E2ETrainer(E2EConfig(output_dir=str(tmp_path / "e2e"), env_id="arith/chain-v0", steps=1,
-                                   max_new_tokens=4, report_to=["none"], progress=False),
-                         model=model, tokenizer=tokenizer)
+    trainer = E2ETrainer(
+        E2EConfig(
+            output_dir=str(tmp_path / "e2e"),
+            env_id="arith/chain-v0",
+            steps=1,
+            max_new_tokens=4,
+            report_to=["none"],
+            progress=False,
+        ),
+        model=model,
+        tokenizer=tokenizer,
+    )
     trainer.setup_data()
     calls: list[int] = []
     sample = trainer.sampler.sample

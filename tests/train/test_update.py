@@ -7,12 +7,11 @@ import copy
 
 import pytest
 import torch
+from train_testlib import make_tiny_llama
 
 from pivotgym.train.config import RLConfig
 from pivotgym.train.forward import completion_logprobs
 from pivotgym.train.rl import PolicySample, RLTrainer, group_samples
-
-from train_testlib import make_tiny_llama
 
 PROMPT_A = [5, 6, 7, 8, 9, 10, 11, 12]
 PROMPT_B = [20, 21, 22]
@@ -21,15 +20,22 @@ COMPS_B = [[40, 41], [42, 43, 44]]
 
 
 def trainer_for(tmp_path, model=None, **overrides) -> RLTrainer:
-    settings = dict(output_dir=str(tmp_path / "run"), steps=1, learning_rate=1e-2, max_grad_norm=None,
-                    progress=False, report_to=["none"])
+    settings = dict(
+        output_dir=str(tmp_path / "run"),
+        steps=1,
+        learning_rate=1e-2,
+        max_grad_norm=None,
+        progress=False,
+        report_to=["none"],
+    )
     config = RLConfig(**{**settings, **overrides})
     return RLTrainer(config, model=model or make_tiny_llama())
 
 
 def fixed_batch() -> list[PolicySample]:
-    return (group_samples(PROMPT_A, COMPS_A, [1.0, 0.0, 0.0, 1.0], "std")
-            + group_samples(PROMPT_B, COMPS_B, [0.0, 1.0], "no_std"))
+    return group_samples(PROMPT_A, COMPS_A, [1.0, 0.0, 0.0, 1.0], "std") + group_samples(
+        PROMPT_B, COMPS_B, [0.0, 1.0], "no_std"
+    )
 
 
 def grads(model) -> list[torch.Tensor]:
@@ -39,7 +45,7 @@ def grads(model) -> list[torch.Tensor]:
 def naive_logprobs(model, prompt, completion) -> torch.Tensor:
     """log p(completion | prompt) token by token from one plain forward of prompt + completion."""
     ids = torch.tensor([prompt + completion])
-    logits = model(input_ids=ids).logits[0, len(prompt) - 1:-1]
+    logits = model(input_ids=ids).logits[0, len(prompt) - 1 : -1]
     return torch.log_softmax(logits, -1).gather(-1, torch.tensor(completion)[:, None]).squeeze(-1)
 
 
@@ -140,8 +146,9 @@ def test_lr_schedule_is_sized_in_optimizer_steps_and_ends_with_the_run(tmp_path,
     was stepped per optimiser step). Now every optimiser step of the run gets a positive, decreasing LR and
     the schedule reaches 0 exactly after the last one; a skipped batch still advances it."""
     steps = 4
-    trainer = trainer_for(tmp_path, steps=steps, updates_per_batch=updates, lr_schedule=schedule, optimizer="sgd",
-                          learning_rate=0.1)
+    trainer = trainer_for(
+        tmp_path, steps=steps, updates_per_batch=updates, lr_schedule=schedule, optimizer="sgd", learning_rate=0.1
+    )
     used: list[float] = []
     step_once = trainer.optimizer_step
 
@@ -165,8 +172,17 @@ def test_lr_schedule_is_sized_in_optimizer_steps_and_ends_with_the_run(tmp_path,
 
 def test_warmup_counts_training_steps(tmp_path):
     trainer = trainer_for(tmp_path, steps=4, updates_per_batch=2, warmup_steps=1, lr_schedule="linear")
-    assert [round(trainer._lr_lambda(i), 4) for i in range(9)] == [0.5, 1.0, 1.0, 0.8333, 0.6667, 0.5, 0.3333,
-                                                                   0.1667, 0.0]
+    assert [round(trainer._lr_lambda(i), 4) for i in range(9)] == [
+        0.5,
+        1.0,
+        1.0,
+        0.8333,
+        0.6667,
+        0.5,
+        0.3333,
+        0.1667,
+        0.0,
+    ]
 
 
 def test_gradient_checkpointing_with_shared_prefix_is_refused_and_works_without_it(tmp_path):

@@ -20,9 +20,18 @@ def make_tiny_llama(seed: int = 0, vocab: int = 97):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                         pad_token_id=0, eos_token_id=1, bos_token_id=2)
+    config = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        pad_token_id=0,
+        eos_token_id=1,
+        bos_token_id=2,
+    )
     return LlamaForCausalLM(config)
 
 
@@ -54,7 +63,10 @@ def write_arith_data(directory: Path, n_trajectories: int = 3, split: str = "tra
     trajectories = list(env.expert_trajectories(split, limit=n_trajectories))
     traj_path, pivots_path = Path(directory) / "expert.jsonl", Path(directory) / "pivots.jsonl"
     write_trajectories(traj_path, trajectories)
-    profiles = [TurnProfile(t.id, n, t.env_id, t.task_id, 4, [0.0, 1.0, 0.0, 1.0], 0.5, 1 / 3, [], {}, {}, f"k{n}")
-                for t in trajectories for n in range(len(t.assistant_turns()))]
+    profiles = [
+        TurnProfile(t.id, n, t.env_id, t.task_id, 4, [0.0, 1.0, 0.0, 1.0], 0.5, 1 / 3, [], {}, {}, f"k{n}")
+        for t in trajectories
+        for n in range(len(t.assistant_turns()))
+    ]
     write_pivot_set(pivots_path, PivotSet({"max_mean": 0.6, "min_var": 0.0}, profiles))
     return traj_path, pivots_path

@@ -20,8 +20,14 @@ from pivotgym.verify import (
     verify_safely,
 )
 
-TURN = Turn(trajectory_id="t", env_id="counter-v0", task_id="task-0", turn=0,
-            prefix=[{"role": "user", "content": "reach 3"}], expert={"role": "assistant", "content": "add 3"})
+TURN = Turn(
+    trajectory_id="t",
+    env_id="counter-v0",
+    task_id="task-0",
+    turn=0,
+    prefix=[{"role": "user", "content": "reach 3"}],
+    expert={"role": "assistant", "content": "add 3"},
+)
 
 UNDECIDED = {
     "verifier raised": Verdict.fail("verifier_error: verifier 'x' raised KeyError: 'a'"),
@@ -60,8 +66,9 @@ def test_every_undecided_verdict_is_undecided_for_every_caller(name):
     reason = undecided_reason(verdict)
     assert reason and is_undecided(verdict) and is_undecided_reason(reason)
     assert verification_failure(verdict) == reason  # profiling
-    legacy = TurnProfile("t", 0, "a/x-v0", "task", 2, [1.0, 0.0], 0.5, 0.25, ["ok", reason], reference={},
-                         verifier={}, key="k")  # a row written before failures left the rewards
+    legacy = TurnProfile(
+        "t", 0, "a/x-v0", "task", 2, [1.0, 0.0], 0.5, 0.25, ["ok", reason], reference={}, verifier={}, key="k"
+    )  # a row written before failures left the rewards
     assert judged(legacy).rewards == [1.0] and judged(legacy).metadata["failed"] == 1  # selection
     assert not SelectionRule(max_mean=1.01).admits(legacy)  # one judged sample: no mixed rewards
     scorer = StateScorer(judge=Judge(lambda _name: _Returns(verdict)))
@@ -113,6 +120,7 @@ def test_the_judge_makes_each_verifier_once_and_keeps_recent_contexts():
         def make():
             contexts.append(key)
             return VerifyContext(replace(TURN, trajectory_id=key))
+
         return make
 
     judge = Judge(make_verifier, max_contexts=2)
@@ -132,5 +140,8 @@ def test_the_profiler_worker_judges_through_the_one_rule(monkeypatch):
 
     monkeypatch.setattr(profile, "_JUDGE", [Judge(lambda _name: _Returns(UNDECIDED["budget only"]))])
     out = profile.verify_candidate(profile.VerifyTask("test/returns", "k", TURN, "add 3"))
-    assert out == {"reward": 0.0, "reason": "budget_exhausted: h* unknown",
-                   "failed": "verification_failed: budget_exhausted: h* unknown"}
+    assert out == {
+        "reward": 0.0,
+        "reason": "budget_exhausted: h* unknown",
+        "failed": "verification_failed: budget_exhausted: h* unknown",
+    }

@@ -99,12 +99,16 @@ def _solve_one(folder: str, filename: str) -> dict[str, Any]:
     try:
         problem = load_problem(folder, filename)
         task = problem.search_task()
-        result = astar(task, task.project(problem.init), max_expansions=SOLVE_MAX_EXPANSIONS,
-                       deadline=start + SOLVE_MAX_SECONDS)
+        result = astar(
+            task, task.project(problem.init), max_expansions=SOLVE_MAX_EXPANSIONS, deadline=start + SOLVE_MAX_SECONDS
+        )
     except Exception as exc:  # noqa: BLE001 - recorded: pyperplan cannot handle this problem
         return {"status": "error", "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
-    entry: dict[str, Any] = {"status": result.status, "expansions": result.expansions,
-                             "seconds": round(time.monotonic() - start, 3)}
+    entry: dict[str, Any] = {
+        "status": result.status,
+        "expansions": result.expansions,
+        "seconds": round(time.monotonic() - start, 3),
+    }
     length = len(result.plan) if result.plan is not None else None
     if result.status == "budget":
         from pivotgym_planning.statespace import ExactTable
@@ -131,8 +135,12 @@ def build_manifest(families: list[str], out: Path = MANIFEST) -> dict[str, Any]:
 
     data = manifest() if out == MANIFEST else {"problems": {}}
     problems = dict(data.get("problems", {}))
-    jobs = [(folder, p.name) for fam in families for folder in (fam, f"{fam}_test")
-            for p in problem_files(folder)[:MAX_PROBLEMS_PER_FOLDER]]
+    jobs = [
+        (folder, p.name)
+        for fam in families
+        for folder in (fam, f"{fam}_test")
+        for p in problem_files(folder)[:MAX_PROBLEMS_PER_FOLDER]
+    ]
     ctx = mp.get_context("spawn")
     pool = ctx.Pool(1)
     try:
@@ -148,10 +156,15 @@ def build_manifest(families: list[str], out: Path = MANIFEST) -> dict[str, Any]:
     finally:
         pool.terminate()
     data = {
-        "criteria": {"search": "A* (goal-count heuristic), else the exact h* table",
-                     "max_expansions": SOLVE_MAX_EXPANSIONS, "max_seconds": SOLVE_MAX_SECONDS,
-                     "table_max_seconds": TABLE_MAX_SECONDS, "max_plan_length": MAX_PLAN_LENGTH,
-                     "max_problems_per_folder": MAX_PROBLEMS_PER_FOLDER, "pddl_root": "pddlgym==0.0.7"},
+        "criteria": {
+            "search": "A* (goal-count heuristic), else the exact h* table",
+            "max_expansions": SOLVE_MAX_EXPANSIONS,
+            "max_seconds": SOLVE_MAX_SECONDS,
+            "table_max_seconds": TABLE_MAX_SECONDS,
+            "max_plan_length": MAX_PLAN_LENGTH,
+            "max_problems_per_folder": MAX_PROBLEMS_PER_FOLDER,
+            "pddl_root": "pddlgym==0.0.7",
+        },
         "problems": dict(sorted(problems.items())),
     }
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -16,15 +16,16 @@ from typing import Any
 
 from pivotgym import AgentEnv, InvalidAction, StepOutcome, Task
 from pivotgym.types import Message, message
-
 from pivotgym_planning.catalog import OOD_FAMILIES, TRAIN_FAMILIES, family_splits
 from pivotgym_planning.model import ActionError, PlanningProblem, load_problem
 from pivotgym_planning.search import DEFAULT_MAX_EXPANSIONS, OptimalCost, astar, greedy
 from pivotgym_planning.statespace import DEFAULT_MAX_STATES
 from pivotgym_planning.val import ValidatorMissing, validate
 
-SYSTEM_PROMPT = ("You solve planning problems. Each turn, reply with exactly one action in PDDL form, "
-                 "for example {example}. You then see the new state.")
+SYSTEM_PROMPT = (
+    "You solve planning problems. Each turn, reply with exactly one action in PDDL form, "
+    "for example {example}. You then see the new state."
+)
 
 _solutions: dict[str, tuple[list[str], str]] = {}
 _solutions_lock = threading.Lock()
@@ -69,8 +70,9 @@ def _oracle(problem: PlanningProblem) -> OptimalCost:
     """One h* oracle per problem and process (A*, then the exact table when A* runs out of budget)."""
     with _solutions_lock:
         if problem.key not in _oracles:
-            _oracles[problem.key] = OptimalCost(problem.search_task(), table_limit=DEFAULT_MAX_STATES,
-                                                root=problem.init)
+            _oracles[problem.key] = OptimalCost(
+                problem.search_task(), table_limit=DEFAULT_MAX_STATES, root=problem.init
+            )
         return _oracles[problem.key]
 
 
@@ -115,19 +117,22 @@ class PlanningEnv(AgentEnv):
         if split in ("train", "test"):
             items = family_splits(self.family)[split]
         elif split == "ood":
-            items = [item for fam in self.ood_families for s in ("train", "test")
-                     for item in family_splits(fam)[s]]
+            items = [item for fam in self.ood_families for s in ("train", "test") for item in family_splits(fam)[s]]
         else:
             raise KeyError(split)
         tasks = []
         for folder, filename, entry in items:
-            tasks.append(Task(
-                id=f"{folder}/{filename.removesuffix('.pddl')}",
-                split=split,
-                data={"folder": folder, "file": filename, "family": folder.removesuffix("_test")},
-                metadata={"optimal_length": entry["length"],
-                          "held_out": split == "test" and not folder.endswith("_test")},
-            ))
+            tasks.append(
+                Task(
+                    id=f"{folder}/{filename.removesuffix('.pddl')}",
+                    split=split,
+                    data={"folder": folder, "file": filename, "family": folder.removesuffix("_test")},
+                    metadata={
+                        "optimal_length": entry["length"],
+                        "held_out": split == "test" and not folder.endswith("_test"),
+                    },
+                )
+            )
         return tasks
 
     def problem_for(self, task: Task) -> PlanningProblem:
@@ -142,18 +147,23 @@ class PlanningEnv(AgentEnv):
         if not self._fixed_max_turns:
             optimal = int(task.metadata.get("optimal_length") or 10)
             self.max_turns = min(self.max_step_limit, max(10, self.step_limit_factor * optimal))
-        return [message("system", SYSTEM_PROMPT.format(example=problem.example_action())),
-                message("user", self._intro(problem))]
+        return [
+            message("system", SYSTEM_PROMPT.format(example=problem.example_action())),
+            message("user", self._intro(problem)),
+        ]
 
     def _intro(self, problem: PlanningProblem) -> str:
         by_type: dict[str, list[str]] = {}
         for obj, typ in sorted(problem.objects.items()):
             by_type.setdefault(typ, []).append(obj)
-        objects = "; ".join(f"{' '.join(objs)} - {typ}" if typ != "object" else " ".join(objs)
-                            for typ, objs in by_type.items())
-        lines = [f"Domain: {problem.domain_name}",
-                 "Actions: " + "; ".join(f"({s.signature()})" for s in problem.schemas.values()),
-                 f"Objects: {objects}"]
+        objects = "; ".join(
+            f"{' '.join(objs)} - {typ}" if typ != "object" else " ".join(objs) for typ, objs in by_type.items()
+        )
+        lines = [
+            f"Domain: {problem.domain_name}",
+            "Actions: " + "; ".join(f"({s.signature()})" for s in problem.schemas.values()),
+            f"Objects: {objects}",
+        ]
         statics = problem.describe_statics()
         if statics:
             lines.append(f"Fixed facts: {statics}")
@@ -201,8 +211,15 @@ class PlanningEnv(AgentEnv):
     # ---------------------------------------------------------------- state for verifiers
     def snapshot(self) -> dict[str, Any]:
         base = super().snapshot()
-        return {**base, "state": self.state, "plan": list(self.plan), "messages": copy.deepcopy(self.messages),
-                "turn": self.turn, "done": self.done, "max_turns": self.max_turns}
+        return {
+            **base,
+            "state": self.state,
+            "plan": list(self.plan),
+            "messages": copy.deepcopy(self.messages),
+            "turn": self.turn,
+            "done": self.done,
+            "max_turns": self.max_turns,
+        }
 
     def restore(self, snapshot: dict[str, Any]) -> None:
         self.task = self.get_task(snapshot["task_id"])

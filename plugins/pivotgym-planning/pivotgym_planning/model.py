@@ -143,18 +143,28 @@ class PlanningProblem:
         """Ground schema ``name`` with ``args``; :class:`ActionError` for unknown names, arity or types."""
         schema = self.schemas.get(name)
         if schema is None:
-            raise ActionError(f"unknown action {name!r}; actions are: {', '.join(sorted(self.schemas))}.",
-                              "unknown_action", name=name)
+            raise ActionError(
+                f"unknown action {name!r}; actions are: {', '.join(sorted(self.schemas))}.", "unknown_action", name=name
+            )
         if len(args) != len(schema.params):
-            raise ActionError(f"{name} takes {len(schema.params)} argument(s) ({schema.signature()}), "
-                              f"got {len(args)}: {fact(name, args)}.", "bad_arguments")
+            raise ActionError(
+                f"{name} takes {len(schema.params)} argument(s) ({schema.signature()}), "
+                f"got {len(args)}: {fact(name, args)}.",
+                "bad_arguments",
+            )
         for arg, (var, types) in zip(args, schema.params):
             if arg not in self.objects:
-                raise ActionError(f"unknown object {arg!r} in {fact(name, args)}; objects are: "
-                                  f"{' '.join(sorted(self.objects))}.", "bad_arguments", object=arg)
+                raise ActionError(
+                    f"unknown object {arg!r} in {fact(name, args)}; objects are: {' '.join(sorted(self.objects))}.",
+                    "bad_arguments",
+                    object=arg,
+                )
             if not self.is_a(arg, types):
-                raise ActionError(f"{arg} is a {self.objects[arg]}, but {var} of {name} must be a "
-                                  f"{' or '.join(types)}.", "bad_arguments", object=arg)
+                raise ActionError(
+                    f"{arg} is a {self.objects[arg]}, but {var} of {name} must be a {' or '.join(types)}.",
+                    "bad_arguments",
+                    object=arg,
+                )
         binding = {var: arg for (var, _t), arg in zip(schema.params, args)}
         return GroundAction(
             name=name,
@@ -173,9 +183,12 @@ class PlanningProblem:
         missing = self.unsatisfied(state, action)
         if missing:
             advice = "; ".join(f"{p} is false" for p in missing)
-            raise ActionError(f"{action.text} is not applicable: precondition {advice}. "
-                              f"Choose an action whose preconditions hold in the current state.",
-                              "precondition", missing=missing)
+            raise ActionError(
+                f"{action.text} is not applicable: precondition {advice}. "
+                f"Choose an action whose preconditions hold in the current state.",
+                "precondition",
+                missing=missing,
+            )
         return frozenset((state - action.delete) | action.add)
 
     def goal_reached(self, state: State) -> bool:
@@ -209,12 +222,16 @@ class PlanningProblem:
         if not isinstance(text, str):
             raise ActionError("an action must be text.", "unparseable")
         if len(text) > MAX_REPLY_CHARS:
-            raise ActionError(f"the reply has {len(text)} characters; reply with one action in PDDL form "
-                              f"(at most {MAX_REPLY_CHARS} characters), e.g. {self.example_action()}.", "too_long")
+            raise ActionError(
+                f"the reply has {len(text)} characters; reply with one action in PDDL form "
+                f"(at most {MAX_REPLY_CHARS} characters), e.g. {self.example_action()}.",
+                "too_long",
+            )
         candidates, prose = _candidate_calls(text)
         if not candidates:
-            raise ActionError("no action found; reply with one action in PDDL form, e.g. "
-                              f"{self.example_action()}.", "unparseable")
+            raise ActionError(
+                f"no action found; reply with one action in PDDL form, e.g. {self.example_action()}.", "unparseable"
+            )
         recognised: list[tuple[str, tuple[str, ...]]] = []
         for name, args in candidates:
             schema_name = self._schema_name(name)
@@ -227,13 +244,21 @@ class PlanningProblem:
                 break
         if not recognised:
             name = candidates[0][0]
-            raise ActionError(f"unknown action {name!r}; actions are: {', '.join(sorted(self.schemas))}. "
-                              f"Example: {self.example_action()}.", "unknown_action", name=name)
+            raise ActionError(
+                f"unknown action {name!r}; actions are: {', '.join(sorted(self.schemas))}. "
+                f"Example: {self.example_action()}.",
+                "unknown_action",
+                name=name,
+            )
         if len(recognised) > 1:
             shown = ", ".join(fact(n, a) for n, a in recognised[:4])
-            raise ActionError(f"the reply names {len(recognised)} different actions ({shown}"
-                              f"{', ...' if len(recognised) > 4 else ''}); reply with exactly one action per "
-                              f"turn.", "multiple_actions", count=len(recognised))
+            raise ActionError(
+                f"the reply names {len(recognised)} different actions ({shown}"
+                f"{', ...' if len(recognised) > 4 else ''}); reply with exactly one action per "
+                f"turn.",
+                "multiple_actions",
+                count=len(recognised),
+            )
         schema_name, args = recognised[0]
         schema = self.schemas[schema_name]
         if state is not None and len(args) < len(schema.params):
@@ -257,9 +282,12 @@ class PlanningProblem:
     def _complete(self, schema: Schema, given: tuple[str, ...], state: State) -> GroundAction:
         for arg in given:  # report unknown objects before trying completions
             if arg not in self.objects:
-                raise ActionError(f"unknown object {arg!r}; objects are: {' '.join(sorted(self.objects))}.",
-                                  "bad_arguments", object=arg)
-        rest = schema.params[len(given):]
+                raise ActionError(
+                    f"unknown object {arg!r}; objects are: {' '.join(sorted(self.objects))}.",
+                    "bad_arguments",
+                    object=arg,
+                )
+        rest = schema.params[len(given) :]
         domains = [[o for o in sorted(self.objects) if self.is_a(o, types)] for _v, types in rest]
         typed: list[GroundAction] = []
         for tail in itertools.islice(itertools.product(*domains), 2001):
@@ -274,8 +302,11 @@ class PlanningProblem:
             return applicable[0]
         if len(typed) == 1:  # the only possible completion: let apply() name the failed precondition
             return typed[0]
-        raise ActionError(f"{schema.name} takes {len(schema.params)} argument(s) ({schema.signature()}), got "
-                          f"{len(given)}: {fact(schema.name, given)}; write all of them.", "bad_arguments")
+        raise ActionError(
+            f"{schema.name} takes {len(schema.params)} argument(s) ({schema.signature()}), got "
+            f"{len(given)}: {fact(schema.name, given)}; write all of them.",
+            "bad_arguments",
+        )
 
     def example_action(self) -> str:
         """A well-formed (not necessarily applicable) action of this problem, for format hints."""

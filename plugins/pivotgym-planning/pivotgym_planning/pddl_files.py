@@ -17,7 +17,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Union
 
-SExpr = Union[str, list["SExpr"]]
+SExpr = Union[str, list["SExpr"]]  # noqa: UP007 - a recursive alias: `str | list["SExpr"]` fails at run time
 
 _ACTIONS_COMMENT = re.compile(r";+\s*\(:actions([^)]*)\)", re.IGNORECASE)
 _TOKEN = re.compile(r"[()]|[^\s()]+")
@@ -32,8 +32,10 @@ def pddl_root() -> Path:
     """The folder holding pddlgym's domain files and problem folders."""
     spec = find_spec("pddlgym")
     if spec is None or not spec.submodule_search_locations:
-        raise PddlFilesMissing("pddlgym is not installed; run `pip install --no-deps pddlgym==0.0.7` "
-                               "(or `make install`, which installs requirements/assets.txt)")
+        raise PddlFilesMissing(
+            "pddlgym is not installed; run `pip install --no-deps pddlgym==0.0.7` "
+            "(or `make install`, which installs requirements/assets.txt)"
+        )
     root = Path(list(spec.submodule_search_locations)[0]) / "pddl"
     if not root.is_dir():
         raise PddlFilesMissing(f"pddlgym is installed but {root} is missing; reinstall pddlgym==0.0.7")
@@ -124,7 +126,12 @@ def strip_action_literals(domain_text: str, problem_text: str) -> tuple[str, str
         problem = [_drop_atoms(problem[0], names)]
     for tree in (domain[0], problem[0]):  # VAL rejects names that do not start with a letter ("(problem 0)")
         for section in tree:
-            if (isinstance(section, list) and len(section) == 2 and section[0] in ("domain", "problem")
-                    and isinstance(section[1], str) and not section[1][:1].isalpha()):
+            if (
+                isinstance(section, list)
+                and len(section) == 2
+                and section[0] in ("domain", "problem")
+                and isinstance(section[1], str)
+                and not section[1][:1].isalpha()
+            ):
                 section[1] = f"p{section[1]}"
     return to_text(domain[0]) + "\n", to_text(problem[0]) + "\n"

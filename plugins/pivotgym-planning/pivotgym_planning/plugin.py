@@ -6,7 +6,6 @@ Factories are ``"module:attr"`` strings, so loading this plugin imports nothing 
 from __future__ import annotations
 
 import pivotgym
-
 from pivotgym_planning.catalog import OOD_FAMILIES, TRAIN_FAMILIES
 
 ENV = "pivotgym_planning.env:PlanningEnv"
@@ -19,26 +18,49 @@ def env_id(name: str) -> str:
 @pivotgym.hookimpl
 def register_environments(register):  # noqa: ANN001, ANN201 - pluggy hook
     for name, family in TRAIN_FAMILIES.items():
-        register(env_id(name), ENV, verifier="planning/optimal", exact_verifier="planning/exact",
-                 splits=("train", "test", "ood"), family=family,
-                 description=f"PDDL {name} (pddlgym {family}); ood split: held-out families")
+        register(
+            env_id(name),
+            ENV,
+            verifier="planning/optimal",
+            exact_verifier="planning/exact",
+            splits=("train", "test", "ood"),
+            family=family,
+            description=f"PDDL {name} (pddlgym {family}); ood split: held-out families",
+        )
     for name, family in OOD_FAMILIES.items():
-        register(env_id(name), ENV, verifier="planning/optimal", exact_verifier="planning/exact",
-                 splits=("train", "test"), family=family, ood_families=[],
-                 description=f"PDDL {name} (pddlgym {family}); a family held out of planning training")
+        register(
+            env_id(name),
+            ENV,
+            verifier="planning/optimal",
+            exact_verifier="planning/exact",
+            splits=("train", "test"),
+            family=family,
+            ood_families=[],
+            description=f"PDDL {name} (pddlgym {family}); a family held out of planning training",
+        )
 
 
 @pivotgym.hookimpl
 def register_verifiers(register):  # noqa: ANN001, ANN201 - pluggy hook
-    register("planning/optimal", "pivotgym_planning.verifier:OptimalActionVerifier",
-             description="credits any applicable action with h*(s') = h*(s) - 1 (optimal-cost preserving)")
-    register("planning/exact", "pivotgym_planning.verifier:PlanningExactVerifier",
-             description="credits only the expert's ground action (format-lenient); the ablation baseline")
+    register(
+        "planning/optimal",
+        "pivotgym_planning.verifier:OptimalActionVerifier",
+        description="credits any applicable action with h*(s') = h*(s) - 1 (optimal-cost preserving)",
+    )
+    register(
+        "planning/exact",
+        "pivotgym_planning.verifier:PlanningExactVerifier",
+        description="credits only the expert's ground action (format-lenient); the ablation baseline",
+    )
 
 
 @pivotgym.hookimpl
 def register_suites(register):  # noqa: ANN001, ANN201 - pluggy hook
     members = {env_id(n): "in_domain" for n in TRAIN_FAMILIES}
     members.update({env_id(n): "ood" for n in OOD_FAMILIES})
-    register("planning", members, description="planning test splits: trained families in-domain, held-out "
-             "families out-of-domain", split="test")
+    register(
+        "planning",
+        members,
+        description="planning test splits: trained families in-domain, held-out families out-of-domain",
+        split="test",
+    )

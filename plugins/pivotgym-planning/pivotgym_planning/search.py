@@ -129,9 +129,15 @@ class SearchTask:
 HEURISTICS = ("goalcount", "lmcut", "blind")
 
 
-def astar(task: SearchTask, start: State, *, heuristic: str = "goalcount",
-          max_expansions: int = DEFAULT_MAX_EXPANSIONS, deadline: float | None = None,
-          exact: dict[State, float] | None = None) -> SearchResult:
+def astar(
+    task: SearchTask,
+    start: State,
+    *,
+    heuristic: str = "goalcount",
+    max_expansions: int = DEFAULT_MAX_EXPANSIONS,
+    deadline: float | None = None,
+    exact: dict[State, float] | None = None,
+) -> SearchResult:
     """Optimal (unit-cost) A* from ``start`` (already projected) with an admissible heuristic.
 
     ``goalcount`` (default) costs microseconds per state; pyperplan's ``lmcut`` is far better informed but
@@ -151,18 +157,26 @@ def astar(task: SearchTask, start: State, *, heuristic: str = "goalcount",
             known = exact.get(state)
             return base(state) if known is None else known
 
-    return _best_first(task, start, h, weight_g=1, max_expansions=max_expansions, deadline=deadline,
-                       exact=exact)
+    return _best_first(task, start, h, weight_g=1, max_expansions=max_expansions, deadline=deadline, exact=exact)
 
 
-def greedy(task: SearchTask, start: State, *, max_expansions: int = DEFAULT_MAX_EXPANSIONS,
-           deadline: float | None = None) -> SearchResult:
+def greedy(
+    task: SearchTask, start: State, *, max_expansions: int = DEFAULT_MAX_EXPANSIONS, deadline: float | None = None
+) -> SearchResult:
     """Greedy best-first search with hFF: fast, not optimal (the fallback for large problems)."""
     return _best_first(task, start, task.hff, weight_g=0, max_expansions=max_expansions, deadline=deadline)
 
 
-def _best_first(task: SearchTask, start: State, h, *, weight_g: int, max_expansions: int,
-                deadline: float | None = None, exact: dict[State, float] | None = None) -> SearchResult:
+def _best_first(
+    task: SearchTask,
+    start: State,
+    h,
+    *,
+    weight_g: int,
+    max_expansions: int,
+    deadline: float | None = None,
+    exact: dict[State, float] | None = None,
+) -> SearchResult:
     """Best-first search on f = weight_g * g + h; ``deadline`` (a ``time.monotonic()`` value) is only for
     offline tools: verdicts use the deterministic expansion budget alone."""
     h0 = h(start)
@@ -183,8 +197,9 @@ def _best_first(task: SearchTask, start: State, h, *, weight_g: int, max_expansi
             return SearchResult("solved", _extract(parent, state), expansions, cost=g_state)
         if exact and state in exact:  # f = g + h* exactly, and no open entry has a smaller f
             return SearchResult("solved", _extract(parent, state), expansions, cost=g_state + exact[state])
-        if expansions >= max_expansions or (deadline is not None and expansions % 256 == 0
-                                             and time.monotonic() > deadline):
+        if expansions >= max_expansions or (
+            deadline is not None and expansions % 256 == 0 and time.monotonic() > deadline
+        ):
             return SearchResult("budget", None, expansions)
         expansions += 1
         g = g_state + 1
@@ -253,16 +268,22 @@ class OptimalCost:
         may_build = self.use_cache and self.table is None and self.table_limit > 0
         # A* first (fast near cached plans); when it runs out of a small budget, build the table once
         budget = min(self.max_expansions, PRE_TABLE_EXPANSIONS) if may_build else self.max_expansions
-        result = astar(self.task, start, heuristic=self.heuristic, max_expansions=budget,
-                       exact=self.cache if self.use_cache else None)
+        result = astar(
+            self.task,
+            start,
+            heuristic=self.heuristic,
+            max_expansions=budget,
+            exact=self.cache if self.use_cache else None,
+        )
         if result.status == "budget" and may_build:
             self.table = self.task.exact_table(self.root if self.root is not None else start, self.table_limit)
             known = self.table.lookup(start) if self.table.complete else None
             if known is not None:
                 return known
             if budget < self.max_expansions:
-                result = astar(self.task, start, heuristic=self.heuristic, max_expansions=self.max_expansions,
-                               exact=self.cache)
+                result = astar(
+                    self.task, start, heuristic=self.heuristic, max_expansions=self.max_expansions, exact=self.cache
+                )
         if result.status == "budget":
             return None
         if result.status == "unsolvable":

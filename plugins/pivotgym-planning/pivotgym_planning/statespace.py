@@ -67,8 +67,9 @@ class SymmetryClass:
     memo: dict[int, int] = field(default_factory=dict)  # the class's facts -> re-labelled facts
 
 
-def find_symmetry_classes(facts: list[str], operators: list[tuple[frozenset, frozenset, frozenset]],
-                          goals: frozenset[str]) -> list[list[str]]:
+def find_symmetry_classes(
+    facts: list[str], operators: list[tuple[frozenset, frozenset, frozenset]], goals: frozenset[str]
+) -> list[list[str]]:
     """Classes (size >= 2) of objects whose pairwise swaps map operators and goal onto themselves."""
     op_set = set(operators)
     objects: set[str] = set()
@@ -132,8 +133,9 @@ class BitTask:
         self.index: dict[str, int] = {f: i for i, f in enumerate(self.facts)}
         self.ops: list[tuple[int, int, int, str]] = []  # (pre, add, del, name), name-sorted
         for op in task.operators:
-            self.ops.append((self._mask(op.preconditions), self._mask(op.add_effects),
-                             self._mask(op.del_effects), op.name))
+            self.ops.append(
+                (self._mask(op.preconditions), self._mask(op.add_effects), self._mask(op.del_effects), op.name)
+            )
         self.goal = self._mask(task.goals)
         self._by_bit: dict[int, list[int]] = {}
         self._no_pre: list[int] = []
@@ -144,10 +146,13 @@ class BitTask:
                 self._no_pre.append(i)
         self.classes: list[SymmetryClass] = []
         if symmetry:
-            triples = [(frozenset(op.preconditions), frozenset(op.add_effects), frozenset(op.del_effects))
-                       for op in task.operators]
-            found = sorted(find_symmetry_classes(self.facts, triples, frozenset(task.goals)),
-                           key=lambda c: (-len(c), c))
+            triples = [
+                (frozenset(op.preconditions), frozenset(op.add_effects), frozenset(op.del_effects))
+                for op in task.operators
+            ]
+            found = sorted(
+                find_symmetry_classes(self.facts, triples, frozenset(task.goals)), key=lambda c: (-len(c), c)
+            )
             class_of = {obj: i for i, members in enumerate(found) for obj in members}
             for i, members in enumerate(found):
                 cls = self._class(members, i, class_of)
@@ -175,10 +180,12 @@ class BitTask:
             if len(hits) > 1:
                 return None
             pos = hits[0]
-            fine = parts[:pos] + ("*",) + parts[pos + 1:]
+            fine = parts[:pos] + ("*",) + parts[pos + 1 :]
             # the sort key keeps labels of classes re-labelled before this one and abstracts later ones
-            coarse = tuple("*" if i == pos else f"#{class_of[x]}" if i and class_of.get(x, -1) > order else x
-                           for i, x in enumerate(parts))
+            coarse = tuple(
+                "*" if i == pos else f"#{class_of[x]}" if i and class_of.get(x, -1) > order else x
+                for i, x in enumerate(parts)
+            )
             fid = fine_ids.setdefault(fine, len(fine_ids))
             cid = coarse_ids.setdefault(coarse, len(coarse_ids))
             cls.owner[bit] = (position[parts[pos]], fid, cid)
@@ -293,18 +300,30 @@ class ExactTable:
     from the root (or the table was not built because the space exceeded ``max_states``).
     """
 
-    def __init__(self, task: Any, root: Iterable[str], *, max_states: int = DEFAULT_MAX_STATES,
-                 symmetry: bool = True, deadline_s: float | None = None) -> None:
+    def __init__(
+        self,
+        task: Any,
+        root: Iterable[str],
+        *,
+        max_states: int = DEFAULT_MAX_STATES,
+        symmetry: bool = True,
+        deadline_s: float | None = None,
+    ) -> None:
         start = time.perf_counter()
         self.bits = BitTask(task, symmetry=symmetry)
         self.index: dict[int, int] = {}
         self.dist: Any = None
-        self.complete = self._build(self.bits.canonical(self.bits.encode(root)), max_states,
-                                    None if deadline_s is None else start + deadline_s)
+        self.complete = self._build(
+            self.bits.canonical(self.bits.encode(root)), max_states, None if deadline_s is None else start + deadline_s
+        )
         n = len(self.index)
         self.stats = TableStats(
-            states=n, edges=self._edges, seconds=round(time.perf_counter() - start, 3), complete=self.complete,
-            symmetry_classes=[list(c.members) for c in self.bits.classes])
+            states=n,
+            edges=self._edges,
+            seconds=round(time.perf_counter() - start, 3),
+            complete=self.complete,
+            symmetry_classes=[list(c.members) for c in self.bits.classes],
+        )
 
     def _build(self, root: int, max_states: int, deadline: float | None) -> bool:
         import numpy as np
@@ -397,4 +416,3 @@ class ExactTable:
             else:  # cannot happen for a correct table
                 raise AssertionError("no optimal successor found in the h* table")
         return out
-

@@ -75,8 +75,9 @@ def validate(domain_text: str, problem_text: str, plan: list[str], *, timeout: f
         handle.write("".join(f"{step}\n" for step in plan))
         plan_path = handle.name
     try:
-        proc = subprocess.run([str(binary), "-v", str(domain), str(problem), plan_path],
-                              capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(
+            [str(binary), "-v", str(domain), str(problem), plan_path], capture_output=True, text=True, timeout=timeout
+        )
     finally:
         os.unlink(plan_path)
     output = proc.stdout + proc.stderr

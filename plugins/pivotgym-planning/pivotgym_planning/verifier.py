@@ -25,7 +25,6 @@ import threading
 from typing import Any
 
 from pivotgym import Verdict, VerifyContext
-
 from pivotgym_planning.model import ActionError, PlanningProblem
 from pivotgym_planning.search import DEFAULT_MAX_EXPANSIONS, OptimalCost
 from pivotgym_planning.statespace import DEFAULT_MAX_STATES
@@ -42,8 +41,13 @@ class OptimalActionVerifier:
     name = "planning/optimal"
     version = "2"
 
-    def __init__(self, *, max_expansions: int = DEFAULT_MAX_EXPANSIONS, use_cache: bool = True,
-                 table_limit: int = DEFAULT_MAX_STATES) -> None:
+    def __init__(
+        self,
+        *,
+        max_expansions: int = DEFAULT_MAX_EXPANSIONS,
+        use_cache: bool = True,
+        table_limit: int = DEFAULT_MAX_STATES,
+    ) -> None:
         self.max_expansions = max_expansions
         self.use_cache = use_cache
         self.table_limit = table_limit
@@ -55,8 +59,12 @@ class OptimalActionVerifier:
         with self._lock:
             if problem.key not in self._oracles:
                 self._oracles[problem.key] = OptimalCost(
-                    problem.search_task(), self.max_expansions, use_cache=self.use_cache,
-                    table_limit=self.table_limit, root=problem.init)
+                    problem.search_task(),
+                    self.max_expansions,
+                    use_cache=self.use_cache,
+                    table_limit=self.table_limit,
+                    root=problem.init,
+                )
             return self._oracles[problem.key]
 
     def verify(self, context: VerifyContext, candidate: str) -> Verdict:
@@ -86,8 +94,9 @@ class OptimalActionVerifier:
         if action.text == expert.text:
             return Verdict.ok("expert_action", **{**components, "layer": "identity"})
         if nxt == expert_next:
-            return Verdict.ok("same_successor: same resulting state as the expert's action",
-                              **{**components, "layer": "identity"})
+            return Verdict.ok(
+                "same_successor: same resulting state as the expert's action", **{**components, "layer": "identity"}
+            )
         if problem.goal_reached(nxt):
             return Verdict.ok("reaches_goal", **{**components, "layer": "goal"})
         oracle = self.oracle(problem)
@@ -97,13 +106,15 @@ class OptimalActionVerifier:
             return Verdict.fail(
                 f"budget_exhausted: h* unknown (the state space has more than {self.table_limit} states up to "
                 f"symmetry and A* exceeded {self.max_expansions} expansions); the candidate was not judged",
-                budget_exhausted=True, verification_failed="budget_exhausted", **components)
+                budget_exhausted=True,
+                verification_failed="budget_exhausted",
+                **components,
+            )
         if math.isinf(after):
             return Verdict.fail("dead_end: the goal is unreachable after this action", **components)
         if after == before - 1:
             return Verdict.ok(f"optimal_action: h* drops from {before} to {after}", **components)
-        return Verdict.fail(f"suboptimal: h* after is {after}, an optimal action leads to {before - 1}",
-                            **components)
+        return Verdict.fail(f"suboptimal: h* after is {after}, an optimal action leads to {before - 1}", **components)
 
 
 class PlanningExactVerifier:

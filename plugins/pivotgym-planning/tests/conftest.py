@@ -10,6 +10,8 @@ def registry():
 
     reg = pivotgym.get_registry()
     if "planning/blocks-v0" not in reg.envs:
-        pytest.fail("pivotgym-planning is not installed: pip install --no-deps --no-build-isolation "
-                    "-e plugins/pivotgym-planning")
+        pytest.fail(
+            "pivotgym-planning is not installed: pip install --no-deps --no-build-isolation "
+            "-e plugins/pivotgym-planning"
+        )
     return reg

@@ -10,8 +10,13 @@ from pathlib import Path
 def test_expert_command_writes_trajectories(tmp_path: Path, registry):
     out = tmp_path / "blocks.jsonl"
     exe = Path(sys.executable).with_name("pivotgym")
-    proc = subprocess.run([str(exe), "expert", "planning/blocks-v0", "--split", "train", "--out", str(out)],
-                          capture_output=True, text=True, env={**os.environ}, timeout=300)
+    proc = subprocess.run(
+        [str(exe), "expert", "planning/blocks-v0", "--split", "train", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env={**os.environ},
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) >= 3

@@ -41,8 +41,12 @@ def test_episode_observations_errors_and_success(registry):
     env = pivotgym.make("planning/blocks-v0")
     obs, info = env.reset(options={"task_id": "blocks/problem1"})
     intro = obs[-1]["content"]
-    for part in ("Actions: (pick-up", "Objects: a b c d - block; robot - robot", "State: (clear a)",
-                 "Goal: (on b a) (on c b) (on d c)"):
+    for part in (
+        "Actions: (pick-up",
+        "Objects: a b c d - block; robot - robot",
+        "State: (clear a)",
+        "Goal: (on b a) (on c b) (on d c)",
+    ):
         assert part in intro
     assert len(intro) < 800  # short enough for a small model
     obs, reward, term, trunc, info = env.step("(unstack a b robot)")

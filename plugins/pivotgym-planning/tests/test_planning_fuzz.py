@@ -36,7 +36,7 @@ def test_fuzz_step_and_verify(registry):
     verifier = OptimalActionVerifier()
     env.reset(options={"task_id": traj.task_id})
     credited = 0
-    for i in range(2200):
+    for _ in range(2200):
         text = _garbage(rng, names, objects)
         obs, reward, terminated, truncated, info = env.step(text)
         assert isinstance(obs, list) and obs and isinstance(obs[0]["content"], str)
@@ -48,6 +48,6 @@ def test_fuzz_step_and_verify(registry):
         credited += verdict.reward == 1.0
     # non-text actions too
     for bad in (None, 3, b"(pick-up a robot)", ["x"]):
-        obs, reward, *_ , info = env.step(bad)
+        obs, reward, *_, info = env.step(bad)
         assert reward == 0 and "error" in info
     assert credited < 2200

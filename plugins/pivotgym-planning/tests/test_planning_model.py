@@ -10,10 +10,20 @@ def blocks():
     return load_problem("blocks", "problem1.pddl")
 
 
-@pytest.mark.parametrize("text", [
-    "(pick-up a robot)", "pick-up(a, robot)", "PICK_UP(A, robot)", "Action: (pick-up a robot)",
-    "```\n(pick-up a robot)\n```", "pick-up a robot", "pickup a", "(pick-up a)", "pick up a",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "(pick-up a robot)",
+        "pick-up(a, robot)",
+        "PICK_UP(A, robot)",
+        "Action: (pick-up a robot)",
+        "```\n(pick-up a robot)\n```",
+        "pick-up a robot",
+        "pickup a",
+        "(pick-up a)",
+        "pick up a",
+    ],
+)
 def test_lenient_parsing(blocks, text):
     assert blocks.parse(text, blocks.init).text == "(pick-up a robot)"
 
@@ -35,11 +45,17 @@ def test_precondition_error_names_the_failed_facts(blocks):
     assert err.value.details["missing"] == ["(on a b)"]
 
 
-@pytest.mark.parametrize("text,code", [
-    ("", "unparseable"), ("((((", "unparseable"), ("(fly a b)", "unknown_action"),
-    ("(pick-up zz robot)", "bad_arguments"), ("(pick-up robot robot)", "bad_arguments"),
-    ("(pick-up a b c d)", "bad_arguments"),
-])
+@pytest.mark.parametrize(
+    "text,code",
+    [
+        ("", "unparseable"),
+        ("((((", "unparseable"),
+        ("(fly a b)", "unknown_action"),
+        ("(pick-up zz robot)", "bad_arguments"),
+        ("(pick-up robot robot)", "bad_arguments"),
+        ("(pick-up a b c d)", "bad_arguments"),
+    ],
+)
 def test_bad_actions_raise_with_a_code(blocks, text, code):
     with pytest.raises(ActionError) as err:
         blocks.apply(blocks.init, blocks.parse(text, blocks.init))

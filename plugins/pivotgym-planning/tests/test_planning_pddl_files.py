@@ -1,7 +1,13 @@
 """Reading and cleaning pddlgym's files."""
 
-from pivotgym_planning.pddl_files import (action_literal_names, domain_file, parse_sexpr, problem_files,
-                                          strip_action_literals, to_text)
+from pivotgym_planning.pddl_files import (
+    action_literal_names,
+    domain_file,
+    parse_sexpr,
+    problem_files,
+    strip_action_literals,
+    to_text,
+)
 
 
 def test_action_literals_are_stripped_from_domain_and_problem():

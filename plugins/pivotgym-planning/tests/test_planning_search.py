@@ -8,8 +8,10 @@ from pivotgym_planning.model import load_problem
 from pivotgym_planning.search import OptimalCost, SearchTask, _best_first, astar, greedy
 
 
-@pytest.mark.parametrize("folder,name", [("blocks", "problem3.pddl"), ("hanoi", "problem1.pddl"),
-                                         ("gripper", "prob01.pddl"), ("depot", "pfile1.pddl")])
+@pytest.mark.parametrize(
+    "folder,name",
+    [("blocks", "problem3.pddl"), ("hanoi", "problem1.pddl"), ("gripper", "prob01.pddl"), ("depot", "pfile1.pddl")],
+)
 def test_astar_is_optimal_and_greedy_finds_a_plan(folder, name):
     problem = load_problem(folder, name)
     task = problem.search_task()
@@ -28,8 +30,9 @@ def test_relevance_pruning_preserves_optimal_cost():
     from pivotgym_planning.model import _pyperplan_parse
 
     problem = load_problem("depot", "pfile1.pddl")
-    full = SearchTask(ground(_pyperplan_parse(problem.domain_text, problem.problem_text),
-                             remove_irrelevant_operators=False))
+    full = SearchTask(
+        ground(_pyperplan_parse(problem.domain_text, problem.problem_text), remove_irrelevant_operators=False)
+    )
     pruned = problem.search_task()
     assert len(pruned.operators) <= len(full.operators)
     assert len(astar(full, full.project(problem.init)).plan) == len(astar(pruned, pruned.project(problem.init)).plan)

@@ -42,8 +42,15 @@ def test_canonical_form_is_idempotent_and_merges_symmetric_states():
     assert bits.canonical(bits.canonical(a)) == bits.canonical(a)
 
 
-@pytest.mark.parametrize("folder,filename", [("gripper", "prob01.pddl"), ("blocks", "problem3.pddl"),
-                                             ("manylogistics", "problem0.pddl"), ("hanoi", "problem1.pddl")])
+@pytest.mark.parametrize(
+    "folder,filename",
+    [
+        ("gripper", "prob01.pddl"),
+        ("blocks", "problem3.pddl"),
+        ("manylogistics", "problem0.pddl"),
+        ("hanoi", "problem1.pddl"),
+    ],
+)
 def test_symmetry_reduced_table_equals_the_plain_table_on_every_reachable_state(folder, filename):
     problem = load_problem(folder, filename)
     task = problem.search_task()
@@ -55,8 +62,15 @@ def test_symmetry_reduced_table_equals_the_plain_table_on_every_reachable_state(
         assert reduced._h(s) == (math.inf if expected < 0 else expected)
 
 
-@pytest.mark.parametrize("folder,filename", [("gripper", "prob01.pddl"), ("blocks", "problem1.pddl"),
-                                             ("manylogistics", "problem12.pddl"), ("hanoi", "problem1.pddl")])
+@pytest.mark.parametrize(
+    "folder,filename",
+    [
+        ("gripper", "prob01.pddl"),
+        ("blocks", "problem1.pddl"),
+        ("manylogistics", "problem12.pddl"),
+        ("hanoi", "problem1.pddl"),
+    ],
+)
 def test_h_star_matches_pyperplan_optimal_astar_from_random_states(folder, filename):
     """A different method: pyperplan's own A* with the admissible LM-cut heuristic, on its own task."""
     from pyperplan.heuristics.lm_cut import LmCutHeuristic

@@ -42,10 +42,16 @@ def test_legal_but_suboptimal_action_is_not_credited(ctx):
     assert verdict.components["h_star_after"] > verdict.components["h_star_before"] - 1
 
 
-@pytest.mark.parametrize("candidate,reason", [
-    ("(drop ball1 rooma left)", "precondition"), ("(move roomb rooma)", "precondition"),
-    ("hello", "unknown_action"), ("", "unparseable"), ("(pick ball9 rooma left)", "bad_arguments"),
-])
+@pytest.mark.parametrize(
+    "candidate,reason",
+    [
+        ("(drop ball1 rooma left)", "precondition"),
+        ("(move roomb rooma)", "precondition"),
+        ("hello", "unknown_action"),
+        ("", "unparseable"),
+        ("(pick ball9 rooma left)", "bad_arguments"),
+    ],
+)
 def test_inapplicable_or_garbage_gets_zero_with_a_reason(ctx, candidate, reason):
     verdict = OptimalActionVerifier().verify(ctx, candidate)
     assert verdict.reward == 0.0 and verdict.reason.startswith(reason) and len(verdict.reason) > len(reason)
@@ -107,8 +113,9 @@ def test_budget_exhaustion_is_a_typed_verdict_not_a_wrong_action(ctx):
     assert judged.reason.startswith("suboptimal") and "budget_exhausted" not in judged.components
 
 
-@pytest.mark.parametrize("reply", ["(pick ball1 rooma left) (pick ball2 rooma right)",
-                                   "pick(ball1, rooma, left)\nthen (move rooma roomb)"])
+@pytest.mark.parametrize(
+    "reply", ["(pick ball1 rooma left) (pick ball2 rooma right)", "pick(ball1, rooma, left)\nthen (move rooma roomb)"]
+)
 def test_a_reply_with_several_different_actions_is_rejected_by_env_and_both_verifiers(registry, ctx, reply):
     exact = pivotgym.verifier_for("planning/gripper-v0", kind="exact")
     for verifier in (OptimalActionVerifier(), exact):
@@ -167,12 +174,14 @@ def test_large_gripper_problem_verifies_without_budget(registry):
     import time
 
     from pivotgym.types import Trajectory, message
-
     from pivotgym_planning.env import PlanningEnv
 
     env = PlanningEnv("gripper")
-    task = next(t for t in env.tasks("test") if t.id == "gripper_test/prob06") if any(
-        t.id == "gripper_test/prob06" for t in env.tasks("test")) else None
+    task = (
+        next(t for t in env.tasks("test") if t.id == "gripper_test/prob06")
+        if any(t.id == "gripper_test/prob06" for t in env.tasks("test"))
+        else None
+    )
     if task is None:
         pytest.skip("gripper_test/prob06 is not shipped")
     problem = env.problem_for(task)
@@ -182,8 +191,13 @@ def test_large_gripper_problem_verifies_without_budget(registry):
     plan = table.plan(problem.init)[:4]
     messages = env.reset(options={"task_id": task.id})[0]
     for i in range(4):
-        traj = Trajectory(id="t", env_id="planning/gripper-v0", task_id=task.id,
-                          messages=[*messages, message("assistant", plan[i])], reward=0.0)
+        traj = Trajectory(
+            id="t",
+            env_id="planning/gripper-v0",
+            task_id=task.id,
+            messages=[*messages, message("assistant", plan[i])],
+            reward=0.0,
+        )
         turn_ctx = VerifyContext(traj.turn(i))
         state = turn_ctx.env().state
         h = table.lookup(state)

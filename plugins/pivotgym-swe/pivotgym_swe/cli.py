@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -22,8 +21,8 @@ def synth_cmd(
     sets: list[str] = typer.Argument(None, help=f"Task sets to build (default: all of {', '.join(TASK_SETS)})."),
     out_dir: Path = typer.Option(DATA_DIR, help="Where to write <set>.jsonl."),
     seed: int = typer.Option(0, help="Random seed of the mutation order."),
-    train: Optional[int] = typer.Option(None, help="Train instances per set (default: per-set quota)."),
-    test: Optional[int] = typer.Option(None, help="Test instances per set (default: per-set quota)."),
+    train: int | None = typer.Option(None, help="Train instances per set (default: per-set quota)."),
+    test: int | None = typer.Option(None, help="Test instances per set (default: per-set quota)."),
     max_tries: int = typer.Option(150, help="Mutants tried per project at most."),
     as_json: bool = typer.Option(False, "--json", help="Print counts as JSON."),
 ) -> None:
@@ -31,21 +30,28 @@ def synth_cmd(
     import json
 
     from pivotgym.jsonl import write_jsonl
-
     from pivotgym_swe.synth import DEFAULT_QUOTAS, SynthConfig, synth_set
 
     counts = {}
     for name in sets or list(TASK_SETS):
         if name not in TASK_SETS:
             raise typer.BadParameter(f"unknown set {name!r}; choose from {', '.join(TASK_SETS)}")
-        quotas = (train if train is not None else DEFAULT_QUOTAS[name][0],
-                  test if test is not None else DEFAULT_QUOTAS[name][1])
-        rows = synth_set(name, quotas, SynthConfig(seed=seed, max_tries=max_tries),
-                         progress=lambda msg: typer.echo(f"  {msg}", err=True))
+        quotas = (
+            train if train is not None else DEFAULT_QUOTAS[name][0],
+            test if test is not None else DEFAULT_QUOTAS[name][1],
+        )
+        rows = synth_set(
+            name,
+            quotas,
+            SynthConfig(seed=seed, max_tries=max_tries),
+            progress=lambda msg: typer.echo(f"  {msg}", err=True),
+        )
         write_jsonl(out_dir / f"{name}.jsonl", rows)
         counts[name] = {s: sum(r["split"] == s for r in rows) for s in ("train", "test")}
         if not as_json:
-            typer.echo(f"{name}: {counts[name]['train']} train, {counts[name]['test']} test -> {out_dir / (name + '.jsonl')}")
+            typer.echo(
+                f"{name}: {counts[name]['train']} train, {counts[name]['test']} test -> {out_dir / (name + '.jsonl')}"
+            )
     if as_json:
         typer.echo(json.dumps(counts, indent=2))
 
@@ -54,14 +60,13 @@ def synth_cmd(
 def swebench_eval_cmd(
     instances: Path = typer.Argument(..., help="SWE-bench instances (.json, .jsonl or .parquet)."),
     predictions: Path = typer.Argument(..., help="Predictions JSONL: {instance_id, model_patch}."),
-    limit: Optional[int] = typer.Option(None, help="Evaluate at most this many."),
+    limit: int | None = typer.Option(None, help="Evaluate at most this many."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Evaluate predictions on real SWE-bench instances with the swebench test specs (needs Docker)."""
     import json
 
     from pivotgym.jsonl import read_jsonl
-
     from pivotgym_swe.swebench import evaluate_prediction, load_instances
 
     preds = {r["instance_id"]: r.get("model_patch", "") for r in read_jsonl(predictions)}

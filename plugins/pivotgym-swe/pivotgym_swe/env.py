@@ -1,9 +1,10 @@
 """SWEEnv: repair a repository with view / search / edit / run / submit tool calls.
 
 Each episode works on its own buggy working copy (forked from a cached pristine tree). ``run`` executes in
-the sandbox, with every host copy of the task's answer hidden (:mod:`pivotgym_swe.leaks`); ``submit`` ends the episode with reward 1 only if our own run of FAIL_TO_PASS and PASS_TO_PASS,
-in a fresh sandbox on a fork of the state with the tests restored, passes. ``snapshot``/``restore`` fork the
-working copy, so a verifier can try several actions from the exact state at turn t.
+the sandbox, with every host copy of the task's answer hidden (:mod:`pivotgym_swe.leaks`); ``submit`` ends the
+episode with reward 1 only if our own run of FAIL_TO_PASS and PASS_TO_PASS, in a fresh sandbox on a fork of
+the state with the tests restored, passes. ``snapshot``/``restore`` fork the working copy, so a verifier can try
+several actions from the exact state at turn t.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from typing import Any
 from pivotgym import AgentEnv, StepOutcome, Task
 from pivotgym.sandbox import Limits, Sandbox, fork_dir, get_sandbox, remove_dir
 from pivotgym.types import Message, ToolCall, assistant_message, message
-
 from pivotgym_swe import tools
 from pivotgym_swe.leaks import answer_paths
 from pivotgym_swe.tasks import load_task_set, materialize, pristine_tree, task_file
@@ -35,9 +35,16 @@ Find the faulty library code, fix it with edit (exact text replacement), check w
 #: limits of one ``run``: per process (CPU, address space, processes, file size) and, for all its processes
 #: together, memory (a cgroup where the host allows one) and what the work dir may hold (the episode's disk:
 #: nothing of a run outlives it, and a run that overfills the work dir ends the episode)
-RUN_LIMITS = Limits(wall_seconds=60, cpu_seconds=60, memory_bytes=2 << 30, max_processes=64,
-                    file_size_bytes=32 << 20, output_bytes=64 << 10, total_memory_bytes=2 << 30,
-                    disk_bytes=256 << 20)
+RUN_LIMITS = Limits(
+    wall_seconds=60,
+    cpu_seconds=60,
+    memory_bytes=2 << 30,
+    max_processes=64,
+    file_size_bytes=32 << 20,
+    output_bytes=64 << 10,
+    total_memory_bytes=2 << 30,
+    disk_bytes=256 << 20,
+)
 OBS_MAX_CHARS = 6000
 _DURATION = re.compile(r"\b(in )\d+(?:\.\d+)?s\b|\b\d+\.\d+s\b")
 
@@ -50,7 +57,7 @@ def mask_durations(text: str) -> str:
 def clip(text: str, limit: int = OBS_MAX_CHARS) -> str:
     if len(text) <= limit:
         return text
-    return text[: limit // 3] + f"\n[... {len(text) - limit} characters cut ...]\n" + text[-(2 * limit) // 3:]
+    return text[: limit // 3] + f"\n[... {len(text) - limit} characters cut ...]\n" + text[-(2 * limit) // 3 :]
 
 
 class SWEEnv(AgentEnv):
@@ -62,8 +69,15 @@ class SWEEnv(AgentEnv):
     #: one command or edit per turn: the expert's run up to ~150 tokens; a model's edit may carry more code
     max_new_tokens = 512
 
-    def __init__(self, task_set: str = "toolz", *, tasks_path: str | None = None, sandbox: str | Sandbox | None = None,
-                 run_limits: Limits = RUN_LIMITS, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        task_set: str = "toolz",
+        *,
+        tasks_path: str | None = None,
+        sandbox: str | Sandbox | None = None,
+        run_limits: Limits = RUN_LIMITS,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.task_set = task_set
         self.tasks_path = Path(tasks_path) if tasks_path else task_file(task_set)
@@ -92,13 +106,22 @@ class SWEEnv(AgentEnv):
         super().close()
 
     def __deepcopy__(self, memo: dict) -> SWEEnv:
-        return type(self)(self.task_set, tasks_path=str(self.tasks_path), sandbox=self._sandbox_spec,
-                          run_limits=self.run_limits, max_turns=self.max_turns, step_timeout=self.step_timeout)
+        return type(self)(
+            self.task_set,
+            tasks_path=str(self.tasks_path),
+            sandbox=self._sandbox_spec,
+            run_limits=self.run_limits,
+            max_turns=self.max_turns,
+            step_timeout=self.step_timeout,
+        )
 
     # ------------------------------------------------------------------ AgentEnv
     def load_tasks(self, split: str) -> list[Task]:
-        return [Task(id=row["instance_id"], split=row["split"], data=dict(row), metadata={"repo": row["repo"]})
-                for row in load_task_set(str(self.tasks_path)) if row["split"] == split]
+        return [
+            Task(id=row["instance_id"], split=row["split"], data=dict(row), metadata={"repo": row["repo"]})
+            for row in load_task_set(str(self.tasks_path))
+            if row["split"] == split
+        ]
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         return tools.tool_schemas()
@@ -112,7 +135,9 @@ class SWEEnv(AgentEnv):
         tool_lines = "\n".join(f"- {n}: {spec['description']}" for n, spec in tools.TOOLS.items())
         return [
             message("system", SYSTEM_PROMPT.format(tools=tool_lines)),
-            message("user", f"Repository {task.data['repo']} (top level: {listing}).\n\n{task.data['problem_statement']}"),
+            message(
+                "user", f"Repository {task.data['repo']} (top level: {listing}).\n\n{task.data['problem_statement']}"
+            ),
         ]
 
     def apply_action(self, action: str) -> StepOutcome:
@@ -134,8 +159,9 @@ class SWEEnv(AgentEnv):
             return tools.edit(root, args["path"], args["old"], args["new"]), 0.0, False, {"tool": "edit"}
         if call.name == "run":
             assert self.task is not None
-            result = self.sandbox.run(args["command"], root, limits=self.run_limits,
-                                      hide=answer_paths(self.task.data.get("source")))
+            result = self.sandbox.run(
+                args["command"], root, limits=self.run_limits, hide=answer_paths(self.task.data.get("source"))
+            )
             status = "timed out" if result.timed_out else f"exit code {result.returncode}"
             text = mask_durations(clip(result.output))
             info: dict[str, Any] = {"tool": "run", "returncode": result.returncode}
@@ -183,8 +209,13 @@ class SWEEnv(AgentEnv):
         if self.workdir is None:
             return base
         snap_dir = fork_dir(self.workdir, self._new_dir("snap"))
-        return {**base, "dir": str(snap_dir), "messages": copy.deepcopy(self.messages), "turn": self.turn,
-                "done": self.done}
+        return {
+            **base,
+            "dir": str(snap_dir),
+            "messages": copy.deepcopy(self.messages),
+            "turn": self.turn,
+            "done": self.done,
+        }
 
     def restore(self, snapshot: dict[str, Any]) -> None:
         if "dir" not in snapshot:

@@ -32,7 +32,7 @@ def _main() -> None:  # noqa: C901 - one linear script, kept in one function so 
     out = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     write, exit_now = os.write, os._exit
 
-    import builtins
+    import builtins  # noqa: F401 - imported before repository code runs, like the modules it guards
     import importlib
     import json
     import pkgutil
@@ -81,9 +81,16 @@ def _main() -> None:  # noqa: C901 - one linear script, kept in one function so 
     from _pytest import reports, runner
     from _pytest.python import Function
 
-    hot = [(reports.TestReport, "from_item_and_call"), (reports.TestReport, "__init__"), (runner, "call_and_report"),
-           (runner, "runtestprotocol"), (runner.CallInfo, "from_call"), (Function, "runtest"),
-           (pluggy.HookCaller, "__call__"), (pluggy.PluginManager, "_hookexec")]
+    hot = [
+        (reports.TestReport, "from_item_and_call"),
+        (reports.TestReport, "__init__"),
+        (runner, "call_and_report"),
+        (runner, "runtestprotocol"),
+        (runner.CallInfo, "from_call"),
+        (Function, "runtest"),
+        (pluggy.HookCaller, "__call__"),
+        (pluggy.PluginManager, "_hookexec"),
+    ]
     hot_refs = [(obj, attr, vars(obj).get(attr)) for obj, attr in hot]
     tampered: set[str] = set()
 
@@ -95,8 +102,7 @@ def _main() -> None:  # noqa: C901 - one linear script, kept in one function so 
                 return None
             spec = PathFinder.find_spec(name, [root])
             if spec is None:
-                raise ModuleNotFoundError(f"{name} is not in the repository (an installed copy is not used)",
-                                          name=name)
+                raise ModuleNotFoundError(f"{name} is not in the repository (an installed copy is not used)", name=name)
             return spec
 
     guard = RepoOnly()
@@ -140,8 +146,23 @@ def _main() -> None:  # noqa: C901 - one linear script, kept in one function so 
             if report.outcome == "failed":
                 results["<collection>:" + report.nodeid] = ("failed", report.longreprtext[-1500:])
 
-    args = ["-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-c", os.devnull, "--rootdir", root,
-            "-o", "addopts=", "--no-header", "-W", "ignore::DeprecationWarning", *targets]
+    args = [
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
+        "-c",
+        os.devnull,
+        "--rootdir",
+        root,
+        "-o",
+        "addopts=",
+        "--no-header",
+        "-W",
+        "ignore::DeprecationWarning",
+        *targets,
+    ]
     try:
         code = int(pytest.main(args, plugins=[Collect()]))
     except BaseException as exc:  # noqa: BLE001 - SystemExit or anything else raised by the code under test
@@ -152,7 +173,7 @@ def _main() -> None:  # noqa: C901 - one linear script, kept in one function so 
     tampered.update(".".join(k) for k, v in before.items() if k not in volatile and after.get(k) is not v)
     data = dumps({"nonce": nonce, "exit": code, "results": results, "tampered": sorted(tampered)}).encode()
     while data:
-        data = data[write(out, data):]
+        data = data[write(out, data) :]
     exit_now(0)
 
 

@@ -26,7 +26,6 @@ from typing import Any
 
 from pivotgym.sandbox.bwrap import visible_roots
 from pivotgym.sandbox.hide import find_named
-
 from pivotgym_swe.sources import PROJECTS, cache_root
 
 TEST_DIRS = ("tests", "test", "testing")
@@ -47,8 +46,12 @@ def package_names(source: dict[str, Any]) -> tuple[str, ...]:
 def data_paths() -> list[str]:
     """Caches and data with pristine trees or reference fixes, for every task."""
     home = Path.home()
-    paths = [cache_root().parent, Path(__file__).resolve().parent, home / ".cache" / "pip",
-             home / ".cache" / "huggingface"]
+    paths = [
+        cache_root().parent,
+        Path(__file__).resolve().parent,
+        home / ".cache" / "pip",
+        home / ".cache" / "huggingface",
+    ]
     for var in ("PIP_CACHE_DIR", "HF_HOME", "HF_DATASETS_CACHE", "XDG_CACHE_HOME"):
         if os.environ.get(var):
             paths.append(Path(os.environ[var]))

@@ -13,10 +13,29 @@ import random
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
-BIN_FLIPS = {ast.Add: "-", ast.Sub: "+", ast.Mult: "//", ast.FloorDiv: "*", ast.Mod: "//", ast.LShift: ">>",
-             ast.RShift: "<<", ast.BitAnd: "|", ast.BitOr: "&"}
-CMP_FLIPS = {ast.Lt: "<=", ast.LtE: "<", ast.Gt: ">=", ast.GtE: ">", ast.Eq: "!=", ast.NotEq: "==",
-             ast.In: "not in", ast.NotIn: "in", ast.Is: "is not", ast.IsNot: "is"}
+BIN_FLIPS = {
+    ast.Add: "-",
+    ast.Sub: "+",
+    ast.Mult: "//",
+    ast.FloorDiv: "*",
+    ast.Mod: "//",
+    ast.LShift: ">>",
+    ast.RShift: "<<",
+    ast.BitAnd: "|",
+    ast.BitOr: "&",
+}
+CMP_FLIPS = {
+    ast.Lt: "<=",
+    ast.LtE: "<",
+    ast.Gt: ">=",
+    ast.GtE: ">",
+    ast.Eq: "!=",
+    ast.NotEq: "==",
+    ast.In: "not in",
+    ast.NotIn: "in",
+    ast.Is: "is not",
+    ast.IsNot: "is",
+}
 
 
 @dataclass(frozen=True)
@@ -34,10 +53,10 @@ class Mutation:
 
     def apply(self, source: str) -> str:
         lines = source.splitlines(keepends=True)
-        current = "".join(lines[self.lineno - 1:self.end_lineno])
+        current = "".join(lines[self.lineno - 1 : self.end_lineno])
         if current != self.original:
             raise ValueError(f"{self.path}:{self.lineno}: source differs from the mutation's original lines")
-        return "".join(lines[:self.lineno - 1]) + self.mutated + "".join(lines[self.end_lineno:])
+        return "".join(lines[: self.lineno - 1]) + self.mutated + "".join(lines[self.end_lineno :])
 
 
 class _Source:
@@ -48,9 +67,9 @@ class _Source:
 
     def replace(self, node_start: tuple[int, int], node_end: tuple[int, int], new: str) -> tuple[int, int, str, str]:
         (l1, c1), (l2, c2) = node_start, node_end
-        block = b"".join(self.bytelines[l1 - 1:l2])
+        block = b"".join(self.bytelines[l1 - 1 : l2])
         start = c1
-        end = sum(len(b) for b in self.bytelines[l1 - 1:l2 - 1]) + c2
+        end = sum(len(b) for b in self.bytelines[l1 - 1 : l2 - 1]) + c2
         mutated = block[:start] + new.encode() + block[end:]
         return l1, l2, block.decode(), mutated.decode()
 
@@ -62,7 +81,7 @@ class _Source:
             return ""
         if l1 == l2:
             return self.bytelines[l1 - 1][c1:c2].decode()
-        parts = [self.bytelines[l1 - 1][c1:], *self.bytelines[l1:l2 - 1], self.bytelines[l2 - 1][:c2]]
+        parts = [self.bytelines[l1 - 1][c1:], *self.bytelines[l1 : l2 - 1], self.bytelines[l2 - 1][:c2]]
         return b"".join(parts).decode()
 
 
@@ -77,7 +96,11 @@ def _docstring_nodes(tree: ast.AST) -> set[int]:
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)) and node.body:
             first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
                 ids.add(id(first.value))
     return ids
 
@@ -96,7 +119,7 @@ def candidate_mutations(path: str, text: str) -> list[Mutation]:
         # a mutation stays inside one function: parsing that function alone (under an `if 1:` header when it
         # is indented) tells whether the mutated file parses, at a fraction of the cost of the whole file
         head = "if 1:\n" if fn.col_offset else ""
-        text = head + "".join(src.lines[fn.lineno - 1:l1 - 1]) + mutated + "".join(src.lines[l2:fn.end_lineno])
+        text = head + "".join(src.lines[fn.lineno - 1 : l1 - 1]) + mutated + "".join(src.lines[l2 : fn.end_lineno])
         try:
             ast.parse(text)
         except SyntaxError:
@@ -111,37 +134,118 @@ def candidate_mutations(path: str, text: str) -> list[Mutation]:
                 left, right = src.segment(node.left), src.segment(node.right)
                 if left and right:
                     new = f"{left} {BIN_FLIPS[type(node.op)]} {right}"
-                    add(func, "flip_operator", node, (node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset), new)
-            elif isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in CMP_FLIPS \
-                    and node.lineno == node.end_lineno:
+                    add(
+                        func,
+                        "flip_operator",
+                        node,
+                        (node.lineno, node.col_offset),
+                        (node.end_lineno, node.end_col_offset),
+                        new,
+                    )
+            elif (
+                isinstance(node, ast.Compare)
+                and len(node.ops) == 1
+                and type(node.ops[0]) in CMP_FLIPS
+                and node.lineno == node.end_lineno
+            ):
                 left, right = src.segment(node.left), src.segment(node.comparators[0])
                 if left and right:
                     new = f"{left} {CMP_FLIPS[type(node.ops[0])]} {right}"
-                    add(func, "flip_comparison", node, (node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset), new)
+                    add(
+                        func,
+                        "flip_comparison",
+                        node,
+                        (node.lineno, node.col_offset),
+                        (node.end_lineno, node.end_col_offset),
+                        new,
+                    )
             elif isinstance(node, ast.BoolOp) and len(node.values) == 2 and node.lineno == node.end_lineno:
                 a, b = (src.segment(v) for v in node.values)
                 if a and b:
                     word = "or" if isinstance(node.op, ast.And) else "and"
-                    add(func, "swap_boolean", node, (node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset), f"{a} {word} {b}")
-                    add(func, "drop_condition", node, (node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset), a)
+                    add(
+                        func,
+                        "swap_boolean",
+                        node,
+                        (node.lineno, node.col_offset),
+                        (node.end_lineno, node.end_col_offset),
+                        f"{a} {word} {b}",
+                    )
+                    add(
+                        func,
+                        "drop_condition",
+                        node,
+                        (node.lineno, node.col_offset),
+                        (node.end_lineno, node.end_col_offset),
+                        a,
+                    )
             elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) and node.lineno == node.end_lineno:
                 inner = src.segment(node.operand)
                 if inner:
-                    add(func, "drop_negation", node, (node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset), inner)
-            elif isinstance(node, ast.Constant) and type(node.value) is int and id(node) not in docstrings \
-                    and 0 <= node.value <= 10 and node.lineno == node.end_lineno:
-                add(func, "off_by_one", node, (node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset), str(node.value + 1))
+                    add(
+                        func,
+                        "drop_negation",
+                        node,
+                        (node.lineno, node.col_offset),
+                        (node.end_lineno, node.end_col_offset),
+                        inner,
+                    )
+            elif (
+                isinstance(node, ast.Constant)
+                and type(node.value) is int
+                and id(node) not in docstrings
+                and 0 <= node.value <= 10
+                and node.lineno == node.end_lineno
+            ):
+                add(
+                    func,
+                    "off_by_one",
+                    node,
+                    (node.lineno, node.col_offset),
+                    (node.end_lineno, node.end_col_offset),
+                    str(node.value + 1),
+                )
                 if node.value > 0:
-                    add(func, "off_by_one", node, (node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset), str(node.value - 1))
-            elif isinstance(node, ast.Call) and len(node.args) == 2 and not node.keywords \
-                    and not any(isinstance(a, ast.Starred) for a in node.args) and node.lineno == node.end_lineno:
+                    add(
+                        func,
+                        "off_by_one",
+                        node,
+                        (node.lineno, node.col_offset),
+                        (node.end_lineno, node.end_col_offset),
+                        str(node.value - 1),
+                    )
+            elif (
+                isinstance(node, ast.Call)
+                and len(node.args) == 2
+                and not node.keywords
+                and not any(isinstance(a, ast.Starred) for a in node.args)
+                and node.lineno == node.end_lineno
+            ):
                 a, b = (src.segment(x) for x in node.args)
                 if a and b and a != b:
                     first, last = node.args
-                    add(func, "swap_arguments", node, (first.lineno, first.col_offset), (last.end_lineno, last.end_col_offset), f"{b}, {a}")
-            elif isinstance(node, ast.Return) and node.value is not None and node.lineno == node.end_lineno \
-                    and not (isinstance(node.value, ast.Constant) and node.value.value is None):
-                add(func, "drop_return_value", node, (node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset), "return None")
+                    add(
+                        func,
+                        "swap_arguments",
+                        node,
+                        (first.lineno, first.col_offset),
+                        (last.end_lineno, last.end_col_offset),
+                        f"{b}, {a}",
+                    )
+            elif (
+                isinstance(node, ast.Return)
+                and node.value is not None
+                and node.lineno == node.end_lineno
+                and not (isinstance(node.value, ast.Constant) and node.value.value is None)
+            ):
+                add(
+                    func,
+                    "drop_return_value",
+                    node,
+                    (node.lineno, node.col_offset),
+                    (node.end_lineno, node.end_col_offset),
+                    "return None",
+                )
     return sorted(found.values(), key=lambda m: (m.lineno, m.mutated))
 
 

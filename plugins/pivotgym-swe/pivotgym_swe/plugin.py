@@ -14,18 +14,31 @@ SETS = {
 @pivotgym.hookimpl
 def register_environments(register):  # noqa: ANN001, ANN201
     for env_id, (task_set, description) in SETS.items():
-        register(env_id, "pivotgym_swe.env:SWEEnv", verifier="swe/functional", exact_verifier="exact",
-                 splits=("train", "test"), description=description, task_set=task_set)
+        register(
+            env_id,
+            "pivotgym_swe.env:SWEEnv",
+            verifier="swe/functional",
+            exact_verifier="exact",
+            splits=("train", "test"),
+            description=description,
+            task_set=task_set,
+        )
 
 
 @pivotgym.hookimpl
 def register_verifiers(register):  # noqa: ANN001, ANN201
-    register("swe/functional", "pivotgym_swe.verify:FunctionalVerifier",
-             description="tool category, target, then edit equivalence (normalised AST or same hidden-test outcomes)")
+    register(
+        "swe/functional",
+        "pivotgym_swe.verify:FunctionalVerifier",
+        description="tool category, target, then edit equivalence (normalised AST or same hidden-test outcomes)",
+    )
     register("swe/name", "pivotgym_swe.verify:NameVerifier", description="coarse: same tool name as the expert")
 
 
 @pivotgym.hookimpl
 def register_suites(register):  # noqa: ANN001, ANN201
-    register("swe", {"swe/toolz-v0": "in_domain", "swe/more-itertools-v0": "in_domain",
-                     "swe/humanevalfix-v0": "ood"}, description="repository repair")
+    register(
+        "swe",
+        {"swe/toolz-v0": "in_domain", "swe/more-itertools-v0": "in_domain", "swe/humanevalfix-v0": "ood"},
+        description="repository repair",
+    )

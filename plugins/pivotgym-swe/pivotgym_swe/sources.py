@@ -57,13 +57,23 @@ class Project:
 
 PROJECTS: dict[str, Project] = {
     "toolz": Project(
-        name="toolz", kind="wheel", version="1.1.0", packages=("toolz", "tlz"), test_paths=("toolz/tests",),
+        name="toolz",
+        kind="wheel",
+        version="1.1.0",
+        packages=("toolz", "tlz"),
+        test_paths=("toolz/tests",),
         test_split_modules=("toolz/dicttoolz.py", "toolz/recipes.py", "toolz/utils.py"),
-        deselect=("toolz/tests/test_package.py::test_has_version",), distribution="toolz",
+        deselect=("toolz/tests/test_package.py::test_has_version",),
+        distribution="toolz",
     ),
     "more-itertools": Project(
-        name="more-itertools", kind="sdist", version="10.5.0", packages=("more_itertools", "tests"),
-        test_paths=("tests",), test_split_modules=("more_itertools/recipes.py",), distribution="more-itertools",
+        name="more-itertools",
+        kind="sdist",
+        version="10.5.0",
+        packages=("more_itertools", "tests"),
+        test_paths=("tests",),
+        test_split_modules=("more_itertools/recipes.py",),
+        distribution="more-itertools",
     ),
 }
 
@@ -100,8 +110,9 @@ def _build_wheel_tree(project: Project, dest: Path) -> None:
     except metadata.PackageNotFoundError:
         raise SourceError(f"{project.distribution} is not installed: `pip install --no-deps {project.repo}`") from None
     if version != project.version:
-        raise SourceError(f"tasks were built from {project.repo} but {version} is installed: "
-                          f"`pip install --no-deps {project.repo}`")
+        raise SourceError(
+            f"tasks were built from {project.repo} but {version} is installed: `pip install --no-deps {project.repo}`"
+        )
     for pkg in project.packages:
         spec = importlib.util.find_spec(pkg)
         if spec is None or not spec.submodule_search_locations:
@@ -120,14 +131,30 @@ def sdist_path(project: Project) -> Path:
             return candidate
     with tempfile.TemporaryDirectory(dir=folder) as tmp:
         proc = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps",
-             "--no-binary", ":all:", project.repo, "-d", tmp],
-            capture_output=True, text=True, timeout=300,
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                project.repo,
+                "-d",
+                tmp,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         files = list(Path(tmp).glob("*.tar.gz"))
         if proc.returncode != 0 or not files:
-            raise SourceError(f"could not download the sdist of {project.repo} ({proc.stderr.strip()[-300:]}); "
-                              "PyPI must be reachable on first use, or place the .tar.gz in " + str(folder))
+            raise SourceError(
+                f"could not download the sdist of {project.repo} ({proc.stderr.strip()[-300:]}); "
+                "PyPI must be reachable on first use, or place the .tar.gz in " + str(folder)
+            )
         final = folder / files[0].name
         os.replace(files[0], final)
     return final
@@ -140,7 +167,7 @@ def _build_sdist_tree(project: Project, dest: Path) -> None:
         top = members[0].name.split("/")[0]
         keep = []
         for m in members:
-            rel = m.name[len(top) + 1:]
+            rel = m.name[len(top) + 1 :]
             if (m.isfile() or m.isdir()) and any(rel == p or rel.startswith(p + "/") for p in project.packages):
                 m.name = rel
                 keep.append(m)
@@ -166,8 +193,10 @@ def humaneval_files(task_id: str) -> dict[str, str]:
     """The two files of the repository of HumanEval problem ``task_id`` (clean solution)."""
     problem = humaneval_problems()[task_id]
     solution = problem["prompt"] + problem["canonical_solution"]
-    test = (f"from solution import {problem['entry_point']}\n\n{problem['test']}\n\n"
-            f"def test_check():\n    check({problem['entry_point']})\n")
+    test = (
+        f"from solution import {problem['entry_point']}\n\n{problem['test']}\n\n"
+        f"def test_check():\n    check({problem['entry_point']})\n"
+    )
     return {"solution.py": solution, "test_solution.py": test}
 
 

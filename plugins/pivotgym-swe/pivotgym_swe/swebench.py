@@ -96,22 +96,34 @@ def prediction_script(instance: dict[str, Any], model_patch: str) -> str:
     apply-failure marker and stops."""
     if PATCH_END in model_patch:
         raise ValueError(f"the patch contains the here-doc terminator {PATCH_END!r}")
-    return (f"cd /testbed\ncat > /tmp/patch.diff <<'{PATCH_END}'\n{model_patch.rstrip(chr(10))}\n{PATCH_END}\n"
-            "git apply -v /tmp/patch.diff || patch --batch --fuzz=5 -p1 -i /tmp/patch.diff "
-            f"|| {{ echo '{APPLY_FAILED}'; exit 1; }}\n" + eval_script(instance))
+    return (
+        f"cd /testbed\ncat > /tmp/patch.diff <<'{PATCH_END}'\n{model_patch.rstrip(chr(10))}\n{PATCH_END}\n"
+        "git apply -v /tmp/patch.diff || patch --batch --fuzz=5 -p1 -i /tmp/patch.diff "
+        f"|| {{ echo '{APPLY_FAILED}'; exit 1; }}\n" + eval_script(instance)
+    )
 
 
-def evaluate_prediction(instance: dict[str, Any], model_patch: str, *, sandbox: DockerSandbox | None = None,
-                        limits: Limits | None = None) -> dict[str, Any]:
+def evaluate_prediction(
+    instance: dict[str, Any], model_patch: str, *, sandbox: DockerSandbox | None = None, limits: Limits | None = None
+) -> dict[str, Any]:
     """Apply ``model_patch`` in the instance's image, run its eval script, grade the log (needs Docker)."""
     import tempfile
 
-    sandbox = sandbox or DockerSandbox(limits=limits or Limits(wall_seconds=1800, cpu_seconds=None,
-                                                               memory_bytes=8 << 30, max_processes=4096,
-                                                               file_size_bytes=None, output_bytes=8 << 20))
+    sandbox = sandbox or DockerSandbox(
+        limits=limits
+        or Limits(
+            wall_seconds=1800,
+            cpu_seconds=None,
+            memory_bytes=8 << 30,
+            max_processes=4096,
+            file_size_bytes=None,
+            output_bytes=8 << 20,
+        )
+    )
     spec = test_spec(instance)
-    result = sandbox.run_in_image(spec.image, ["/bin/bash", "-c", prediction_script(instance, model_patch)],
-                                  limits=sandbox.limits)
+    result = sandbox.run_in_image(
+        spec.image, ["/bin/bash", "-c", prediction_script(instance, model_patch)], limits=sandbox.limits
+    )
     with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as fh:
         fh.write(result.stdout + result.stderr)
     graded = grade(instance, fh.name, model_patch)

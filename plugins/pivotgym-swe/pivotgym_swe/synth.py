@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from pivotgym.sandbox import Limits, Sandbox, fork_dir, get_sandbox, remove_dir
-
 from pivotgym_swe.mutate import Mutation, candidate_mutations, sample_mutations
 from pivotgym_swe.sources import PROJECTS, Project, humaneval_files, humaneval_problems, humaneval_tree, repo_tree
 from pivotgym_swe.testing import JUDGE_LIMITS, TestRun, is_test_path, judge, run_pytest
@@ -43,12 +42,12 @@ def unique_snippet(text: str, lineno: int, end_lineno: int, other: str | None = 
     lines = text.splitlines(keepends=True)
     a, b = lineno, end_lineno
     while True:
-        snippet = "".join(lines[a - 1:b])
+        snippet = "".join(lines[a - 1 : b])
         if text.count(snippet) == 1 or (a == 1 and b == len(lines)):
             return a, b
         if a > 1:
             a -= 1
-        if text.count("".join(lines[a - 1:b])) == 1:
+        if text.count("".join(lines[a - 1 : b])) == 1:
             return a, b
         if b < len(lines):
             b += 1
@@ -60,15 +59,18 @@ def fix_edit(mutation: Mutation, clean: str) -> dict[str, str]:
     delta = mutation.mutated.count("\n") - mutation.original.count("\n")
     a, b = unique_snippet(buggy, mutation.lineno, mutation.end_lineno + delta)
     blines, clines = buggy.splitlines(keepends=True), clean.splitlines(keepends=True)
-    old = "".join(blines[a - 1:b])
-    new = "".join(clines[a - 1:b - delta])
+    old = "".join(blines[a - 1 : b])
+    new = "".join(clines[a - 1 : b - delta])
     assert buggy.replace(old, new, 1) == clean
     return {"path": mutation.path, "old": old, "new": new}
 
 
 def unified_patch(path: str, before: str, after: str) -> str:
-    return "".join(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
-                                        fromfile=f"a/{path}", tofile=f"b/{path}"))
+    return "".join(
+        difflib.unified_diff(
+            before.splitlines(keepends=True), after.splitlines(keepends=True), fromfile=f"a/{path}", tofile=f"b/{path}"
+        )
+    )
 
 
 _ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,}\b")
@@ -78,9 +80,11 @@ def _statement(repo: str, f2p: list[str], run: TestRun, lead: str = "") -> str:
     first = next((run.failures[n] for n in f2p if n in run.failures), "")
     tail = _ADDRESS.sub("0x...", "\n".join(first.strip().splitlines()[-25:]))  # object addresses vary by run
     tests = "\n".join(f"- {n}" for n in f2p[:10]) + (f"\n- ... and {len(f2p) - 10} more" if len(f2p) > 10 else "")
-    return (f"{lead}Some tests of {repo} fail after a recent change to the library code.\n\nFailing tests:\n{tests}\n\n"
-            f"Output of the first failing test:\n```\n{tail}\n```\n\nFix the library code (not the tests) so that "
-            "these tests pass without breaking the others.")
+    return (
+        f"{lead}Some tests of {repo} fail after a recent change to the library code.\n\nFailing tests:\n{tests}\n\n"
+        f"Output of the first failing test:\n```\n{tail}\n```\n\nFix the library code (not the tests) so that "
+        "these tests pass without breaking the others."
+    )
 
 
 def _instance_id(prefix: str, mutation: Mutation) -> str:
@@ -104,14 +108,27 @@ def _in_targets(node: str, targets: list[str]) -> bool:
     return any(file == t or file.startswith(t.rstrip("/") + "/") for t in targets)
 
 
-def _try_mutant(pristine: Path, mutation: Mutation, clean: str, targets: list[str], deselect: list[str],
-                sandbox: Sandbox, scratch: Path, limits: Limits | None = None) -> TestRun | None:
+def _try_mutant(
+    pristine: Path,
+    mutation: Mutation,
+    clean: str,
+    targets: list[str],
+    deselect: list[str],
+    sandbox: Sandbox,
+    scratch: Path,
+    limits: Limits | None = None,
+) -> TestRun | None:
     """Run ``targets`` on a fork with the mutation applied; None when the run is unusable (error, timeout)."""
     work = fork_dir(pristine, scratch / f"m{abs(hash((mutation.path, mutation.lineno, mutation.mutated)))}")
     try:
         (work / mutation.path).write_text(mutation.apply(clean))
-        run = run_pytest(work, targets, sandbox=sandbox, deselect=deselect,
-                         limits=limits or JUDGE_LIMITS.with_(wall_seconds=SCREEN_WALL_SECONDS))
+        run = run_pytest(
+            work,
+            targets,
+            sandbox=sandbox,
+            deselect=deselect,
+            limits=limits or JUDGE_LIMITS.with_(wall_seconds=SCREEN_WALL_SECONDS),
+        )
     finally:
         remove_dir(work)
     return None if run.error or run.timed_out or any(k.startswith("<collection>") for k in run.outcomes) else run
@@ -150,12 +167,24 @@ def baseline_passing(project: Project, pristine: Path, sandbox: Sandbox, scratch
 
 def source_files(pristine: Path) -> dict[str, str]:
     """The library modules of a tree that mutations may touch (tests and ``__init__.py`` excluded)."""
-    return {str(p.relative_to(pristine)): p.read_text() for p in sorted(pristine.rglob("*.py"))
-            if not is_test_path(str(p.relative_to(pristine))) and p.name != "__init__.py"}
+    return {
+        str(p.relative_to(pristine)): p.read_text()
+        for p in sorted(pristine.rglob("*.py"))
+        if not is_test_path(str(p.relative_to(pristine))) and p.name != "__init__.py"
+    }
 
 
-def screen_mutant(project: Project, pristine: Path, mutation: Mutation, clean: str, split: str, passing: set[str],
-                  config: SynthConfig, sandbox: Sandbox, scratch: Path) -> dict[str, Any] | None:
+def screen_mutant(
+    project: Project,
+    pristine: Path,
+    mutation: Mutation,
+    clean: str,
+    split: str,
+    passing: set[str],
+    config: SynthConfig,
+    sandbox: Sandbox,
+    scratch: Path,
+) -> dict[str, Any] | None:
     """The instance for one mutant, or None when it is rejected: it breaks no test (or more than
     ``max_f2p``), does not import, times out, or fails verification."""
     deselect = list(project.deselect)
@@ -169,13 +198,31 @@ def screen_mutant(project: Project, pristine: Path, mutation: Mutation, clean: s
         return None
     test_files = _test_files(f2p)
     p2p = sorted(n for n in passing - set(f2p) if n.split("::")[0] in test_files)
-    instance = _make_instance(project.name, project.repo, project.source_spec(), mutation, clean, split, f2p, p2p,
-                              test_files, deselect, _statement(project.repo, f2p, run))
+    instance = _make_instance(
+        project.name,
+        project.repo,
+        project.source_spec(),
+        mutation,
+        clean,
+        split,
+        f2p,
+        p2p,
+        test_files,
+        deselect,
+        _statement(project.repo, f2p, run),
+    )
     return instance if verify_instance(instance, pristine, sandbox) else None
 
 
-def synth_project(project: Project, quotas: tuple[int, int], config: SynthConfig, *, sandbox: Sandbox | None = None,
-                  progress: Callable[[str], None] | None = None, tree: Path | None = None) -> Iterator[dict[str, Any]]:
+def synth_project(
+    project: Project,
+    quotas: tuple[int, int],
+    config: SynthConfig,
+    *,
+    sandbox: Sandbox | None = None,
+    progress: Callable[[str], None] | None = None,
+    tree: Path | None = None,
+) -> Iterator[dict[str, Any]]:
     """Yield verified instances for ``project`` until the (train, test) quotas are met or tries run out.
 
     ``tree`` overrides the pristine tree (default: the project's cached source, see :func:`repo_tree`)."""
@@ -194,8 +241,9 @@ def synth_project(project: Project, quotas: tuple[int, int], config: SynthConfig
             if need[split] <= 0:
                 continue
             tries += 1  # only mutants actually run count against max_tries
-            instance = screen_mutant(project, pristine, mutation, files[mutation.path], split, passing, config,
-                                     sandbox, scratch)
+            instance = screen_mutant(
+                project, pristine, mutation, files[mutation.path], split, passing, config, sandbox, scratch
+            )
             if instance is not None:
                 need[split] -= 1
                 if progress:
@@ -203,9 +251,19 @@ def synth_project(project: Project, quotas: tuple[int, int], config: SynthConfig
                 yield instance
 
 
-def _make_instance(prefix: str, repo: str, source: dict[str, Any], mutation: Mutation, clean: str, split: str,
-                   f2p: list[str], p2p: list[str], test_files: list[str], deselect: list[str],
-                   statement: str) -> dict[str, Any]:
+def _make_instance(
+    prefix: str,
+    repo: str,
+    source: dict[str, Any],
+    mutation: Mutation,
+    clean: str,
+    split: str,
+    f2p: list[str],
+    p2p: list[str],
+    test_files: list[str],
+    deselect: list[str],
+    statement: str,
+) -> dict[str, Any]:
     buggy = mutation.apply(clean)
     return {
         "instance_id": _instance_id(prefix, mutation),
@@ -227,8 +285,13 @@ def _make_instance(prefix: str, repo: str, source: dict[str, Any], mutation: Mut
     }
 
 
-def synth_humaneval(quotas: tuple[int, int], config: SynthConfig, *, sandbox: Sandbox | None = None,
-                    progress: Callable[[str], None] | None = None) -> Iterator[dict[str, Any]]:
+def synth_humaneval(
+    quotas: tuple[int, int],
+    config: SynthConfig,
+    *,
+    sandbox: Sandbox | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Iterator[dict[str, Any]]:
     """HumanEvalFix-style instances: one verified bug per problem, in the canonical solution's body."""
     import random
 
@@ -256,9 +319,19 @@ def synth_humaneval(quotas: tuple[int, int], config: SynthConfig, *, sandbox: Sa
                 f2p = ["test_solution.py::test_check"]
                 entry = problems[task_id]["entry_point"]
                 lead = f"`{entry}` in solution.py does not do what its docstring says.\n\n"
-                instance = _make_instance("humanevalfix", task_id, {"kind": "humaneval", "task_id": task_id},
-                                          mutation, clean, split, f2p, [], ["test_solution.py"], [],
-                                          _statement(f"{task_id} ({entry})", f2p, run, lead))
+                instance = _make_instance(
+                    "humanevalfix",
+                    task_id,
+                    {"kind": "humaneval", "task_id": task_id},
+                    mutation,
+                    clean,
+                    split,
+                    f2p,
+                    [],
+                    ["test_solution.py"],
+                    [],
+                    _statement(f"{task_id} ({entry})", f2p, run, lead),
+                )
                 instance["instance_id"] = f"humanevalfix__{task_id.split('/')[1]}-{mutation.operator.replace('_', '-')}"
                 if verify_instance(instance, pristine, sandbox):
                     need[split] -= 1
@@ -268,8 +341,14 @@ def synth_humaneval(quotas: tuple[int, int], config: SynthConfig, *, sandbox: Sa
                     break
 
 
-def synth_set(name: str, quotas: tuple[int, int] | None = None, config: SynthConfig | None = None, *,
-              sandbox: Sandbox | None = None, progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+def synth_set(
+    name: str,
+    quotas: tuple[int, int] | None = None,
+    config: SynthConfig | None = None,
+    *,
+    sandbox: Sandbox | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[dict[str, Any]]:
     """All instances of one task set (``toolz``, ``more-itertools`` or ``humanevalfix``), sorted by id."""
     config = config or SynthConfig()
     quotas = quotas or DEFAULT_QUOTAS[name]

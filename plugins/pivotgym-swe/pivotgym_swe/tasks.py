@@ -8,7 +8,6 @@ from typing import Any
 
 from pivotgym.jsonl import read_jsonl
 from pivotgym.sandbox import fork_dir
-
 from pivotgym_swe.mutate import Mutation
 from pivotgym_swe.sources import tree_for
 

@@ -57,15 +57,28 @@ from typing import Any
 
 from pivotgym.sandbox import Limits, Mount, Sandbox, fork_dir, get_sandbox, remove_dir
 from pivotgym.sandbox.bwrap import MOUNT_POINT
-
 from pivotgym_swe.leaks import answer_paths
 
-CONFIG_FILES = ("conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "sitecustomize.py",
-                "usercustomize.py")
+CONFIG_FILES = (
+    "conftest.py",
+    "pytest.ini",
+    "tox.ini",
+    "setup.cfg",
+    "pyproject.toml",
+    "sitecustomize.py",
+    "usercustomize.py",
+)
 TEST_DIRS = ("tests", "test", "testing")
-JUDGE_LIMITS = Limits(wall_seconds=120, cpu_seconds=120, memory_bytes=4 << 30, max_processes=64,
-                      file_size_bytes=64 << 20, output_bytes=64 << 10, total_memory_bytes=4 << 30,
-                      disk_bytes=512 << 20)
+JUDGE_LIMITS = Limits(
+    wall_seconds=120,
+    cpu_seconds=120,
+    memory_bytes=4 << 30,
+    max_processes=64,
+    file_size_bytes=64 << 20,
+    output_bytes=64 << 10,
+    total_memory_bytes=4 << 30,
+    disk_bytes=512 << 20,
+)
 RESULT_MOUNT = "/judge"
 RESULT_MAX_BYTES = 32 << 20
 RUNNER = (Path(__file__).with_name("judge_runner.py")).read_text(encoding="utf-8")
@@ -87,8 +100,13 @@ class TestRun:
         return self.outcomes.get(node) == "passed"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"outcomes": self.outcomes, "exit_code": self.exit_code, "timed_out": self.timed_out,
-                "error": self.error, "tampered": self.tampered}
+        return {
+            "outcomes": self.outcomes,
+            "exit_code": self.exit_code,
+            "timed_out": self.timed_out,
+            "error": self.error,
+            "tampered": self.tampered,
+        }
 
 
 def top_level_names(tree: Path) -> list[str]:
@@ -113,8 +131,11 @@ def test_mounts(pristine: Path) -> list[Mount]:
             if d in TEST_DIRS:
                 mounts.append(Mount(os.path.join(dirpath, d), _inside(rel, d)))
                 dirnames.remove(d)
-        mounts += [Mount(os.path.join(dirpath, f), _inside(rel, f)) for f in filenames
-                   if is_test_path(os.path.normpath(os.path.join(rel, f)))]
+        mounts += [
+            Mount(os.path.join(dirpath, f), _inside(rel, f))
+            for f in filenames
+            if is_test_path(os.path.normpath(os.path.join(rel, f)))
+        ]
     return mounts
 
 
@@ -122,15 +143,23 @@ def _inside(rel: str, name: str) -> str:
     return MOUNT_POINT + "/" + os.path.normpath(os.path.join(rel, name))
 
 
-def run_pytest(workdir: Path, targets: Sequence[str], *, sandbox: Sandbox | None = None,
-               limits: Limits | None = None, deselect: Sequence[str] = (), pristine: Path | None = None,
-               hide: Sequence[str] = ()) -> TestRun:
+def run_pytest(
+    workdir: Path,
+    targets: Sequence[str],
+    *,
+    sandbox: Sandbox | None = None,
+    limits: Limits | None = None,
+    deselect: Sequence[str] = (),
+    pristine: Path | None = None,
+    hide: Sequence[str] = (),
+) -> TestRun:
     """Run pytest on ``targets`` (node ids or paths) in ``workdir`` inside the sandbox.
 
     With ``pristine``, its test paths are mounted read-only over the work dir (bwrap, docker) and the top-level
     packages it provides are imported from the work dir only. ``hide`` lists host paths the run must not
-    read (:func:`pivotgym_swe.leaks.answer_paths`: copies of the unmutated project, reference solutions). The outcome comes from the runner's result
-    file on a separate mount, never from the process's output (see the module docstring)."""
+    read (:func:`pivotgym_swe.leaks.answer_paths`: copies of the unmutated project, reference solutions). The
+    outcome comes from the runner's result file on a separate mount, never from the process's output (see the
+    module docstring)."""
     sandbox = sandbox or get_sandbox()
     isolated = sandbox.name in ("bwrap", "docker")
     outdir = Path(tempfile.mkdtemp(prefix="pivotgym-judge-out-"))
@@ -146,8 +175,9 @@ def run_pytest(workdir: Path, targets: Sequence[str], *, sandbox: Sandbox | None
         if pristine is not None and isolated:
             mounts += test_mounts(pristine)
         nonce = secrets.token_hex(16)
-        result = sandbox.run(argv, workdir, limits=limits or JUDGE_LIMITS, stdin=nonce + "\n", env=RUNNER_ENV,
-                             mounts=mounts, hide=hide)
+        result = sandbox.run(
+            argv, workdir, limits=limits or JUDGE_LIMITS, stdin=nonce + "\n", env=RUNNER_ENV, mounts=mounts, hide=hide
+        )
         record, problem = _read_record(outdir / "result.json", nonce)
     finally:
         remove_dir(outdir)
@@ -189,10 +219,17 @@ def _read_record(path: Path, nonce: str) -> tuple[dict[str, Any] | None, str]:
         os.close(fd)
     try:
         record = json.loads(data)
-        ok = (isinstance(record, dict) and record.get("nonce") == nonce and isinstance(record.get("exit"), int)
-              and isinstance(record.get("results"), dict) and isinstance(record.get("tampered"), list)
-              and all(isinstance(k, str) and isinstance(v, list) and len(v) == 2 and all(isinstance(x, str) for x in v)
-                      for k, v in record["results"].items()))
+        ok = (
+            isinstance(record, dict)
+            and record.get("nonce") == nonce
+            and isinstance(record.get("exit"), int)
+            and isinstance(record.get("results"), dict)
+            and isinstance(record.get("tampered"), list)
+            and all(
+                isinstance(k, str) and isinstance(v, list) and len(v) == 2 and all(isinstance(x, str) for x in v)
+                for k, v in record["results"].items()
+            )
+        )
     except (ValueError, RecursionError):
         ok = False
     return (record, "") if ok else (None, "malformed or foreign result record")
@@ -202,8 +239,12 @@ def is_test_path(rel: str) -> bool:
     """Whether a repository path belongs to the tests or their configuration (restored before judging)."""
     parts = rel.replace(os.sep, "/").split("/")
     name = parts[-1]
-    return (name in CONFIG_FILES or name.startswith("test_") or name.endswith("_test.py")
-            or any(p in TEST_DIRS for p in parts[:-1]))
+    return (
+        name in CONFIG_FILES
+        or name.startswith("test_")
+        or name.endswith("_test.py")
+        or any(p in TEST_DIRS for p in parts[:-1])
+    )
 
 
 def restore_tests(workdir: Path, pristine: Path) -> None:
@@ -273,8 +314,9 @@ class Judgement:
     def summary(self) -> str:
         f2p = sum(self.fail_to_pass.values())
         p2p = sum(self.pass_to_pass.values())
-        return (f"FAIL_TO_PASS {f2p}/{len(self.fail_to_pass)} pass, PASS_TO_PASS {p2p}/{len(self.pass_to_pass)} pass"
-                + (f" ({self.run.error})" if self.run.error else ""))
+        return f"FAIL_TO_PASS {f2p}/{len(self.fail_to_pass)} pass, PASS_TO_PASS {p2p}/{len(self.pass_to_pass)} pass" + (
+            f" ({self.run.error})" if self.run.error else ""
+        )
 
 
 def judge(workdir: Path, instance: dict[str, Any], pristine: Path, *, sandbox: Sandbox | None = None) -> Judgement:
@@ -288,8 +330,13 @@ def judge(workdir: Path, instance: dict[str, Any], pristine: Path, *, sandbox: S
         except (OSError, shutil.Error) as exc:  # e.g. a non-root host and a directory the agent made unreadable
             run = TestRun(error=f"the repository could not be copied for judging: {str(exc)[:300]}")
         else:
-            run = run_pytest(fork, sorted(set(f2p + p2p)), sandbox=sandbox, pristine=pristine,
-                             hide=answer_paths(instance.get("source")))
+            run = run_pytest(
+                fork,
+                sorted(set(f2p + p2p)),
+                sandbox=sandbox,
+                pristine=pristine,
+                hide=answer_paths(instance.get("source")),
+            )
     finally:
         remove_dir(scratch)
     f = {n: run.passed(n) for n in f2p}

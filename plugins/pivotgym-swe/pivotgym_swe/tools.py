@@ -52,24 +52,41 @@ LISTING_MAX = 500
 TOOLS: dict[str, dict[str, Any]] = {
     "view": {
         "description": f"Show lines start..end (1-based, inclusive; at most {VIEW_MAX_LINES}) of a file, numbered.",
-        "parameters": {"type": "object", "properties": {
-            "path": {"type": "string", "description": "file path relative to the repository root"},
-            "start": {"type": "integer", "default": 1},
-            "end": {"type": "integer", "description": "last line (default: start + 119)"}},
-            "required": ["path"]},
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "file path relative to the repository root"},
+                "start": {"type": "integer", "default": 1},
+                "end": {"type": "integer", "description": "last line (default: start + 119)"},
+            },
+            "required": ["path"],
+        },
     },
     "search": {
-        "description": f"Search text files for a Python regular expression; prints path:line: text (at most {SEARCH_MAX_HITS} hits).",
-        "parameters": {"type": "object", "properties": {
-            "pattern": {"type": "string"},
-            "path": {"type": "string", "description": "directory or file to search (default: the whole repository)", "default": "."}},
-            "required": ["pattern"]},
+        "description": (
+            "Search text files for a Python regular expression; prints path:line: text "
+            f"(at most {SEARCH_MAX_HITS} hits)."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "pattern": {"type": "string"},
+                "path": {
+                    "type": "string",
+                    "description": "directory or file to search (default: the whole repository)",
+                    "default": ".",
+                },
+            },
+            "required": ["pattern"],
+        },
     },
     "edit": {
         "description": "Replace the exact text `old` (which must occur exactly once in the file) with `new`.",
-        "parameters": {"type": "object", "properties": {
-            "path": {"type": "string"}, "old": {"type": "string"}, "new": {"type": "string"}},
-            "required": ["path", "old", "new"]},
+        "parameters": {
+            "type": "object",
+            "properties": {"path": {"type": "string"}, "old": {"type": "string"}, "new": {"type": "string"}},
+            "required": ["path", "old", "new"],
+        },
     },
     "run": {
         "description": "Run a shell command in the repository (sandboxed: no network, time and memory limits).",
@@ -81,11 +98,14 @@ TOOLS: dict[str, dict[str, Any]] = {
     },
 }
 
-FORMAT_HINT = ('Write exactly one tool call: <tool_call>{"name": "view", "arguments": {"path": "pkg/mod.py", '
-               '"start": 1, "end": 40}}</tool_call>. Tools: ' + ", ".join(TOOLS) + ".")
+FORMAT_HINT = (
+    'Write exactly one tool call: <tool_call>{"name": "view", "arguments": {"path": "pkg/mod.py", '
+    '"start": 1, "end": 40}}</tool_call>. Tools: ' + ", ".join(TOOLS) + "."
+)
 #: the core codec, narrowed to what this env reads (see the module docstring)
-CODEC = ToolCallCodec(hint=FORMAT_HINT, python=False, fences_in_prose=True, json_constants=False,
-                      require_closing_tag=False)
+CODEC = ToolCallCodec(
+    hint=FORMAT_HINT, python=False, fences_in_prose=True, json_constants=False, require_closing_tag=False
+)
 
 
 def tool_schemas() -> list[dict[str, Any]]:
@@ -103,8 +123,9 @@ def parse_tool_call(text: Any) -> ToolCall:
     if not parsed.calls:
         raise InvalidAction(f"The reply holds no tool call. {FORMAT_HINT}", code="parse_error")
     if len(parsed.calls) != 1:
-        raise InvalidAction(f"Found {len(parsed.calls)} tool calls; send one per turn. {FORMAT_HINT}",
-                            code="parse_error")
+        raise InvalidAction(
+            f"Found {len(parsed.calls)} tool calls; send one per turn. {FORMAT_HINT}", code="parse_error"
+        )
     name, args = parsed.calls[0].name, parsed.calls[0].arguments
     if name not in TOOLS:
         raise InvalidAction(f"Unknown tool {name!r}; the tools are {', '.join(TOOLS)}.", code="unknown_tool")
@@ -112,16 +133,19 @@ def parse_tool_call(text: Any) -> ToolCall:
     missing = [k for k in params.get("required", []) if k not in args]
     extra = [k for k in args if k not in params["properties"]]
     if missing or extra:
-        raise InvalidAction(f"{name}: missing arguments {missing}, unexpected {extra}; expected "
-                            f"{list(params['properties'])}.", code="bad_arguments")
+        raise InvalidAction(
+            f"{name}: missing arguments {missing}, unexpected {extra}; expected {list(params['properties'])}.",
+            code="bad_arguments",
+        )
     for key, spec in params["properties"].items():
         if key in args:
             want = {"string": str, "integer": int}[spec["type"]]
             if not isinstance(args[key], want) or isinstance(args[key], bool):
                 raise InvalidAction(f"{name}: argument {key!r} must be a {spec['type']}.", code="bad_arguments")
             if want is int and abs(args[key]) > MAX_INT:
-                raise InvalidAction(f"{name}: argument {key!r} is out of range (|n| <= {MAX_INT}).",
-                                    code="bad_arguments")
+                raise InvalidAction(
+                    f"{name}: argument {key!r} is out of range (|n| <= {MAX_INT}).", code="bad_arguments"
+                )
             if want is str:
                 check_text(args[key], f"{name}: argument {key!r}")
     return ToolCall(name=name, arguments=dict(args))
@@ -134,8 +158,10 @@ def check_text(value: str, what: str) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise InvalidAction(f"{what} contains a lone surrogate (\\ud800-\\udfff), which is not valid text; "
-                            "write plain UTF-8.", code="bad_arguments") from None
+        raise InvalidAction(
+            f"{what} contains a lone surrogate (\\ud800-\\udfff), which is not valid text; write plain UTF-8.",
+            code="bad_arguments",
+        ) from None
     return value
 
 
@@ -179,8 +205,9 @@ def _walk_to(root: Path, target: Path) -> tuple[int, str]:
             fd = nxt
     except OSError:
         os.close(fd)
-        raise InvalidAction(f"{target.relative_to(real_root)} is not reachable through real directories.",
-                            code="bad_path") from None
+        raise InvalidAction(
+            f"{target.relative_to(real_root)} is not reachable through real directories.", code="bad_path"
+        ) from None
     return fd, (parts[-1] if parts else ".")
 
 
@@ -205,8 +232,9 @@ def open_in_root(root: Path, rel: str, *, directory_ok: bool = False) -> tuple[i
 
 def _read_fd(fd: int, st: os.stat_result, rel: str) -> str:
     if st.st_size > MAX_FILE_BYTES:
-        raise InvalidAction(f"{rel} has {st.st_size} bytes; the tools read files up to {MAX_FILE_BYTES}.",
-                            code="file_too_large")
+        raise InvalidAction(
+            f"{rel} has {st.st_size} bytes; the tools read files up to {MAX_FILE_BYTES}.", code="file_too_large"
+        )
     chunks, size = [], 0
     while size <= MAX_FILE_BYTES:
         chunk = os.read(fd, 1 << 16)
@@ -249,7 +277,7 @@ def view(root: Path, path: str, start: int = 1, end: int | None = None) -> str:
 
 def _listing(fd: int) -> list[str]:
     names = []
-    for name in sorted(os.listdir(fd))[:LISTING_MAX + 1]:
+    for name in sorted(os.listdir(fd))[: LISTING_MAX + 1]:
         if name == "__pycache__":
             continue
         try:
@@ -270,15 +298,17 @@ def read_text(path: Path) -> str:
 def compile_pattern(pattern: str) -> Any:
     """The compiled ``regex`` pattern, or :class:`InvalidAction` saying what is wrong with it."""
     if len(pattern) > PATTERN_MAX_CHARS:
-        raise InvalidAction(f"The pattern has {len(pattern)} characters; keep it under {PATTERN_MAX_CHARS}.",
-                            code="bad_pattern")
+        raise InvalidAction(
+            f"The pattern has {len(pattern)} characters; keep it under {PATTERN_MAX_CHARS}.", code="bad_pattern"
+        )
     try:
         return regex.compile(pattern)
     except (regex.error, re.error) as exc:
         raise InvalidAction(f"Invalid regular expression: {exc}.", code="bad_pattern") from None
     except (RecursionError, OverflowError, ValueError, MemoryError, TypeError):
-        raise InvalidAction("Invalid regular expression: too complex (nested too deeply or too large).",
-                            code="bad_pattern") from None
+        raise InvalidAction(
+            "Invalid regular expression: too complex (nested too deeply or too large).", code="bad_pattern"
+        ) from None
 
 
 def search_hits(root: Path, pattern: str, path: str = ".") -> list[tuple[str, int, str]]:
@@ -300,8 +330,9 @@ def search_hits(root: Path, pattern: str, path: str = ".") -> list[tuple[str, in
                     rel_dir = os.path.normpath(os.path.join(os.path.relpath(base, real_root), dirpath))
                     for fname in sorted(filenames):
                         if Path(fname).suffix in SEARCH_SUFFIXES:
-                            found += _search_file(dfd, fname, os.path.normpath(os.path.join(rel_dir, fname)),
-                                                  compiled, deadline, budget)
+                            found += _search_file(
+                                dfd, fname, os.path.normpath(os.path.join(rel_dir, fname)), compiled, deadline, budget
+                            )
             finally:
                 os.close(dir_fd)
         else:
@@ -314,8 +345,9 @@ def search_hits(root: Path, pattern: str, path: str = ".") -> list[tuple[str, in
 def _search_file(dir_fd: int, name: str, rel: str, compiled: Any, deadline: float, budget: dict) -> list:
     budget["files"] -= 1
     if budget["files"] < 0:
-        raise InvalidAction(f"The search covers more than {SEARCH_MAX_FILES} files; give a narrower path.",
-                            code="search_too_broad")
+        raise InvalidAction(
+            f"The search covers more than {SEARCH_MAX_FILES} files; give a narrower path.", code="search_too_broad"
+        )
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
     except OSError:
@@ -326,8 +358,9 @@ def _search_file(dir_fd: int, name: str, rel: str, compiled: Any, deadline: floa
             return []
         budget["bytes"] -= st.st_size
         if budget["bytes"] < 0:
-            raise InvalidAction(f"The search covers more than {SEARCH_MAX_BYTES} bytes; give a narrower path.",
-                                code="search_too_broad")
+            raise InvalidAction(
+                f"The search covers more than {SEARCH_MAX_BYTES} bytes; give a narrower path.", code="search_too_broad"
+            )
         try:
             text = _read_fd(fd, st, rel)
         except InvalidAction:
@@ -342,9 +375,12 @@ def _search_file(dir_fd: int, name: str, rel: str, compiled: Any, deadline: floa
                 raise TimeoutError
             matched = compiled.search(line, timeout=remaining)
         except TimeoutError:
-            raise InvalidAction(f"The search took longer than {SEARCH_SECONDS:g}s and was stopped; the pattern "
-                                "probably backtracks catastrophically (nested quantifiers like (a+)+). Simplify "
-                                "it or narrow the path.", code="search_timeout") from None
+            raise InvalidAction(
+                f"The search took longer than {SEARCH_SECONDS:g}s and was stopped; the pattern "
+                "probably backtracks catastrophically (nested quantifiers like (a+)+). Simplify "
+                "it or narrow the path.",
+                code="search_timeout",
+            ) from None
         if matched:
             hits.append((rel, n, line.strip()[:200]))
     return hits
@@ -355,7 +391,9 @@ def search(root: Path, pattern: str, path: str = ".") -> str:
     if not hits:
         return f"No matches for {pattern!r}."
     shown = "\n".join(f"{p}:{n}: {t}" for p, n, t in hits[:SEARCH_MAX_HITS])
-    more = f"\n... {len(hits) - SEARCH_MAX_HITS} more matches; narrow the pattern." if len(hits) > SEARCH_MAX_HITS else ""
+    more = (
+        f"\n... {len(hits) - SEARCH_MAX_HITS} more matches; narrow the pattern." if len(hits) > SEARCH_MAX_HITS else ""
+    )
     return f"{len(hits)} match(es):\n{shown}{more}"
 
 
@@ -378,11 +416,15 @@ def edit(root: Path, path: str, old: str, new: str) -> str:
             raise InvalidAction("`old` is empty; copy the exact lines to replace from a view.", code="edit_not_found")
         count = text.count(old)
         if count == 0:
-            raise InvalidAction(f"`old` does not occur in {path}; view the file and copy the exact text, including "
-                                "indentation.", code="edit_not_found")
+            raise InvalidAction(
+                f"`old` does not occur in {path}; view the file and copy the exact text, including indentation.",
+                code="edit_not_found",
+            )
         if count > 1:
-            raise InvalidAction(f"`old` occurs {count} times in {path}; include more surrounding lines so it is "
-                                "unique.", code="edit_ambiguous")
+            raise InvalidAction(
+                f"`old` occurs {count} times in {path}; include more surrounding lines so it is unique.",
+                code="edit_ambiguous",
+            )
         updated = text.replace(old, new, 1)
         data = updated.encode("utf-8")
         if len(data) > MAX_FILE_BYTES:
@@ -390,8 +432,12 @@ def edit(root: Path, path: str, old: str, new: str) -> str:
         # a fresh inode under a random name (O_EXCL: never an existing entry, never a link), renamed over the
         # old one within the same directory fd: forks sharing the old file are untouched
         tmp = f".{name}.pivotgym-{secrets.token_hex(8)}"
-        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                      stat.S_IMODE(st.st_mode) or 0o644, dir_fd=parent)
+        out = os.open(
+            tmp,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            stat.S_IMODE(st.st_mode) or 0o644,
+            dir_fd=parent,
+        )
         try:
             with os.fdopen(out, "wb") as fh:
                 fh.write(data)

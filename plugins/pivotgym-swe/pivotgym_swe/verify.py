@@ -25,7 +25,6 @@ from pivotgym import InvalidAction, Verdict
 from pivotgym.sandbox import fork_dir, remove_dir
 from pivotgym.types import tool_calls_of
 from pivotgym.verify import VerifyContext, normalize_whitespace
-
 from pivotgym_swe import tools
 from pivotgym_swe.mutate import normalized_ast
 from pivotgym_swe.tasks import pristine_tree
@@ -138,8 +137,10 @@ class FunctionalVerifier:
             except InvalidAction as exc:
                 return Verdict.fail(f"effect: the expert's edit does not apply here ({exc})", tool="edit")
             paths = {_norm_path(cand["path"]), _norm_path(exp["path"])}
-            same_ast = all(normalized_ast(_read(a, p)) == normalized_ast(_read(b, p)) is not None
-                           or _read(a, p) == _read(b, p) for p in paths)
+            same_ast = all(
+                normalized_ast(_read(a, p)) == normalized_ast(_read(b, p)) is not None or _read(a, p) == _read(b, p)
+                for p in paths
+            )
             if same_ast:
                 return Verdict.ok("ast_equivalent", tool="edit")
             task = env.task
@@ -148,7 +149,11 @@ class FunctionalVerifier:
             jb = judge(b, task.data, pristine, sandbox=env.sandbox)
             remove_dir(a)
             remove_dir(b)
-        if not ja.run.error and ja.run.outcomes and (ja.fail_to_pass, ja.pass_to_pass) == (jb.fail_to_pass, jb.pass_to_pass):
+        if (
+            not ja.run.error
+            and ja.run.outcomes
+            and (ja.fail_to_pass, ja.pass_to_pass) == (jb.fail_to_pass, jb.pass_to_pass)
+        ):
             return Verdict.ok("same_tests_pass", tool="edit", summary=ja.summary)
         return Verdict.fail("effect: different test outcomes", tool="edit", got=ja.summary, expected=jb.summary)
 
@@ -190,7 +195,7 @@ def _pytest_targets(command: str) -> set[str] | None:
     except StopIteration:
         return None
     targets, skip = set(), False
-    for arg in argv[i + 1:]:
+    for arg in argv[i + 1 :]:
         if skip:
             skip = False
             continue
@@ -207,5 +212,6 @@ def _covers(selection: set[str], target: str) -> bool:
     if not selection:
         return True
     file = target.split("::")[0]
-    return any(s == target or s == file or (("::" not in s) and file.startswith(s.rstrip("/") + "/"))
-               for s in selection)
+    return any(
+        s == target or s == file or (("::" not in s) and file.startswith(s.rstrip("/") + "/")) for s in selection
+    )

@@ -8,7 +8,6 @@ import pytest
 
 from pivotgym.jsonl import write_jsonl
 from pivotgym.sandbox.bwrap import bwrap_available
-
 from pivotgym_swe.mutate import candidate_mutations
 from pivotgym_swe.sources import humaneval_files
 from pivotgym_swe.synth import fix_edit, unified_patch
@@ -20,12 +19,20 @@ def humaneval_instance(task_id: str = "HumanEval/0", operator: str = "flip_compa
     clean = humaneval_files(task_id)["solution.py"]
     mutation = next(m for m in candidate_mutations("solution.py", clean) if m.operator == operator)
     return {
-        "instance_id": f"fixture__{task_id.split('/')[1]}", "repo": task_id, "base_commit": None,
-        "source": {"kind": "humaneval", "task_id": task_id}, "split": "train", "module": "solution.py",
-        "problem_statement": "has_close_elements is wrong.", "FAIL_TO_PASS": ["test_solution.py::test_check"],
-        "PASS_TO_PASS": [], "test_files": ["test_solution.py"],
-        "test_cmd": "python -m pytest -q -p no:cacheprovider test_solution.py", "deselect": [],
-        "mutation": mutation.to_dict(), "fix": fix_edit(mutation, clean),
+        "instance_id": f"fixture__{task_id.split('/')[1]}",
+        "repo": task_id,
+        "base_commit": None,
+        "source": {"kind": "humaneval", "task_id": task_id},
+        "split": "train",
+        "module": "solution.py",
+        "problem_statement": "has_close_elements is wrong.",
+        "FAIL_TO_PASS": ["test_solution.py::test_check"],
+        "PASS_TO_PASS": [],
+        "test_files": ["test_solution.py"],
+        "test_cmd": "python -m pytest -q -p no:cacheprovider test_solution.py",
+        "deselect": [],
+        "mutation": mutation.to_dict(),
+        "fix": fix_edit(mutation, clean),
         "patch": unified_patch("solution.py", mutation.apply(clean), clean),
     }
 

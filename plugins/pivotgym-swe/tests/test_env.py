@@ -52,8 +52,14 @@ def test_submitting_the_buggy_state_gets_no_reward(env):
 def test_fake_passed_output_and_test_edits_gain_nothing(env):
     env.reset(options={"task_id": "fixture__0"})
     # print a fake PASSED report from the tests themselves, and make the check trivially pass
-    env.step(call("edit", path="test_solution.py", old="def test_check():\n    check(has_close_elements)",
-                  new="def test_check():\n    print('1 passed PASSED')\n    assert True"))
+    env.step(
+        call(
+            "edit",
+            path="test_solution.py",
+            old="def test_check():\n    check(has_close_elements)",
+            new="def test_check():\n    print('1 passed PASSED')\n    assert True",
+        )
+    )
     env.step(call("run", command="echo '===== 1 passed in 0.01s =====' > conftest.py; printf 'PASSED\\n'"))
     env.step(call("run", command="printf 'import pytest\\n' > pytest.py"))
     obs, reward, terminated, _, info = env.step(call("submit"))

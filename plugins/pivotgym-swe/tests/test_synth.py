@@ -10,15 +10,22 @@ import pytest
 
 from pivotgym.sandbox import get_sandbox
 from pivotgym.sandbox.bwrap import bwrap_available
-
 from pivotgym_swe.mutate import Mutation, candidate_mutations, sample_mutations
 from pivotgym_swe.sources import Project
-from pivotgym_swe.synth import (SynthConfig, baseline_passing, fix_edit, screen_mutant, screen_targets, source_files,
-                                synth_project, verify_instance)
+from pivotgym_swe.synth import (
+    SynthConfig,
+    baseline_passing,
+    fix_edit,
+    screen_mutant,
+    screen_targets,
+    source_files,
+    synth_project,
+    verify_instance,
+)
 
 pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed")
 
-CALC = '''\
+CALC = """\
 def add(a, b):
     return a + b
 
@@ -33,12 +40,12 @@ def clamp(x, low, high):
 
 def unused(n):
     return n * 2 + 1
-'''
-WORDS = '''\
+"""
+WORDS = """\
 def shout(text):
     return text.upper() + "!"
-'''
-TEST_CALC = '''\
+"""
+TEST_CALC = """\
 from pgtiny.calc import add, clamp
 
 
@@ -54,23 +61,35 @@ def test_clamp():
 
 def test_add_strings():
     assert add("a", "b") == "ab"
-'''
-TEST_WORDS = '''\
+"""
+TEST_WORDS = """\
 from pgtiny.words import shout
 
 
 def test_shout():
     assert shout("hi") == "HI!"
-'''
-TINY = Project(name="pgtiny", kind="local", version="0", packages=("pgtiny",), test_paths=("tests",),
-               test_split_modules=("pgtiny/words.py",))
+"""
+TINY = Project(
+    name="pgtiny",
+    kind="local",
+    version="0",
+    packages=("pgtiny",),
+    test_paths=("tests",),
+    test_split_modules=("pgtiny/words.py",),
+)
 
 
 @pytest.fixture(scope="module")
 def tiny_tree(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("pgtiny-repo")
-    files = {"pgtiny/__init__.py": "", "pgtiny/calc.py": CALC, "pgtiny/words.py": WORDS,
-             "tests/__init__.py": "", "tests/test_calc.py": TEST_CALC, "tests/test_words.py": TEST_WORDS}
+    files = {
+        "pgtiny/__init__.py": "",
+        "pgtiny/calc.py": CALC,
+        "pgtiny/words.py": WORDS,
+        "tests/__init__.py": "",
+        "tests/test_calc.py": TEST_CALC,
+        "tests/test_words.py": TEST_WORDS,
+    }
     for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(textwrap.dedent(text))
@@ -83,8 +102,9 @@ def passing(tiny_tree) -> set[str]:
 
 
 def _mutation(function: str, operator: str) -> Mutation:
-    return next(m for m in candidate_mutations("pgtiny/calc.py", CALC)
-                if m.function == function and m.operator == operator)
+    return next(
+        m for m in candidate_mutations("pgtiny/calc.py", CALC) if m.function == function and m.operator == operator
+    )
 
 
 def test_seeded_synthesis_gives_the_same_instances_twice(tiny_tree):
@@ -132,8 +152,9 @@ def test_too_many_failing_tests_are_rejected(tiny_tree, passing, tmp_path):
 
 def test_screen_targets_and_source_files(tiny_tree, passing):
     assert screen_targets("pgtiny/calc.py", passing) == ["tests/test_calc.py"]
-    assert screen_targets("toolz/_signatures.py", {"toolz/tests/test_signatures.py::test_x"}) == \
-        ["toolz/tests/test_signatures.py"]
+    assert screen_targets("toolz/_signatures.py", {"toolz/tests/test_signatures.py::test_x"}) == [
+        "toolz/tests/test_signatures.py"
+    ]
     assert screen_targets("pgtiny/nothing.py", passing) == []
     assert sorted(source_files(tiny_tree)) == ["pgtiny/calc.py", "pgtiny/words.py"]
 

@@ -8,15 +8,27 @@ import pytest
 from pivotgym.checker import check_env
 from pivotgym.sandbox import get_sandbox
 from pivotgym.sandbox.bwrap import bwrap_available
-
 from pivotgym_swe.plugin import SETS
 from pivotgym_swe.sources import PROJECTS, SourceError, cache_root, repo_tree, sdist_path
 from pivotgym_swe.synth import verify_instance
 from pivotgym_swe.tasks import TASK_SETS, load_task_set, pristine_tree, task_file
 
 requires_bwrap = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed")
-FIELDS = {"instance_id", "repo", "source", "split", "module", "problem_statement", "FAIL_TO_PASS", "PASS_TO_PASS",
-          "test_files", "test_cmd", "mutation", "fix", "patch"}
+FIELDS = {
+    "instance_id",
+    "repo",
+    "source",
+    "split",
+    "module",
+    "problem_statement",
+    "FAIL_TO_PASS",
+    "PASS_TO_PASS",
+    "test_files",
+    "test_cmd",
+    "mutation",
+    "fix",
+    "patch",
+}
 
 
 def rows(name: str) -> tuple[dict, ...]:
@@ -34,8 +46,10 @@ def test_shipped_sets_are_large_enough_and_well_formed():
             assert r["FAIL_TO_PASS"] and set(r["FAIL_TO_PASS"]).isdisjoint(r["PASS_TO_PASS"])
             assert r["mutation"]["path"] == r["module"] == r["fix"]["path"]
             totals[r["split"]] += 1
-        modules = {s: {r["module"] if name != "humanevalfix" else r["repo"] for r in data if r["split"] == s}
-                   for s in ("train", "test")}
+        modules = {
+            s: {r["module"] if name != "humanevalfix" else r["repo"] for r in data if r["split"] == s}
+            for s in ("train", "test")
+        }
         assert modules["train"].isdisjoint(modules["test"]), f"{name}: a test bug sits in code seen in training"
     assert totals["train"] >= 40 and totals["test"] >= 15, totals
     assert {env_id.split("/")[1].removesuffix("-v0") for env_id in SETS} == set(TASK_SETS)

@@ -6,9 +6,8 @@ import json
 
 import pytest
 
-from pivotgym.verify import VerifyContext
 from pivotgym.sandbox.bwrap import bwrap_available
-
+from pivotgym.verify import VerifyContext
 from pivotgym_swe.verify import FunctionalVerifier, NameVerifier, _pytest_targets
 
 pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed")

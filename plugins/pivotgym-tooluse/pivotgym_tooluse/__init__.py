@@ -6,6 +6,6 @@ functional verifier (``tooluse/functional``) layers parse, call-vs-message decis
 arguments and execution from the exact state; ``tooluse/exact`` is its strict ablation.
 """
 
-from pivotgym_tooluse.parsing import ParseError, ParsedAction, parse_action, render_calls
+from pivotgym_tooluse.parsing import ParsedAction, ParseError, parse_action, render_calls
 
 __all__ = ["ParseError", "ParsedAction", "parse_action", "render_calls"]

@@ -18,8 +18,18 @@ from typing import Any
 TEST_FRACTION = 0.2
 
 SINGLE_TURN_CATEGORIES = (
-    "simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple",
-    "live_simple", "live_multiple", "live_parallel", "live_parallel_multiple", "irrelevance", "live_irrelevance",
+    "simple_python",
+    "simple_java",
+    "simple_javascript",
+    "multiple",
+    "parallel",
+    "parallel_multiple",
+    "live_simple",
+    "live_multiple",
+    "live_parallel",
+    "live_parallel_multiple",
+    "irrelevance",
+    "live_irrelevance",
 )
 MULTI_TURN_CATEGORIES = ("multi_turn_base", "multi_turn_long_context", "multi_turn_miss_func", "multi_turn_miss_param")
 
@@ -33,8 +43,10 @@ def data_dir() -> Path:
     """The ``bfcl_eval/data`` folder of the installed package."""
     spec = importlib.util.find_spec("bfcl_eval")
     if spec is None or not spec.submodule_search_locations:
-        raise BFCLMissing("the BFCL data package is not installed: run "
-                          "`pip install --no-deps bfcl-eval==2026.3.23` (see requirements/assets.txt)")
+        raise BFCLMissing(
+            "the BFCL data package is not installed: run "
+            "`pip install --no-deps bfcl-eval==2026.3.23` (see requirements/assets.txt)"
+        )
     return Path(list(spec.submodule_search_locations)[0]) / "data"
 
 
@@ -78,5 +90,8 @@ def multi_turn_docs() -> dict[str, tuple[dict[str, Any], ...]]:
     from bfcl_eval.constants.executable_backend_config import MULTI_TURN_FUNC_DOC_FILE_MAPPING
 
     folder = data_dir() / "multi_turn_func_doc"
-    return {cls: tuple(_read_jsonl(folder / fname)) for cls, fname in MULTI_TURN_FUNC_DOC_FILE_MAPPING.items()
-            if (folder / fname).exists()}
+    return {
+        cls: tuple(_read_jsonl(folder / fname))
+        for cls, fname in MULTI_TURN_FUNC_DOC_FILE_MAPPING.items()
+        if (folder / fname).exists()
+    }

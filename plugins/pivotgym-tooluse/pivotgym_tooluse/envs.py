@@ -19,11 +19,15 @@ from typing import Any
 
 from pivotgym import AgentEnv, InvalidAction, StepOutcome, Task
 from pivotgym.types import Message, ToolCall, assistant_message, message
-
 from pivotgym_tooluse import bfcl
 from pivotgym_tooluse.matching import answer_calls, expert_call, match_answers
 from pivotgym_tooluse.parsing import (
-    ParseError, ParsedAction, message_problem, parse_action, render_calls, render_message,
+    ParsedAction,
+    ParseError,
+    message_problem,
+    parse_action,
+    render_calls,
+    render_message,
 )
 from pivotgym_tooluse.schemas import system_prompt, to_tool, tools_note
 from pivotgym_tooluse.simulator import ToolBackend
@@ -78,8 +82,10 @@ class ToolUseEnv(AgentEnv):
     def parse(self, text: str, task: Task | None = None) -> ParsedAction:
         """Read an action for ``task`` (default: the current one); raises ParseError."""
         task = task or self.task
-        order = {d["name"]: list(((d.get("parameters") or {}).get("properties") or {}).keys())
-                 for d in (self._docs(task) if task else [])}
+        order = {
+            d["name"]: list(((d.get("parameters") or {}).get("properties") or {}).keys())
+            for d in (self._docs(task) if task else [])
+        }
         return parse_action(text, positional=order.get)
 
     def _parse_or_invalid(self, action: str) -> ParsedAction:
@@ -123,8 +129,9 @@ class ToolUseEnv(AgentEnv):
     def _assistant(parsed: ParsedAction) -> Message:
         return assistant_message(parsed.content, parsed.calls or None)
 
-    def _opening(self, task: Task, question: Sequence[Mapping[str, Any]], tools: list[dict[str, Any]],
-                 multi_turn: bool) -> list[Message]:
+    def _opening(
+        self, task: Task, question: Sequence[Mapping[str, Any]], tools: list[dict[str, Any]], multi_turn: bool
+    ) -> list[Message]:
         prompt = system_prompt(tools, multi_turn=multi_turn)
         extra_system = [m.get("content", "") for m in question if m.get("role") == "system"]
         if extra_system:
@@ -139,8 +146,12 @@ class SingleTurnEnv(ToolUseEnv):
 
     max_turns = 3
 
-    def __init__(self, category: str | Sequence[str] = "simple_python",
-                 ood: Mapping[str, Sequence[str]] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        category: str | Sequence[str] = "simple_python",
+        ood: Mapping[str, Sequence[str]] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.categories = (category,) if isinstance(category, str) else tuple(category)
         self.ood = {k: tuple(v) for k, v in (ood or {}).items()}
@@ -148,13 +159,28 @@ class SingleTurnEnv(ToolUseEnv):
 
     def load_tasks(self, split: str) -> list[Task]:
         if split in ("train", "test"):
-            entries = [(cat, e) for cat in self.categories for e in bfcl.load_category(cat)
-                       if bfcl.in_test_split(e["id"]) == (split == "test")]
+            entries = [
+                (cat, e)
+                for cat in self.categories
+                for e in bfcl.load_category(cat)
+                if bfcl.in_test_split(e["id"]) == (split == "test")
+            ]
         else:
             entries = [(cat, e) for cat in self.ood[split] for e in bfcl.load_category(cat)]
-        return [Task(id=e["id"], split=split, data={
-            "category": cat, "language": bfcl.language_of(cat), "question": e["question"][0],
-            "functions": e["function"], "answers": e.get("answers")}) for cat, e in entries]
+        return [
+            Task(
+                id=e["id"],
+                split=split,
+                data={
+                    "category": cat,
+                    "language": bfcl.language_of(cat),
+                    "question": e["question"][0],
+                    "functions": e["function"],
+                    "answers": e.get("answers"),
+                },
+            )
+            for cat, e in entries
+        ]
 
     def _docs(self, task: Task) -> list[dict[str, Any]]:
         return list(task.data["functions"])
@@ -169,8 +195,11 @@ class SingleTurnEnv(ToolUseEnv):
             if parsed.calls:
                 return 0.0, {"judgement": "decision_mismatch", "detail": "no tool fits; a message was expected"}
             problem = message_problem(parsed.content)
-            return (0.0, {"judgement": "empty_message", "detail": problem}) if problem else \
-                (1.0, {"judgement": "abstained"})
+            return (
+                (0.0, {"judgement": "empty_message", "detail": problem})
+                if problem
+                else (1.0, {"judgement": "abstained"})
+            )
         if not parsed.calls:
             return 0.0, {"judgement": "decision_mismatch", "detail": "a tool call was expected"}
         result = match_answers(parsed.calls, answers, self.schemas_for(task))
@@ -183,8 +212,10 @@ class SingleTurnEnv(ToolUseEnv):
         parsed = self._parse_or_invalid(action)
         reward, info = self.judge(parsed, self.task)
         assistant = self._assistant(parsed)
-        obs = [message("tool", json.dumps({"status": "recorded"}), tool_call_id=c["id"], name=c["function"]["name"])
-               for c in assistant.get("tool_calls", [])]
+        obs = [
+            message("tool", json.dumps({"status": "recorded"}), tool_call_id=c["id"], name=c["function"]["name"])
+            for c in assistant.get("tool_calls", [])
+        ]
         return StepOutcome(obs, reward=reward, terminated=True, info=info, assistant=assistant)
 
     def expert_actions(self, task: Task) -> list[Message] | None:
@@ -206,8 +237,11 @@ class MultiTurnEnv(ToolUseEnv):
 
     max_turns = 60
     splits = ("train", "test", "long_context", "miss_func", "miss_param")
-    _OOD = {"long_context": "multi_turn_long_context", "miss_func": "multi_turn_miss_func",
-            "miss_param": "multi_turn_miss_param"}
+    _OOD = {
+        "long_context": "multi_turn_long_context",
+        "miss_func": "multi_turn_miss_func",
+        "miss_param": "multi_turn_miss_param",
+    }
 
     def __init__(self, expert_steps: str = "turn", **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -220,17 +254,30 @@ class MultiTurnEnv(ToolUseEnv):
     # ------------------------------------------------------------------ tasks
     def load_tasks(self, split: str) -> list[Task]:
         if split in ("train", "test"):
-            entries = [e for e in bfcl.load_category("multi_turn_base")
-                       if bfcl.in_test_split(e["id"]) == (split == "test")]
+            entries = [
+                e for e in bfcl.load_category("multi_turn_base") if bfcl.in_test_split(e["id"]) == (split == "test")
+            ]
             category = "multi_turn_base"
         else:
             category = self._OOD[split]
             entries = list(bfcl.load_category(category))
-        return [Task(id=e["id"], split=split, data={
-            "category": category, "turns": e["question"], "initial_config": e["initial_config"],
-            "involved_classes": e["involved_classes"], "gold": e.get("answers") or [],
-            "missed_function": e.get("missed_function") or {}, "excluded_function": e.get("excluded_function") or [],
-            "long_context": "long_context" in category}) for e in entries]
+        return [
+            Task(
+                id=e["id"],
+                split=split,
+                data={
+                    "category": category,
+                    "turns": e["question"],
+                    "initial_config": e["initial_config"],
+                    "involved_classes": e["involved_classes"],
+                    "gold": e.get("answers") or [],
+                    "missed_function": e.get("missed_function") or {},
+                    "excluded_function": e.get("excluded_function") or [],
+                    "long_context": "long_context" in category,
+                },
+            )
+            for e in entries
+        ]
 
     def _all_docs(self, task: Task) -> list[dict[str, Any]]:
         docs = bfcl.multi_turn_docs()
@@ -249,8 +296,12 @@ class MultiTurnEnv(ToolUseEnv):
 
     # ------------------------------------------------------------------ episode
     def _new_backend(self, task: Task) -> ToolBackend:
-        return ToolBackend(task.data["involved_classes"], task.data["initial_config"], task.data["long_context"],
-                           docs={d["name"]: d for d in self._all_docs(task)})
+        return ToolBackend(
+            task.data["involved_classes"],
+            task.data["initial_config"],
+            task.data["long_context"],
+            docs={d["name"]: d for d in self._all_docs(task)},
+        )
 
     def initial_messages(self, task: Task) -> list[Message]:
         self.backend = self._new_backend(task)
@@ -289,8 +340,10 @@ class MultiTurnEnv(ToolUseEnv):
         out = []
         for call in calls:
             if call.name not in self.available:
-                out.append(f"Error during execution: tool {call.name!r} is not available; "
-                           f"available tools: {', '.join(sorted(self.available))}")
+                out.append(
+                    f"Error during execution: tool {call.name!r} is not available; "
+                    f"available tools: {', '.join(sorted(self.available))}"
+                )
             else:
                 out.append(backend.call(call))
         return out
@@ -308,8 +361,10 @@ class MultiTurnEnv(ToolUseEnv):
             results = self.execute(self.backend, parsed.calls)
             self.results.extend(results)
             self.turn_calls.extend(c.name for c in parsed.calls)
-            obs = [message("tool", r, tool_call_id=c["id"], name=c["function"]["name"])
-                   for c, r in zip(assistant["tool_calls"], results)]
+            obs = [
+                message("tool", r, tool_call_id=c["id"], name=c["function"]["name"])
+                for c, r in zip(assistant["tool_calls"], results)
+            ]
             return StepOutcome(obs, info={"results": results}, assistant=assistant)
         return self._end_user_turn(assistant)
 
@@ -331,8 +386,9 @@ class MultiTurnEnv(ToolUseEnv):
         self.user_turn += 1
         if self.user_turn >= len(self.task.data["turns"]):
             reward = float(all(self.turn_ok))
-            return StepOutcome([], reward=reward, terminated=True, info={**info, "turns_ok": list(self.turn_ok)},
-                               assistant=assistant)
+            return StepOutcome(
+                [], reward=reward, terminated=True, info={**info, "turns_ok": list(self.turn_ok)}, assistant=assistant
+            )
         obs = [message(m["role"], str(m.get("content", ""))) for m in self._user_messages(self.user_turn)]
         return StepOutcome(obs, info=info, assistant=assistant)
 
@@ -349,8 +405,20 @@ class MultiTurnEnv(ToolUseEnv):
         return out
 
     # ------------------------------------------------------------------ state
-    _STATE = ("backend", "gold", "available", "user_turn", "turn_ok", "turn_calls", "results",
-              "task", "messages", "turn", "done", "_actions")
+    _STATE = (
+        "backend",
+        "gold",
+        "available",
+        "user_turn",
+        "turn_ok",
+        "turn_calls",
+        "results",
+        "task",
+        "messages",
+        "turn",
+        "done",
+        "_actions",
+    )
 
     def snapshot(self) -> dict[str, Any]:
         """A deep copy of the simulators and the episode bookkeeping (no replay needed)."""

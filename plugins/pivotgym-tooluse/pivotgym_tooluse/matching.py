@@ -24,7 +24,6 @@ from typing import Any
 
 from pivotgym.types import ToolCall
 from pivotgym.verify import coerce_value, perfect_matching, value_problem, values_equivalent
-
 from pivotgym_tooluse.sourcecode import from_source, to_source
 
 
@@ -100,14 +99,17 @@ def _at_omittable_default(value: Any, answers: Sequence[Any], spec: Mapping[str,
     return "" in answers and default is not _MISSING and value_matches(value, default, spec)
 
 
-def dict_matches(value: Mapping[str, Any], answer: Mapping[str, Any], props: Mapping[str, Any],
-                 _depth: int = 0) -> bool:
+def dict_matches(
+    value: Mapping[str, Any], answer: Mapping[str, Any], props: Mapping[str, Any], _depth: int = 0
+) -> bool:
     """A dict value against a BFCL nested answer (each key mapped to a list of acceptable values)."""
     for key, accepted in answer.items():
         accepted = acceptable_values(accepted)
         if key in value:
-            if not (any(value_matches(value[key], a, props.get(key), _depth) for a in accepted)
-                    or _at_omittable_default(value[key], accepted, props.get(key))):
+            if not (
+                any(value_matches(value[key], a, props.get(key), _depth) for a in accepted)
+                or _at_omittable_default(value[key], accepted, props.get(key))
+            ):
                 return False
         elif not _omittable(accepted, props.get(key)):
             return False
@@ -119,8 +121,9 @@ def dict_matches(value: Mapping[str, Any], answer: Mapping[str, Any], props: Map
     return True
 
 
-def match_call(call: ToolCall, name: str, answer: Mapping[str, Sequence[Any]],
-               params: Mapping[str, Any] | None = None) -> Match:
+def match_call(
+    call: ToolCall, name: str, answer: Mapping[str, Sequence[Any]], params: Mapping[str, Any] | None = None
+) -> Match:
     """One call against one expected call (``name`` plus ``{param: [acceptable values]}``)."""
     if call.name != name:
         return Match(False, "function_name", f"got {call.name}, expected {name}")
@@ -157,8 +160,11 @@ def answer_calls(answers: Sequence[Mapping[str, Mapping[str, Sequence[Any]]]]) -
     return [(name, dict(args)) for entry in answers for name, args in entry.items()]
 
 
-def match_answers(calls: Sequence[ToolCall], answers: Sequence[Mapping[str, Any]],
-                  schemas: Mapping[str, Mapping[str, Any]] | None = None) -> Match:
+def match_answers(
+    calls: Sequence[ToolCall],
+    answers: Sequence[Mapping[str, Any]],
+    schemas: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Match:
     """Calls against BFCL's expected calls: same count, same names (as a multiset) and an order-free
     perfect matching where every pair's arguments are acceptable."""
     schemas = schemas or {}
@@ -183,8 +189,9 @@ def match_answers(calls: Sequence[ToolCall], answers: Sequence[Mapping[str, Any]
     return first_failure or Match(False, "argument_value", "no consistent assignment of calls to expected calls")
 
 
-def expert_call(name: str, answer: Mapping[str, Sequence[Any]], params: Mapping[str, Any] | None = None,
-                language: str = "python") -> ToolCall:
+def expert_call(
+    name: str, answer: Mapping[str, Sequence[Any]], params: Mapping[str, Any] | None = None, language: str = "python"
+) -> ToolCall:
     """A concrete call from an expected call: each parameter at its first acceptable value; parameters
     whose first acceptable value is ``""`` (omittable) are left out unless the schema requires them.
     Java/JavaScript values are written as source code, as BFCL expects."""

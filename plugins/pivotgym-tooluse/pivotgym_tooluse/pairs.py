@@ -27,17 +27,30 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pivotgym.types import ToolCall
-
 from pivotgym_tooluse import bfcl
 
 #: transformation -> is the candidate equivalent to the expert's calls? (the label of every pair)
 LABELS: dict[str, bool] = {
-    "reorder_args": True, "reorder_calls": True, "int_for_float": True, "integral_float_for_int": True,
-    "numeric_form": True, "explicit_default": True, "omit_default": True, "pad_whitespace": True,
+    "reorder_args": True,
+    "reorder_calls": True,
+    "int_for_float": True,
+    "integral_float_for_int": True,
+    "numeric_form": True,
+    "explicit_default": True,
+    "omit_default": True,
+    "pad_whitespace": True,
     "python_syntax": True,
-    "perturb_value": False, "string_for_number": False, "string_for_bool": False, "drop_required": False,
-    "extra_call": False, "drop_call": False, "wrong_function": False, "omit_nondefault": False,
-    "strip_punctuation": False, "fullwidth": False, "swap_parallel_values": False,
+    "perturb_value": False,
+    "string_for_number": False,
+    "string_for_bool": False,
+    "drop_required": False,
+    "extra_call": False,
+    "drop_call": False,
+    "wrong_function": False,
+    "omit_nondefault": False,
+    "strip_punctuation": False,
+    "fullwidth": False,
+    "swap_parallel_values": False,
 }
 EXEC_CATEGORIES = ("exec_simple", "exec_multiple", "exec_parallel", "exec_parallel_multiple")
 _ABSENT = object()
@@ -108,8 +121,16 @@ def composite_items(limit: int = 150) -> Iterator[tuple[str, list[dict], list[di
 
 
 #: BFCL categories the project ships as tasks, used only for a second, held-out set of pairs
-SHIPPED_CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple", "live_simple", "live_multiple",
-                      "live_parallel", "live_parallel_multiple")
+SHIPPED_CATEGORIES = (
+    "simple_python",
+    "multiple",
+    "parallel",
+    "parallel_multiple",
+    "live_simple",
+    "live_multiple",
+    "live_parallel",
+    "live_parallel_multiple",
+)
 
 
 def shipped_items(limit: int = 400) -> Iterator[tuple[str, list[dict], list[dict], list[ToolCall]]]:
@@ -158,9 +179,17 @@ def _default(spec: Mapping[str, Any], param: str) -> Any:
 
 def _same(a: Any, b: Any) -> bool:
     """Plain-Python equality with booleans apart (the generator's own notion, not the verifier's)."""
-    return type(a) is type(b) and a == b or (
-        not isinstance(a, bool) and not isinstance(b, bool) and isinstance(a, (int, float))
-        and isinstance(b, (int, float)) and a == b)
+    return (
+        type(a) is type(b)
+        and a == b
+        or (
+            not isinstance(a, bool)
+            and not isinstance(b, bool)
+            and isinstance(a, (int, float))
+            and isinstance(b, (int, float))
+            and a == b
+        )
+    )
 
 
 def _perturb(value: Any, rng: random.Random) -> Any:
@@ -183,7 +212,9 @@ _FULLWIDTH = {c: chr(ord(c) + 0xFEE0) for c in "abcdefghijklmnopqrstuvwxyzABCDEF
 
 
 # ------------------------------------------------------------------------------------------ pairs
-def _transforms(functions: list[dict], calls: list[ToolCall], rng: random.Random) -> Iterator[tuple[str, list | str, str]]:
+def _transforms(
+    functions: list[dict], calls: list[ToolCall], rng: random.Random
+) -> Iterator[tuple[str, list | str, str]]:
     """``(transform, candidate calls or text, detail)`` for every transformation that applies."""
     first = calls[0]
     spec = _spec(functions, first.name)
@@ -197,8 +228,13 @@ def _transforms(functions: list[dict], calls: list[ToolCall], rng: random.Random
         yield "reorder_args", with_args(dict(reversed(list(first.arguments.items())))), ""
     if len(calls) >= 2 and any(not _same(c.arguments, calls[0].arguments) or c.name != calls[0].name for c in calls):
         yield "reorder_calls", list(reversed(calls)), ""
-    yield "python_syntax", "[" + ", ".join(
-        f"{c.name}(" + ", ".join(f"{k}={v!r}" for k, v in c.arguments.items()) + ")" for c in calls) + "]", ""
+    yield (
+        "python_syntax",
+        "["
+        + ", ".join(f"{c.name}(" + ", ".join(f"{k}={v!r}" for k, v in c.arguments.items()) + ")" for c in calls)
+        + "]",
+        "",
+    )
     for p in params:
         v, t = first.arguments[p], _ptype(spec, p)
         if t == "float" and isinstance(v, float) and v.is_integer() and abs(v) < 1e15:
@@ -209,8 +245,11 @@ def _transforms(functions: list[dict], calls: list[ToolCall], rng: random.Random
             yield "integral_float_for_int", with_args({**first.arguments, p: float(v)}), p
             text = json.dumps({k: (f"__NUM__{k}" if k == p else x) for k, x in first.arguments.items()})
             form = f"{v}e0" if v >= 0 else f"-{abs(v)}e0"
-            yield "numeric_form", tagged(calls, [text.replace(f'"__NUM__{p}"', form), *(
-                json.dumps(c.arguments) for c in calls[1:])]), p
+            yield (
+                "numeric_form",
+                tagged(calls, [text.replace(f'"__NUM__{p}"', form), *(json.dumps(c.arguments) for c in calls[1:])]),
+                p,
+            )
         if t in ("integer", "float") and isinstance(v, (int, float)) and not isinstance(v, bool):
             yield "string_for_number", with_args({**first.arguments, p: str(v)}), p
         if t == "boolean" and isinstance(v, bool):
@@ -252,7 +291,9 @@ def _transforms(functions: list[dict], calls: list[ToolCall], rng: random.Random
             swapped = list(calls)
             swapped[0] = ToolCall(first.name, {**first.arguments, p: twin.arguments[p]})
             swapped[i] = ToolCall(twin.name, {**twin.arguments, p: first.arguments[p]})
-            if not all(_same(a.arguments, b.arguments) for a, b in zip(sorted(swapped, key=_key), sorted(calls, key=_key))):
+            if not all(
+                _same(a.arguments, b.arguments) for a, b in zip(sorted(swapped, key=_key), sorted(calls, key=_key))
+            ):
                 yield "swap_parallel_values", swapped, p
             break
 
@@ -300,5 +341,4 @@ def context_for(pair: Pair, env_id: str = "tooluse/bfcl-simple-v0", env_factory:
     the functions, the question and the expert's calls, no task id."""
     from pivotgym.verify import VerifyContext
 
-    return VerifyContext.from_turn(env_id, pair.question, pair.expert, tools=pair.functions,
-                                   env_factory=env_factory)
+    return VerifyContext.from_turn(env_id, pair.question, pair.expert, tools=pair.functions, env_factory=env_factory)

@@ -27,9 +27,21 @@ from pivotgym.parsing import (
 )
 
 __all__ = [
-    "FORMAT_HINT", "MAX_MESSAGE_CHARS", "MAX_NESTING", "MAX_PYTHON_CHARS", "TOOL_CALL_RE", "ParseError",
-    "ParsedAction", "PositionalNames", "load_json", "message_problem", "nesting_depth", "parse_action",
-    "python_call", "render_calls", "render_message",
+    "FORMAT_HINT",
+    "MAX_MESSAGE_CHARS",
+    "MAX_NESTING",
+    "MAX_PYTHON_CHARS",
+    "TOOL_CALL_RE",
+    "ParseError",
+    "ParsedAction",
+    "PositionalNames",
+    "load_json",
+    "message_problem",
+    "nesting_depth",
+    "parse_action",
+    "python_call",
+    "render_calls",
+    "render_message",
 ]
 
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07?")

@@ -12,9 +12,20 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 _PY_TYPES = {
-    "dict": "object", "object": "object", "float": "number", "number": "number", "integer": "integer",
-    "int": "integer", "string": "string", "str": "string", "boolean": "boolean", "bool": "boolean",
-    "array": "array", "list": "array", "tuple": "array", "any": None,
+    "dict": "object",
+    "object": "object",
+    "float": "number",
+    "number": "number",
+    "integer": "integer",
+    "int": "integer",
+    "string": "string",
+    "str": "string",
+    "boolean": "boolean",
+    "bool": "boolean",
+    "array": "array",
+    "list": "array",
+    "tuple": "array",
+    "any": None,
 }
 
 
@@ -43,8 +54,9 @@ def json_schema(spec: Mapping[str, Any], language: str = "python") -> dict[str, 
         if isinstance(spec.get("items"), Mapping):
             out["items"] = json_schema(spec["items"], language)
         if isinstance(spec.get("properties"), Mapping):
-            out["properties"] = {k: json_schema(v, language) for k, v in spec["properties"].items()
-                                 if isinstance(v, Mapping)}
+            out["properties"] = {
+                k: json_schema(v, language) for k, v in spec["properties"].items() if isinstance(v, Mapping)
+            }
             if spec.get("required"):
                 out["required"] = list(spec["required"])
     return out
@@ -58,8 +70,10 @@ def to_tool(doc: Mapping[str, Any], language: str = "python") -> dict[str, Any]:
         schema["properties"] = {k: json_schema(v, language) for k, v in (params.get("properties") or {}).items()}
     schema.setdefault("properties", {})
     schema["required"] = list(params.get("required") or [])
-    return {"type": "function", "function": {"name": doc["name"], "description": str(doc.get("description", "")),
-                                             "parameters": schema}}
+    return {
+        "type": "function",
+        "function": {"name": doc["name"], "description": str(doc.get("description", "")), "parameters": schema},
+    }
 
 
 def _short(text: str, limit: int = 160) -> str:
@@ -93,10 +107,10 @@ def compact_signature(tool: Mapping[str, Any]) -> str:
 
 
 WORKED_EXAMPLE = (
-    "Example. Tool: get_weather(city: string, unit: string = \"celsius\").\n"
+    'Example. Tool: get_weather(city: string, unit: string = "celsius").\n'
     "User: What is the weather in Paris in fahrenheit?\n"
-    "Assistant: <tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", "
-    "\"unit\": \"fahrenheit\"}}</tool_call>"
+    'Assistant: <tool_call>{"name": "get_weather", "arguments": {"city": "Paris", '
+    '"unit": "fahrenheit"}}</tool_call>'
 )
 
 
@@ -106,18 +120,23 @@ def system_prompt(tools: Iterable[Mapping[str, Any]], *, multi_turn: bool = Fals
         "You can call these tools:",
         *(compact_signature(t) for t in tools),
         "",
-        "To call a tool, reply with <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call> "
+        'To call a tool, reply with <tool_call>{"name": ..., "arguments": {...}}</tool_call> '
         "(one block per call; several blocks for several calls). "
         "If no tool fits the request, or required information is missing, reply with a plain message instead.",
     ]
     if multi_turn:
-        lines.append("Tool results come back as tool messages; keep calling tools until the user's request is "
-                     "done, then reply with a short plain message.")
+        lines.append(
+            "Tool results come back as tool messages; keep calling tools until the user's request is "
+            "done, then reply with a short plain message."
+        )
     lines += ["", WORKED_EXAMPLE]
     return "\n".join(lines)
 
 
 def tools_note(tools: Iterable[Mapping[str, Any]]) -> str:
     """A user-turn note announcing tools that became available mid-conversation (BFCL miss_func)."""
-    return "More tools are now available:\n" + "\n".join(compact_signature(t) for t in tools) + \
-        "\nPlease continue with my previous request."
+    return (
+        "More tools are now available:\n"
+        + "\n".join(compact_signature(t) for t in tools)
+        + "\nPlease continue with my previous request."
+    )

@@ -16,7 +16,6 @@ from typing import Any
 
 from pivotgym.types import ToolCall
 from pivotgym.verify import coerce_value
-
 from pivotgym_tooluse.schemas import json_type
 
 
@@ -35,8 +34,13 @@ def _format_result(result: Any) -> str:
 class ToolBackend:
     """The simulator instances of one task, callable by method name."""
 
-    def __init__(self, involved_classes: Sequence[str], initial_config: Mapping[str, Any],
-                 long_context: bool = False, docs: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        involved_classes: Sequence[str],
+        initial_config: Mapping[str, Any],
+        long_context: bool = False,
+        docs: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
         from bfcl_eval.constants.executable_backend_config import CLASS_FILE_PATH_MAPPING, STATELESS_CLASSES
 
         self.instances: dict[str, Any] = {}
@@ -46,8 +50,9 @@ class ToolBackend:
             module = importlib.import_module(CLASS_FILE_PATH_MAPPING[class_name])
             instance = getattr(module, class_name)()
             if class_name not in STATELESS_CLASSES:
-                instance._load_scenario(copy.deepcopy(dict(initial_config.get(class_name, {}))),
-                                        long_context=long_context)
+                instance._load_scenario(
+                    copy.deepcopy(dict(initial_config.get(class_name, {}))), long_context=long_context
+                )
             self.instances[class_name] = instance
             for name, _ in inspect.getmembers(instance, predicate=inspect.ismethod):
                 if not name.startswith("_"):
@@ -68,8 +73,10 @@ class ToolBackend:
 
     def _coerce(self, call: ToolCall) -> dict[str, Any]:
         props = ((self.docs.get(call.name) or {}).get("parameters") or {}).get("properties") or {}
-        return {k: coerce_value(v, json_type(props[k].get("type")) if isinstance(props.get(k), Mapping) else None)
-                for k, v in call.arguments.items()}
+        return {
+            k: coerce_value(v, json_type(props[k].get("type")) if isinstance(props.get(k), Mapping) else None)
+            for k, v in call.arguments.items()
+        }
 
     def call(self, call: ToolCall) -> str:
         """Execute one call and return its result as text; failures come back as an error text."""
@@ -83,8 +90,9 @@ class ToolBackend:
 
     def state(self) -> dict[str, dict[str, Any]]:
         """The public attributes of every instance: what BFCL's state check compares."""
-        return {cls: {k: v for k, v in vars(inst).items() if not k.startswith("_")}
-                for cls, inst in self.instances.items()}
+        return {
+            cls: {k: v for k, v in vars(inst).items() if not k.startswith("_")} for cls, inst in self.instances.items()
+        }
 
     def state_diff(self, other: ToolBackend) -> list[str]:
         """``class.attribute`` names whose values differ between two backends of the same task."""

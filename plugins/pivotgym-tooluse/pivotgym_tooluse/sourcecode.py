@@ -91,8 +91,12 @@ def from_source(text: Any, type_name: str | None, items_type: str | None = None)
         return text
     t, s = (type_name or "").lower(), text.strip()
     if t in _LIST_TYPES or (not t and s.startswith("[")):
-        m = re.search(r"Arrays\.asList\((.*)\)\s*\)?\s*$", s, re.S) or re.search(r"^new\s+[\w<>]+\s*\[\]\s*\{(.*)\}$", s, re.S) \
-            or re.search(r"^\[(.*)\]$", s, re.S) or re.search(r"^new\s+Array\((.*)\)$", s, re.S)
+        m = (
+            re.search(r"Arrays\.asList\((.*)\)\s*\)?\s*$", s, re.S)
+            or re.search(r"^new\s+[\w<>]+\s*\[\]\s*\{(.*)\}$", s, re.S)
+            or re.search(r"^\[(.*)\]$", s, re.S)
+            or re.search(r"^new\s+Array\((.*)\)$", s, re.S)
+        )
         if m:
             return [_scalar(p) for p in _split_top(m.group(1))]
         return [] if re.fullmatch(r"new\s+\w+<.*>\(\s*\)", s) else s

@@ -33,31 +33,30 @@ from typing import Any, Literal, get_args
 
 from pivotgym.types import Task, ToolCall, Verdict, canonical_json, tool_calls_of
 from pivotgym.verify import VerifyContext, calls_equivalent, normalize_whitespace
-
 from pivotgym_tooluse.matching import match_answers
-from pivotgym_tooluse.parsing import ParseError, ParsedAction, message_problem, parse_action
+from pivotgym_tooluse.parsing import ParsedAction, ParseError, message_problem, parse_action
 from pivotgym_tooluse.schemas import to_tool
 
 #: Every reason code a tool-use verdict can carry (the part of ``Verdict.reason`` before ``": "``).
 ToolUseReason = Literal[
     "equivalent:structural",  # same calls up to the equivalences listed in the module docstring
-    "equivalent:execution",   # different calls, same simulator state and results from the exact state
-    "equivalent:message",     # a real plain message where the expert answered with one
-    "exact_match",            # tooluse/exact: the expert's calls verbatim
-    "parse_error",            # the reply tries to call a tool but cannot be read (or is hostile input)
-    "decision_mismatch",      # a call where a message was expected, or the reverse
-    "empty_message",          # a "message" with no words (padding, control characters, empty)
-    "call_count",             # more or fewer calls than the expert made
-    "function_name",          # a function the expert did not call
-    "missing_argument",       # a required argument, or one the expert set to a non-default value, left out
-    "unexpected_argument",    # an argument the function does not have, or one the expert left unset set to a non-default
-    "wrong_type",             # a value of the wrong JSON type ("70" for an integer, "true" for a boolean)
-    "argument_value",         # the right type, a different value
-    "state_mismatch",         # execution: the simulators end in a different state
-    "result_mismatch",        # execution: an expert call's result is not among the candidate's results
-    "calls_differ",           # tooluse/exact: the calls are not the expert's verbatim
-    "text_differs",           # tooluse/exact: the message is not the expert's
-    "bad_expert",             # the expert action itself cannot be read (a broken imported row)
+    "equivalent:execution",  # different calls, same simulator state and results from the exact state
+    "equivalent:message",  # a real plain message where the expert answered with one
+    "exact_match",  # tooluse/exact: the expert's calls verbatim
+    "parse_error",  # the reply tries to call a tool but cannot be read (or is hostile input)
+    "decision_mismatch",  # a call where a message was expected, or the reverse
+    "empty_message",  # a "message" with no words (padding, control characters, empty)
+    "call_count",  # more or fewer calls than the expert made
+    "function_name",  # a function the expert did not call
+    "missing_argument",  # a required argument, or one the expert set to a non-default value, left out
+    "unexpected_argument",  # an argument the function does not have, or one the expert left unset set to a non-default
+    "wrong_type",  # a value of the wrong JSON type ("70" for an integer, "true" for a boolean)
+    "argument_value",  # the right type, a different value
+    "state_mismatch",  # execution: the simulators end in a different state
+    "result_mismatch",  # execution: an expert call's result is not among the candidate's results
+    "calls_differ",  # tooluse/exact: the calls are not the expert's verbatim
+    "text_differs",  # tooluse/exact: the message is not the expert's
+    "bad_expert",  # the expert action itself cannot be read (a broken imported row)
 ]
 REASON_CODES: frozenset[str] = frozenset(get_args(ToolUseReason))
 
@@ -105,6 +104,7 @@ class _Turn:
             if self.task is not None and hasattr(self.env, "schemas_for"):
                 return self.env.schemas_for(self.task)
             return {}
+
         return make
 
     def parse(self, text: Any) -> ParsedAction:
@@ -117,11 +117,13 @@ class _Turn:
 
 def expert_calls_of(context: VerifyContext) -> list[ToolCall]:
     """The expert's tool calls; raises ParseError when the expert message's calls cannot be read."""
+
     def read() -> list[ToolCall] | ParseError:
         try:
             return tool_calls_of(context.turn.expert)
         except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
             return ParseError(f"the expert's tool calls cannot be read ({str(exc)[:160]})")
+
     calls = context.memo("tooluse.expert_calls", read)
     if isinstance(calls, ParseError):
         raise calls
@@ -170,17 +172,26 @@ class ToolCallVerifier:
         answers = turn.task.data.get("answers") if turn.task is not None else None
         if answers:
             result = match_answers(parsed.calls, answers, turn.schemas)
-            components.update(structural=result.ok, names=result.reason not in ("call_count", "function_name"),
-                              layer="answers")
+            components.update(
+                structural=result.ok, names=result.reason not in ("call_count", "function_name"), layer="answers"
+            )
             if result.ok:
                 return _ok("equivalent:structural", **components)
             return _fail(result.reason, result.detail, **components)  # type: ignore[arg-type]
 
         # from the expert's calls: order-free for parallel calls, in order where calls are executed in turn
-        structural = calls_equivalent(parsed.calls, expert_calls, schemas=turn.schemas,
-                                      order_free=not turn.sequential, loose_strings=not turn.sequential)
-        components.update(structural=structural.ok, layer="expert_calls",
-                          names=structural.reason not in ("call_count", "function_name"))
+        structural = calls_equivalent(
+            parsed.calls,
+            expert_calls,
+            schemas=turn.schemas,
+            order_free=not turn.sequential,
+            loose_strings=not turn.sequential,
+        )
+        components.update(
+            structural=structural.ok,
+            layer="expert_calls",
+            names=structural.reason not in ("call_count", "function_name"),
+        )
         can_execute = turn.sequential and turn.task is not None
         if structural.ok and not (self.execute == "always" and can_execute):
             return _ok("equivalent:structural", **components)
@@ -222,8 +233,9 @@ class ToolCallExactVerifier:
         except ParseError as exc:
             return _fail("parse_error", str(exc))
         if not expert_calls:
-            same = not parsed.calls and normalize_whitespace(parsed.content) == \
-                normalize_whitespace(context.turn.expert.get("content") or "")
+            same = not parsed.calls and normalize_whitespace(parsed.content) == normalize_whitespace(
+                context.turn.expert.get("content") or ""
+            )
             return _ok("exact_match") if same else _fail("text_differs")
         key = [(c.name, canonical_json(c.arguments)) for c in parsed.calls]
         want = [(c.name, canonical_json(c.arguments)) for c in expert_calls]

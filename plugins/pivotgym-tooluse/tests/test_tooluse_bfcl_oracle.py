@@ -15,15 +15,25 @@ import types
 from collections import Counter, defaultdict
 
 import pytest
+from tooluse_helpers import single_env
 
 from pivotgym.types import ToolCall
 from pivotgym_tooluse import bfcl
 from pivotgym_tooluse.matching import acceptable_values, answer_calls, expert_call
 from pivotgym_tooluse.parsing import ParsedAction
-from tooluse_helpers import single_env
 
-CATEGORIES = ("simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple",
-              "live_simple", "live_multiple", "live_parallel", "live_parallel_multiple")
+CATEGORIES = (
+    "simple_python",
+    "simple_java",
+    "simple_javascript",
+    "multiple",
+    "parallel",
+    "parallel_multiple",
+    "live_simple",
+    "live_multiple",
+    "live_parallel",
+    "live_parallel_multiple",
+)
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +45,7 @@ def bfcl_checker():
     try:
         from bfcl_eval.constants.enums import Language
         from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker
+
         yield ast_checker, Language
     finally:
         if saved is None:
@@ -76,7 +87,10 @@ def _candidates(answers, functions, schemas, language):
         required = next((f["parameters"].get("required") or [] for f in functions if f["name"] == first.name), [])
         dropped = next((r for r in required if r in first.arguments), None)
         if dropped:
-            yield "missing_required", [ToolCall(first.name, {k: v for k, v in first.arguments.items() if k != dropped}), *gold[1:]]
+            yield (
+                "missing_required",
+                [ToolCall(first.name, {k: v for k, v in first.arguments.items() if k != dropped}), *gold[1:]],
+            )
     yield "wrong_function", [ToolCall(first.name + "_other", dict(first.arguments)), *gold[1:]]
 
 
@@ -87,14 +101,23 @@ def test_agreement_with_bfcl_checker(bfcl_checker):
     for category in CATEGORIES:
         language = Language(bfcl.language_of(category))
         for entry in bfcl.load_category(category):
-            task = type("T", (), {"data": {"answers": entry["answers"], "functions": entry["function"],
-                                           "language": language.value}})()
+            task = type(
+                "T",
+                (),
+                {"data": {"answers": entry["answers"], "functions": entry["function"], "language": language.value}},
+            )()
             schemas = env.schemas_for(task)
             for kind, calls in _candidates(entry["answers"], entry["function"], schemas, language.value):
                 ours = env.judge(ParsedAction(calls=calls), task)[0] == 1.0
                 output = [{c.name: copy.deepcopy(c.arguments)} for c in calls]
-                theirs = ast_checker(copy.deepcopy(entry["function"]), output, copy.deepcopy(entry["answers"]),
-                                     language, category, "stub-model")["valid"]
+                theirs = ast_checker(
+                    copy.deepcopy(entry["function"]),
+                    output,
+                    copy.deepcopy(entry["answers"]),
+                    language,
+                    category,
+                    "stub-model",
+                )["valid"]
                 total[kind] += 1
                 agree[kind] += ours == theirs
                 if ours != theirs:

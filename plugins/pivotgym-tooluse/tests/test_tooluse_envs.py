@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from tooluse_helpers import expert, multi_env, single_env
 
 import pivotgym
 from pivotgym.checker import check_env
 from pivotgym_tooluse.plugin import SINGLE_TURN
-from tooluse_helpers import expert, multi_env, single_env
 
 ALL_IDS = [*SINGLE_TURN, "tooluse/bfcl-multi-turn-v0"]
 
@@ -22,8 +22,9 @@ def test_check_passes_on_every_tooluse_env(env_id):
 
 
 def test_wrong_action_is_legal_and_not_equivalent():
-    from pivotgym_tooluse.verifier import ToolCallVerifier
     from tooluse_helpers import context
+
+    from pivotgym_tooluse.verifier import ToolCallVerifier
 
     env = single_env()
     env.reset(options={"task_id": "simple_python_0"})
@@ -96,7 +97,7 @@ def test_multi_turn_executes_real_tools_and_scripts_user_turns():
     assert not terminated and reward == 0.0
     obs, *_ = env.step('<tool_call>{"name": "ls", "arguments": {}}</tool_call>')
     assert "final_report.pdf" in obs[0]["content"]
-    obs, *_ = env.step("<tool_call>{\"name\": \"cp\", \"arguments\": {\"source\": \"a\", \"destination\": \"b\"}}</tool_call>")
+    obs, *_ = env.step('<tool_call>{"name": "cp", "arguments": {"source": "a", "destination": "b"}}</tool_call>')
     assert "not available" in obs[0]["content"]
     obs, reward, terminated, _, info = env.step("I looked around.")
     assert info["turn_ok"] is False and "GorillaFileSystem.root" in info["state_diff"]
@@ -121,7 +122,9 @@ def test_miss_func_announces_tools_when_they_arrive():
     assert "sort" not in env.available
     traj = expert(env, task.id)
     assert traj.reward == 1.0
-    notes = [m["content"] for m in traj.messages if m["role"] == "user" and "More tools are now available" in m["content"]]
+    notes = [
+        m["content"] for m in traj.messages if m["role"] == "user" and "More tools are now available" in m["content"]
+    ]
     assert len(notes) == 1 and "- sort(" in notes[0]
 
 

@@ -11,16 +11,16 @@ import json
 import time
 
 import pytest
+from tooluse_helpers import context, expert, multi_env, single_env
 
 from pivotgym.types import ToolCall
 from pivotgym.verify import VerifyContext
 from pivotgym_tooluse.parsing import MAX_NESTING, ParseError, parse_action
 from pivotgym_tooluse.plugin import SINGLE_TURN
 from pivotgym_tooluse.verifier import REASON_CODES, ToolCallExactVerifier, ToolCallVerifier, reason_code
-from tooluse_helpers import context, expert, multi_env, single_env
 
 DEEP = 50_000
-HUGE = 10 ** 400
+HUGE = 10**400
 
 
 def tc(name, **args):
@@ -95,20 +95,30 @@ def test_every_env_turns_hostile_actions_into_error_observations(env_id):
 
 def test_huge_integers_and_odd_numbers_get_zero_with_a_reason():
     ctx = context(lambda: single_env(), expert(single_env(), "simple_python_0").turn(0))
-    for args in ({"base": HUGE, "height": 5}, {"base": 10, "height": 1e308},
-                 {"base": -HUGE, "height": 5}):
+    for args in ({"base": HUGE, "height": 5}, {"base": 10, "height": 1e308}, {"base": -HUGE, "height": 5}):
         verdict = ToolCallVerifier().verify(ctx, tc("calculate_triangle_area", **args))
         assert verdict.reward == 0.0 and reason_code(verdict) in ("argument_value", "wrong_type")
-    verdict = ToolCallVerifier().verify(ctx, '{"name": "calculate_triangle_area", "arguments": {"base": NaN, "height": 5}}')
+    verdict = ToolCallVerifier().verify(
+        ctx, '{"name": "calculate_triangle_area", "arguments": {"base": NaN, "height": 5}}'
+    )
     assert verdict.reward == 0.0 and reason_code(verdict) in ("argument_value", "wrong_type")
     # from expert calls alone, a huge integer against a float expert value
-    tools = [{"type": "function", "function": {"name": "f", "parameters": {
-        "type": "object", "properties": {"x": {"type": "number"}}, "required": ["x"]}}}]
-    adhoc = VerifyContext.from_turn("tooluse/bfcl-simple-v0", [], [ToolCall("f", {"x": 1.5})], tools=tools,
-                                    env_factory=single_env)
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "f",
+                "parameters": {"type": "object", "properties": {"x": {"type": "number"}}, "required": ["x"]},
+            },
+        }
+    ]
+    adhoc = VerifyContext.from_turn(
+        "tooluse/bfcl-simple-v0", [], [ToolCall("f", {"x": 1.5})], tools=tools, env_factory=single_env
+    )
     assert reason_code(ToolCallVerifier().verify(adhoc, tc("f", x=HUGE))) == "argument_value"
-    same = VerifyContext.from_turn("tooluse/bfcl-simple-v0", [], [ToolCall("f", {"x": HUGE})], tools=tools,
-                                   env_factory=single_env)
+    same = VerifyContext.from_turn(
+        "tooluse/bfcl-simple-v0", [], [ToolCall("f", {"x": HUGE})], tools=tools, env_factory=single_env
+    )
     assert ToolCallVerifier().verify(same, tc("f", x=HUGE)).reward == 1.0
     assert ToolCallVerifier().verify(same, tc("f", x=HUGE + 1)).reward == 0.0
 
@@ -122,8 +132,11 @@ def test_verifiers_never_raise_on_hostile_candidates_or_experts(verifier):
             verdict = verifier.verify(ctx, text)
             assert verdict.reward == 0.0, name
             assert reason_code(verdict) in REASON_CODES, (name, verdict.reason)
-    broken = {"role": "assistant", "content": "", "tool_calls": [
-        {"id": "c", "type": "function", "function": {"name": "f", "arguments": "[" * DEEP}}]}
+    broken = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "[" * DEEP}}],
+    }
     ctx = VerifyContext.from_turn("tooluse/bfcl-simple-v0", [], broken, env_factory=single_env)
     verdict = verifier.verify(ctx, tc("f"))
     assert verdict.reward == 0.0 and reason_code(verdict) == "bad_expert"

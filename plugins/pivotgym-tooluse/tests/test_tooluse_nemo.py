@@ -4,21 +4,41 @@ from __future__ import annotations
 
 import json
 
+from tooluse_helpers import expert, single_env
+
 from pivotgym.pivot.formats import export_nemo_rows, nemo_context, verify_nemo_row
 from pivotgym.types import TurnProfile
 from pivotgym_tooluse.verifier import ToolCallVerifier, reason_code
-from tooluse_helpers import expert, single_env
 
-TOOLS = [{"type": "function", "name": "book_room", "description": "Book a hotel room.", "parameters": {
-    "type": "object", "required": ["city", "nights"], "properties": {
-        "city": {"type": "string"}, "nights": {"type": "integer"}, "budget": {"type": "number"},
-        "breakfast": {"type": "boolean", "default": False}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "name": "book_room",
+        "description": "Book a hotel room.",
+        "parameters": {
+            "type": "object",
+            "required": ["city", "nights"],
+            "properties": {
+                "city": {"type": "string"},
+                "nights": {"type": "integer"},
+                "budget": {"type": "number"},
+                "breakfast": {"type": "boolean", "default": False},
+            },
+        },
+    }
+]
 ROW = {
-    "trajectory_id": 7, "info": {"turn": 0},
-    "responses_create_params": {"input": [{"role": "user", "content": "Two nights in Oslo, 150 a night max."}],
-                                "tools": TOOLS},
-    "expected_action": {"type": "function_call", "name": "book_room",
-                        "arguments": json.dumps({"city": "Oslo", "nights": 2, "budget": 150.0})},
+    "trajectory_id": 7,
+    "info": {"turn": 0},
+    "responses_create_params": {
+        "input": [{"role": "user", "content": "Two nights in Oslo, 150 a night max."}],
+        "tools": TOOLS,
+    },
+    "expected_action": {
+        "type": "function_call",
+        "name": "book_room",
+        "arguments": json.dumps({"city": "Oslo", "nights": 2, "budget": 150.0}),
+    },
     "agent_ref": {"name": "hotel_agent"},
 }
 
@@ -49,14 +69,27 @@ def test_an_exported_row_keeps_its_task_and_is_judged_like_the_env_turn():
     env = single_env()
     traj = expert(env, "simple_python_0")
     turn = traj.turn(0)
-    profile = TurnProfile(trajectory_id=traj.id, turn=0, env_id=traj.env_id, task_id=traj.task_id, k=2,
-                          rewards=[1.0, 0.0], mean=0.5, var=0.25, reasons=["equivalent", "parse_error"],
-                          reference={}, verifier={"name": "tooluse/functional"}, key="k")
+    profile = TurnProfile(
+        trajectory_id=traj.id,
+        turn=0,
+        env_id=traj.env_id,
+        task_id=traj.task_id,
+        k=2,
+        rewards=[1.0, 0.0],
+        mean=0.5,
+        var=0.25,
+        reasons=["equivalent", "parse_error"],
+        reference={},
+        verifier={"name": "tooluse/functional"},
+        key="k",
+    )
     [row] = export_nemo_rows([profile], [traj], with_tools=False)
     text = env.render_action(turn.expert)
     verdict = verify_nemo_row(row, text, verifier=ToolCallVerifier())
     assert verdict.reward == 1.0 and verdict.components["layer"] == "answers"
-    direct = ToolCallVerifier().verify(nemo_context(row), tc("calculate_triangle_area", base=10, height=5, unit="Units"))
+    direct = ToolCallVerifier().verify(
+        nemo_context(row), tc("calculate_triangle_area", base=10, height=5, unit="Units")
+    )
     assert reason_code(direct) == "argument_value"
 
 
@@ -73,6 +106,8 @@ def test_imported_rows_are_profiled_and_trained_against_their_own_tools():
     at_default = tc("book_room", city="Oslo", nights=2, budget=150.0, breakfast=False)
     wrong_type = tc("book_room", city="Oslo", nights="2", budget=150.0)
     assert StateScorer().score(state, [at_default, wrong_type]) == [1.0, 0.0]
-    judged = [verify_candidate(VerifyTask("tooluse/functional", "k", state.turn, text, state.tools))
-              for text in (at_default, wrong_type)]
+    judged = [
+        verify_candidate(VerifyTask("tooluse/functional", "k", state.turn, text, state.tools))
+        for text in (at_default, wrong_type)
+    ]
     assert [j["reward"] for j in judged] == [1.0, 0.0]

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from tooluse_helpers import single_env
 
 from pivotgym_tooluse import bfcl
 from pivotgym_tooluse.pairs import LABELS, SHIPPED_CATEGORIES, context_for, generate, wilson
 from pivotgym_tooluse.verifier import ToolCallExactVerifier, ToolCallVerifier
-from tooluse_helpers import single_env
 
 
 @pytest.fixture(scope="module")
@@ -42,16 +42,22 @@ def test_functional_verifier_agrees_with_transformation_labels(env, source):
     assert {p.label for p in pairs} == {True, False}
     agree, wrong = _agreement(ToolCallVerifier(), pairs, env)
     low, high = wilson(agree, len(pairs))
-    print(f"\n{source}: {agree}/{len(pairs)} = {agree / len(pairs):.4f} (95% Wilson [{low:.4f}, {high:.4f}])",
-          Counter(w[0] for w in wrong), wrong[:5])
+    print(
+        f"\n{source}: {agree}/{len(pairs)} = {agree / len(pairs):.4f} (95% Wilson [{low:.4f}, {high:.4f}])",
+        Counter(w[0] for w in wrong),
+        wrong[:5],
+    )
     assert agree / len(pairs) >= 0.98, wrong[:10]
     exact, _ = _agreement(ToolCallExactVerifier(), pairs, env)
     assert exact < agree  # the pairs discriminate: exact match misses the equivalent forms
 
 
 def test_main_pairs_come_from_items_the_project_does_not_ship():
-    shipped = {e["id"] for category in bfcl.SINGLE_TURN_CATEGORIES + bfcl.MULTI_TURN_CATEGORIES
-               for e in bfcl.load_category(category)}
+    shipped = {
+        e["id"]
+        for category in bfcl.SINGLE_TURN_CATEGORIES + bfcl.MULTI_TURN_CATEGORIES
+        for e in bfcl.load_category(category)
+    }
     items = {p.item.split(":")[0] for p in generate()}
     assert items and items.isdisjoint(shipped)
     assert all(category in bfcl.SINGLE_TURN_CATEGORIES for category in SHIPPED_CATEGORIES)

@@ -14,23 +14,30 @@ from pivotgym_tooluse.parsing import ParseError, message_problem, parse_action, 
 CALL = ToolCall("math.factorial", {"number": 5})
 
 
-@pytest.mark.parametrize("text", [
-    '<tool_call>{"name": "math.factorial", "arguments": {"number": 5}}</tool_call>',
-    'Sure.\n<tool_call>\n{"name": "math.factorial", "arguments": "{\\"number\\": 5}"}\n</tool_call>',
-    '{"name": "math.factorial", "arguments": {"number": 5}}',
-    '[{"name": "math.factorial", "parameters": {"number": 5}}]',
-    '{"tool_calls": [{"type": "function", "function": {"name": "math.factorial", "arguments": "{\\"number\\": 5}"}}]}',
-    '```json\n[{"function": "math.factorial", "parameters": {"number": 5}}]\n```',
-    "math.factorial(number=5)",
-    "[math.factorial(number=5)]",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '<tool_call>{"name": "math.factorial", "arguments": {"number": 5}}</tool_call>',
+        'Sure.\n<tool_call>\n{"name": "math.factorial", "arguments": "{\\"number\\": 5}"}\n</tool_call>',
+        '{"name": "math.factorial", "arguments": {"number": 5}}',
+        '[{"name": "math.factorial", "parameters": {"number": 5}}]',
+        '{"tool_calls": [{"type": "function", '
+        '"function": {"name": "math.factorial", "arguments": "{\\"number\\": 5}"}}]}',
+        '```json\n[{"function": "math.factorial", "parameters": {"number": 5}}]\n```',
+        "math.factorial(number=5)",
+        "[math.factorial(number=5)]",
+    ],
+)
 def test_every_format_reads_the_same_call(text):
     parsed = parse_action(text)
     assert [(c.name, c.arguments) for c in parsed.calls] == [(CALL.name, CALL.arguments)]
 
 
 def test_parallel_calls_and_prose_are_kept():
-    text = 'Let me check.\n<tool_call>{"name": "a", "arguments": {}}</tool_call>\n<tool_call>{"name": "b", "arguments": {"x": [1, 2]}}</tool_call>'
+    text = (
+        'Let me check.\n<tool_call>{"name": "a", "arguments": {}}</tool_call>\n'
+        '<tool_call>{"name": "b", "arguments": {"x": [1, 2]}}</tool_call>'
+    )
     parsed = parse_action(text)
     assert [c.name for c in parsed.calls] == ["a", "b"]
     assert parsed.content == "Let me check."
@@ -39,7 +46,9 @@ def test_parallel_calls_and_prose_are_kept():
 
 
 def test_positional_arguments_need_names():
-    assert parse_action("sort('f.txt')", positional={"sort": ["file_name"]}.get).calls[0].arguments == {"file_name": "f.txt"}
+    assert parse_action("sort('f.txt')", positional={"sort": ["file_name"]}.get).calls[0].arguments == {
+        "file_name": "f.txt"
+    }
     with pytest.raises(ParseError, match="param=value"):
         parse_action("sort('f.txt')")
 
@@ -49,11 +58,18 @@ def test_plain_message_is_an_action():
     assert parsed.is_message and parsed.content.startswith("I cannot")
 
 
-@pytest.mark.parametrize("text", [
-    "<tool_call>{not json</tool_call>", "<tool_call></tool_call>", '{"name": 3}', "[1, 2",
-    '{"arguments": {"a": 1}}', '<tool_call>{"name": "f", "arguments": [1]}</tool_call>',
-    "f(x=open('a'))",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<tool_call>{not json</tool_call>",
+        "<tool_call></tool_call>",
+        '{"name": 3}',
+        "[1, 2",
+        '{"arguments": {"a": 1}}',
+        '<tool_call>{"name": "f", "arguments": [1]}</tool_call>',
+        "f(x=open('a'))",
+    ],
+)
 def test_malformed_calls_raise_a_parse_error_with_a_hint(text):
     with pytest.raises(ParseError, match="tool_call"):
         parse_action(text)
@@ -63,7 +79,10 @@ def test_render_round_trips():
     msg = assistant_message("", [CALL, ToolCall("g", {"s": "ü", "n": None})])
     text = render_message(msg)
     assert text == render_calls([CALL, ToolCall("g", {"s": "ü", "n": None})])
-    assert [(c.name, c.arguments) for c in parse_action(text).calls] == [("math.factorial", {"number": 5}), ("g", {"s": "ü", "n": None})]
+    assert [(c.name, c.arguments) for c in parse_action(text).calls] == [
+        ("math.factorial", {"number": 5}),
+        ("g", {"s": "ü", "n": None}),
+    ]
 
 
 def test_message_problem():
@@ -73,8 +92,35 @@ def test_message_problem():
 
 def test_fuzz_parse_never_raises_anything_but_parse_error():
     rng = random.Random(0)
-    pieces = ["<tool_call>", "</tool_call>", "{", "}", "[", "]", "(", ")", '"name"', '"arguments"', ":", ",",
-              "f", "=", "1", "'x'", "\\", "\x00", "```", "json", " ", "\n", "null", "true", "a.b", "**k", "lambda"]
+    pieces = [
+        "<tool_call>",
+        "</tool_call>",
+        "{",
+        "}",
+        "[",
+        "]",
+        "(",
+        ")",
+        '"name"',
+        '"arguments"',
+        ":",
+        ",",
+        "f",
+        "=",
+        "1",
+        "'x'",
+        "\\",
+        "\x00",
+        "```",
+        "json",
+        " ",
+        "\n",
+        "null",
+        "true",
+        "a.b",
+        "**k",
+        "lambda",
+    ]
     for i in range(2500):
         if i % 2:
             text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 30)))

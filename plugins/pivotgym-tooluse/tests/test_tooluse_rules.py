@@ -6,28 +6,39 @@ from __future__ import annotations
 import json
 
 import pytest
+from tooluse_helpers import context, expert, multi_env, single_env
 
 from pivotgym.cli import main
 from pivotgym.types import ToolCall
 from pivotgym.verify import VerifyContext
 from pivotgym_tooluse.matching import match_call
 from pivotgym_tooluse.verifier import ToolCallVerifier, reason_code
-from tooluse_helpers import context, expert, multi_env, single_env
 
 V = ToolCallVerifier()
-SCHEMA = {"type": "object", "required": ["city"], "properties": {
-    "city": {"type": "string"},
-    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"], "default": "celsius"},
-    "days": {"type": "integer", "default": 1},
-    "scale": {"type": "number"},
-    "detailed": {"type": "boolean", "default": False},
-    "sep": {"type": "string", "default": ""},
-    "station": {"type": "string", "description": "Station code, case-insensitive."},
-    "path": {"type": "string"},
-}}
-TOOLS = [{"type": "function", "function": {"name": "weather", "description": "Weather.", "parameters": SCHEMA}},
-         {"type": "function", "function": {"name": "news", "parameters": {"type": "object", "properties": {
-             "topic": {"type": "string"}}, "required": ["topic"]}}}]
+SCHEMA = {
+    "type": "object",
+    "required": ["city"],
+    "properties": {
+        "city": {"type": "string"},
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"], "default": "celsius"},
+        "days": {"type": "integer", "default": 1},
+        "scale": {"type": "number"},
+        "detailed": {"type": "boolean", "default": False},
+        "sep": {"type": "string", "default": ""},
+        "station": {"type": "string", "description": "Station code, case-insensitive."},
+        "path": {"type": "string"},
+    },
+}
+TOOLS = [
+    {"type": "function", "function": {"name": "weather", "description": "Weather.", "parameters": SCHEMA}},
+    {
+        "type": "function",
+        "function": {
+            "name": "news",
+            "parameters": {"type": "object", "properties": {"topic": {"type": "string"}}, "required": ["topic"]},
+        },
+    },
+]
 
 
 def tc(name, **args):
@@ -35,8 +46,9 @@ def tc(name, **args):
 
 
 def judge(expert_calls, candidate, env_id="tooluse/bfcl-simple-v0"):
-    ctx = VerifyContext.from_turn(env_id, [{"role": "user", "content": "Weather?"}], expert_calls, tools=TOOLS,
-                                  env_factory=single_env)
+    ctx = VerifyContext.from_turn(
+        env_id, [{"role": "user", "content": "Weather?"}], expert_calls, tools=TOOLS, env_factory=single_env
+    )
     verdict = V.verify(ctx, candidate)
     return verdict.reward, reason_code(verdict)
 
@@ -48,7 +60,7 @@ def W(**args):
 # ------------------------------------------------------------------------- R1-R11 (the README's table)
 def test_rule_R1_strings_keep_inner_punctuation_and_ignore_surrounding_whitespace():
     assert judge(W(), tc("weather", city="  Paris ")) == (1.0, "equivalent:structural")
-    assert judge(W(), tc("weather", city="Pa\u0072is")) [0] == 1.0
+    assert judge(W(), tc("weather", city="Pa\u0072is"))[0] == 1.0
     assert judge(W(path="my_data.csv"), tc("weather", city="Paris", path="mydata.csv"))[1] == "argument_value"
     assert judge(W(path="a/b.txt"), tc("weather", city="Paris", path="ab.txt"))[1] == "argument_value"
     assert judge(W(sep=" "), tc("weather", city="Paris"))[1] == "missing_argument"  # " " is not the default ""
@@ -64,7 +76,9 @@ def test_rule_R2_case_only_where_the_schema_says_case_insensitive():
     assert judge(W(station="LFPG"), tc("weather", city="Paris", station="lfpg"))[0] == 1.0
     flagged = {"properties": {"code": {"type": "string", "x-case-insensitive": True}}}
     assert match_call(ToolCall("w", {"code": "abc"}), "w", {"code": ["ABC"]}, flagged).ok
-    assert not match_call(ToolCall("w", {"code": "abc"}), "w", {"code": ["ABC"]}, {"properties": {"code": {"type": "string"}}}).ok
+    assert not match_call(
+        ToolCall("w", {"code": "abc"}), "w", {"code": ["ABC"]}, {"properties": {"code": {"type": "string"}}}
+    ).ok
 
 
 def test_rule_R3_full_width_text_is_not_an_enum_member():
@@ -88,9 +102,16 @@ def test_rule_R5_numbers_within_relative_tolerance_only():
 
 def test_rule_R6_explicit_default_when_bfcl_only_allows_omission():
     schema = {"properties": {"city": {"type": "string"}, "unit": {"type": "string", "default": "celsius"}}}
-    assert match_call(ToolCall("w", {"city": "Paris", "unit": "celsius"}), "w", {"city": ["Paris"], "unit": [""]}, schema).ok
-    assert not match_call(ToolCall("w", {"city": "Paris", "unit": "kelvin"}), "w", {"city": ["Paris"], "unit": [""]}, schema).ok
-    ctx = context(lambda: single_env("tooluse/bfcl-multiple-v0"), expert(single_env("tooluse/bfcl-multiple-v0"), "multiple_0").turn(0))
+    assert match_call(
+        ToolCall("w", {"city": "Paris", "unit": "celsius"}), "w", {"city": ["Paris"], "unit": [""]}, schema
+    ).ok
+    assert not match_call(
+        ToolCall("w", {"city": "Paris", "unit": "kelvin"}), "w", {"city": ["Paris"], "unit": [""]}, schema
+    ).ok
+    ctx = context(
+        lambda: single_env("tooluse/bfcl-multiple-v0"),
+        expert(single_env("tooluse/bfcl-multiple-v0"), "multiple_0").turn(0),
+    )
     assert V.verify(ctx, tc("triangle_properties.get", side1=5, side2=4, side3=3, get_area=True)).reward == 1.0
 
 
@@ -114,14 +135,25 @@ def test_rule_R9_an_empty_answer_list_means_the_empty_list():
 
 
 CREDITED = [
-    ("argument order", W(days=2), '<tool_call>{"name": "weather", "arguments": {"days": 2, "city": "Paris"}}</tool_call>'),
+    (
+        "argument order",
+        W(days=2),
+        '<tool_call>{"name": "weather", "arguments": {"days": 2, "city": "Paris"}}</tool_call>',
+    ),
     ("int for float", W(scale=2.0), tc("weather", city="Paris", scale=2)),
     ("explicit default", W(), tc("weather", city="Paris", unit="celsius", detailed=False)),
     ("omitted default", W(days=1, unit="celsius"), tc("weather", city="Paris")),
-    ("numeric form", W(days=20), '<tool_call>{"name": "weather", "arguments": {"city": "Paris", "days": 2e1}}</tool_call>'),
+    (
+        "numeric form",
+        W(days=20),
+        '<tool_call>{"name": "weather", "arguments": {"city": "Paris", "days": 2e1}}</tool_call>',
+    ),
     ("python syntax", W(days=2), "weather(city='Paris', days=2)"),
-    ("parallel order", [ToolCall("weather", {"city": "Paris"}), ToolCall("news", {"topic": "rain"})],
-     tc("news", topic="rain") + tc("weather", city="Paris")),
+    (
+        "parallel order",
+        [ToolCall("weather", {"city": "Paris"}), ToolCall("news", {"topic": "rain"})],
+        tc("news", topic="rain") + tc("weather", city="Paris"),
+    ),
 ]
 REJECTED = [
     ("string for integer", W(days=70), tc("weather", city="Paris", days="70"), "wrong_type"),
@@ -134,8 +166,12 @@ REJECTED = [
     ("non-default extra", W(), tc("weather", city="Paris", days=4), "unexpected_argument"),
     ("extra call", W(), tc("weather", city="Paris") * 2, "call_count"),
     ("other function", W(), tc("news", topic="Paris"), "function_name"),
-    ("swapped parallel values", [ToolCall("weather", {"city": "Paris", "days": 1}), ToolCall("weather", {"city": "Oslo", "days": 2})],
-     tc("weather", city="Paris", days=2) + tc("weather", city="Oslo", days=1), "argument_value"),
+    (
+        "swapped parallel values",
+        [ToolCall("weather", {"city": "Paris", "days": 1}), ToolCall("weather", {"city": "Oslo", "days": 2})],
+        tc("weather", city="Paris", days=2) + tc("weather", city="Oslo", days=1),
+        "argument_value",
+    ),
     ("a message", W(), "It is sunny in Paris.", "decision_mismatch"),
 ]
 
@@ -160,15 +196,23 @@ def test_rule_R10_sequential_calls_keep_their_order_without_a_simulator_state():
 
 def test_rule_R10_executed_calls_compare_strings_exactly():
     ctx = context(multi_env, expert(multi_env(), "multi_turn_base_0").turn(0))
-    padded = ("<tool_call>" + json.dumps({"name": "cd", "arguments": {"folder": "document"}}) + "</tool_call>"
-              + tc("mkdir", dir_name=" temp ") + tc("mv", source="final_report.pdf", destination=" temp "))
+    padded = (
+        "<tool_call>"
+        + json.dumps({"name": "cd", "arguments": {"folder": "document"}})
+        + "</tool_call>"
+        + tc("mkdir", dir_name=" temp ")
+        + tc("mv", source="final_report.pdf", destination=" temp ")
+    )
     verdict = V.verify(ctx, padded)
     assert verdict.reward == 0.0 and reason_code(verdict) in ("state_mismatch", "result_mismatch")
 
 
 def test_rule_R11_hostile_input_is_a_parse_error():
-    for text in ('<tool_call>{"name": "weather", "arguments": {"city": "Paris"}}', "[" * 50_000,
-                 '{"name": "weather", "arguments": {"city": "\\ud800"}}'):
+    for text in (
+        '<tool_call>{"name": "weather", "arguments": {"city": "Paris"}}',
+        "[" * 50_000,
+        '{"name": "weather", "arguments": {"city": "\\ud800"}}',
+    ):
         assert judge(W(), text)[1] == "parse_error"
     assert judge(W(), '\ufeff{"name": "weather", "arguments": {"city": "Paris"}}')[0] == 1.0
 
@@ -177,10 +221,16 @@ def test_rule_R11_hostile_input_is_a_parse_error():
 def test_from_turn_with_a_task_id_uses_what_the_task_knows():
     env = single_env()
     turn = expert(env, "simple_python_0").turn(0)
-    known = VerifyContext.from_turn("tooluse/bfcl-simple-v0", turn.prefix, turn.expert, task_id="simple_python_0",
-                                    env_factory=single_env)
-    alone = VerifyContext.from_turn("tooluse/bfcl-simple-v0", turn.prefix, turn.expert,
-                                    tools=env.tools_for(env.get_task("simple_python_0")), env_factory=single_env)
+    known = VerifyContext.from_turn(
+        "tooluse/bfcl-simple-v0", turn.prefix, turn.expert, task_id="simple_python_0", env_factory=single_env
+    )
+    alone = VerifyContext.from_turn(
+        "tooluse/bfcl-simple-v0",
+        turn.prefix,
+        turn.expert,
+        tools=env.tools_for(env.get_task("simple_python_0")),
+        env_factory=single_env,
+    )
     candidate = tc("calculate_triangle_area", base=10, height=5, unit="units")
     assert V.verify(known, candidate).components["layer"] == "answers"
     assert V.verify(alone, candidate).components["layer"] == "expert_calls"
@@ -189,11 +239,26 @@ def test_from_turn_with_a_task_id_uses_what_the_task_knows():
 
 def test_pivotgym_verify_cli_on_a_tooluse_turn(tmp_path, capsys):
     turn = tmp_path / "turn.json"
-    turn.write_text(json.dumps({"messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": TOOLS,
-                                "expert": [{"name": "weather", "arguments": {"city": "Paris", "days": 2}}]}))
+    turn.write_text(
+        json.dumps(
+            {
+                "messages": [{"role": "user", "content": "Weather in Paris?"}],
+                "tools": TOOLS,
+                "expert": [{"name": "weather", "arguments": {"city": "Paris", "days": 2}}],
+            }
+        )
+    )
     cands = tmp_path / "c.jsonl"
-    cands.write_text(json.dumps(tc("weather", days=2.0, city="Paris")) + "\n" + json.dumps({"text": "weather(city='Paris', days='2')"}) + "\n")
-    assert main(["verify", "--env", "tooluse/bfcl-simple-v0", "--turn", str(turn), "--candidates", str(cands), "--json"]) == 0
+    cands.write_text(
+        json.dumps(tc("weather", days=2.0, city="Paris"))
+        + "\n"
+        + json.dumps({"text": "weather(city='Paris', days='2')"})
+        + "\n"
+    )
+    assert (
+        main(["verify", "--env", "tooluse/bfcl-simple-v0", "--turn", str(turn), "--candidates", str(cands), "--json"])
+        == 0
+    )
     results = json.loads(capsys.readouterr().out)
     assert [(r["reward"], r["code"]) for r in results] == [(1.0, "equivalent:structural"), (0.0, "wrong_type")]
     assert results[0]["verifier"] == {"name": "tooluse/functional", "version": ToolCallVerifier.version}

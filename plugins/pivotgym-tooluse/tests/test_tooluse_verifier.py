@@ -7,11 +7,11 @@ import random
 import string
 
 import pytest
+from tooluse_helpers import context, expert, multi_env, single_env
 
 from pivotgym.types import ToolCall
 from pivotgym_tooluse.matching import match_call
 from pivotgym_tooluse.verifier import REASON_CODES, ToolCallExactVerifier, ToolCallVerifier, reason_code
-from tooluse_helpers import context, expert, multi_env, single_env
 
 V = ToolCallVerifier()
 
@@ -33,32 +33,38 @@ def mt():
 
 
 # ---------------------------------------------------------------------------- single turn
-@pytest.mark.parametrize("candidate", [
-    tc("calculate_triangle_area", height=5, base=10),                 # argument order, optional omitted
-    tc("calculate_triangle_area", base=10.0, height=5, unit="units"),  # 10.0 for an integer, optional given
-    tc("calculate_triangle_area", base=10, height=5, unit=" units "),  # surrounding whitespace
-    "calculate_triangle_area(base=10, height=5)",                      # python syntax
-    '{"name": "calculate_triangle_area", "arguments": "{\\"base\\": 10, \\"height\\": 5}"}',  # OpenAI JSON
-])
+@pytest.mark.parametrize(
+    "candidate",
+    [
+        tc("calculate_triangle_area", height=5, base=10),  # argument order, optional omitted
+        tc("calculate_triangle_area", base=10.0, height=5, unit="units"),  # 10.0 for an integer, optional given
+        tc("calculate_triangle_area", base=10, height=5, unit=" units "),  # surrounding whitespace
+        "calculate_triangle_area(base=10, height=5)",  # python syntax
+        '{"name": "calculate_triangle_area", "arguments": "{\\"base\\": 10, \\"height\\": 5}"}',  # OpenAI JSON
+    ],
+)
 def test_single_turn_equivalents_are_credited(candidate):
     verdict = V.verify(single_ctx("tooluse/bfcl-simple-v0", "simple_python_0"), candidate)
     assert verdict.reward == 1.0 and verdict.equivalent, verdict.reason
     assert verdict.reason == "equivalent:structural" and verdict.components["decision"] is True
 
 
-@pytest.mark.parametrize("candidate,reason", [
-    (tc("calculate_triangle_area", base=11, height=5), "argument_value"),
-    (tc("calculate_triangle_area", base=10.5, height=5), "wrong_type"),
-    (tc("calculate_triangle_area", base="10", height=5), "wrong_type"),
-    (tc("calculate_triangle_area", base=10, height=5, unit="Units"), "argument_value"),
-    ('<tool_call>{"name": "calculate_triangle_area", "arguments": {"base": 10, "height": 5}}', "parse_error"),
-    (tc("calculate_triangle_area", base=10), "missing_argument"),
-    (tc("calculate_triangle_area", base=10, height=5, color="red"), "unexpected_argument"),
-    (tc("calculate_circle_area", base=10, height=5), "function_name"),
-    (tc("calculate_triangle_area", base=10, height=5) * 2, "call_count"),
-    ("The area is 25 square units.", "decision_mismatch"),
-    ("<tool_call>{\"name\": calculate_triangle_area}</tool_call>", "parse_error"),
-])
+@pytest.mark.parametrize(
+    "candidate,reason",
+    [
+        (tc("calculate_triangle_area", base=11, height=5), "argument_value"),
+        (tc("calculate_triangle_area", base=10.5, height=5), "wrong_type"),
+        (tc("calculate_triangle_area", base="10", height=5), "wrong_type"),
+        (tc("calculate_triangle_area", base=10, height=5, unit="Units"), "argument_value"),
+        ('<tool_call>{"name": "calculate_triangle_area", "arguments": {"base": 10, "height": 5}}', "parse_error"),
+        (tc("calculate_triangle_area", base=10), "missing_argument"),
+        (tc("calculate_triangle_area", base=10, height=5, color="red"), "unexpected_argument"),
+        (tc("calculate_circle_area", base=10, height=5), "function_name"),
+        (tc("calculate_triangle_area", base=10, height=5) * 2, "call_count"),
+        ("The area is 25 square units.", "decision_mismatch"),
+        ('<tool_call>{"name": calculate_triangle_area}</tool_call>', "parse_error"),
+    ],
+)
 def test_single_turn_near_misses_are_rejected_with_a_typed_reason(candidate, reason):
     verdict = V.verify(single_ctx("tooluse/bfcl-simple-v0", "simple_python_0"), candidate)
     assert verdict.reward == 0.0 and not verdict.equivalent
@@ -67,9 +73,13 @@ def test_single_turn_near_misses_are_rejected_with_a_typed_reason(candidate, rea
 
 def test_parallel_calls_are_order_free():
     ctx = single_ctx("tooluse/bfcl-parallel-v0", "parallel_0")
-    swapped = tc("spotify.play", artist="Maroon 5", duration=15) + tc("spotify.play", artist="Taylor Swift", duration=20)
+    swapped = tc("spotify.play", artist="Maroon 5", duration=15) + tc(
+        "spotify.play", artist="Taylor Swift", duration=20
+    )
     assert V.verify(ctx, swapped).reward == 1.0
-    crossed = tc("spotify.play", artist="Maroon 5", duration=20) + tc("spotify.play", artist="Taylor Swift", duration=15)
+    crossed = tc("spotify.play", artist="Maroon 5", duration=20) + tc(
+        "spotify.play", artist="Taylor Swift", duration=15
+    )
     assert V.verify(ctx, crossed).reason.startswith("argument_value")
 
 
@@ -96,8 +106,11 @@ def test_irrelevance_credits_a_real_message_only():
 
 
 # ---------------------------------------------------------------------------- multi turn
-GOLD = [("cd", {"folder": "document"}), ("mkdir", {"dir_name": "temp"}),
-        ("mv", {"source": "final_report.pdf", "destination": "temp"})]
+GOLD = [
+    ("cd", {"folder": "document"}),
+    ("mkdir", {"dir_name": "temp"}),
+    ("mv", {"source": "final_report.pdf", "destination": "temp"}),
+]
 
 
 def calls(*pairs):
@@ -118,15 +131,21 @@ def test_multi_turn_structural_and_execution_equivalents(mt):
     assert always.reason == "equivalent:execution"
 
 
-@pytest.mark.parametrize("candidate,reason", [
-    (calls(GOLD[0], GOLD[1], ("mv", {"source": "final_report.pdf", "destination": "tmp"})), "state_mismatch"),  # wrong value
-    (calls(GOLD[0], GOLD[1], ("touch", {"file_name": "temp"})), "state_mismatch"),  # wrong function
-    (calls(*GOLD, ("touch", {"file_name": "notes.txt"})), "state_mismatch"),  # extra side effect
-    (calls(GOLD[0], GOLD[1]), "state_mismatch"),  # a call missing
-    (calls(("mkdir", {"dir_name": "temp"})), "state_mismatch"),
-    (calls(("cd", {"folder": "document"}), ("ls", {})), "state_mismatch"),
-    ("I moved the file.", "decision_mismatch"),
-])
+@pytest.mark.parametrize(
+    "candidate,reason",
+    [
+        (
+            calls(GOLD[0], GOLD[1], ("mv", {"source": "final_report.pdf", "destination": "tmp"})),
+            "state_mismatch",
+        ),  # wrong value
+        (calls(GOLD[0], GOLD[1], ("touch", {"file_name": "temp"})), "state_mismatch"),  # wrong function
+        (calls(*GOLD, ("touch", {"file_name": "notes.txt"})), "state_mismatch"),  # extra side effect
+        (calls(GOLD[0], GOLD[1]), "state_mismatch"),  # a call missing
+        (calls(("mkdir", {"dir_name": "temp"})), "state_mismatch"),
+        (calls(("cd", {"folder": "document"}), ("ls", {})), "state_mismatch"),
+        ("I moved the file.", "decision_mismatch"),
+    ],
+)
 def test_multi_turn_near_misses_are_rejected(mt, candidate, reason):
     verdict = V.verify(mt[0], candidate)
     assert verdict.reward == 0.0 and verdict.reason.split(":")[0] == reason, verdict.reason
@@ -157,9 +176,40 @@ def test_exact_verifier_is_strict(mt):
 # ---------------------------------------------------------------------------- fuzz
 def _fuzz_inputs(n, seed=0):
     rng = random.Random(seed)
-    pieces = ["<tool_call>", "</tool_call>", "{", "}", "[", "]", '"name"', '"arguments"', ":", ",", '"cd"',
-              '"folder"', '"document"', "(", ")", "=", "cd", "mv", "ls", "None", "1e999", "-0", "\x00", "\\u0000",
-              "```json", " ", "\n", "null", "NaN", '"calculate_triangle_area"', '"base"', "10"]
+    pieces = [
+        "<tool_call>",
+        "</tool_call>",
+        "{",
+        "}",
+        "[",
+        "]",
+        '"name"',
+        '"arguments"',
+        ":",
+        ",",
+        '"cd"',
+        '"folder"',
+        '"document"',
+        "(",
+        ")",
+        "=",
+        "cd",
+        "mv",
+        "ls",
+        "None",
+        "1e999",
+        "-0",
+        "\x00",
+        "\\u0000",
+        "```json",
+        " ",
+        "\n",
+        "null",
+        "NaN",
+        '"calculate_triangle_area"',
+        '"base"',
+        "10",
+    ]
     for i in range(n):
         if i % 3 == 0:
             yield "".join(rng.choice(pieces) for _ in range(rng.randint(1, 25)))
@@ -168,7 +218,7 @@ def _fuzz_inputs(n, seed=0):
         else:
             good = tc("calculate_triangle_area", base=10, height=5)
             cut = rng.randint(0, len(good) - 2)
-            yield good[:cut] + rng.choice(["", "}", "{", "\"", "]]"]) + good[cut + 1:]
+            yield good[:cut] + rng.choice(["", "}", "{", '"', "]]"]) + good[cut + 1 :]
 
 
 def test_fuzz_malformed_inputs_get_zero_and_a_reason_never_an_exception(mt):

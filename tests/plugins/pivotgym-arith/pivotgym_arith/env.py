@@ -80,8 +80,14 @@ class ArithChainEnv(AgentEnv):
         return StepOutcome([message("user", f"Correct. {self._instruction()}")], info={"correct": True})
 
     def snapshot(self):
-        return {"base": super().snapshot(), "value": self.value, "step_index": self.step_index,
-                "messages": list(self.messages), "turn": self.turn, "done": self.done}
+        return {
+            "base": super().snapshot(),
+            "value": self.value,
+            "step_index": self.step_index,
+            "messages": list(self.messages),
+            "turn": self.turn,
+            "done": self.done,
+        }
 
     def restore(self, snap):
         self.task = self.get_task(snap["base"]["task_id"])

@@ -5,8 +5,12 @@ import pivotgym
 
 @pivotgym.hookimpl
 def register_environments(register):
-    register("arith/chain-v0", "pivotgym_arith.env:ArithChainEnv", verifier="arith/value",
-             description="follow arithmetic instructions; any expression with the right value is correct")
+    register(
+        "arith/chain-v0",
+        "pivotgym_arith.env:ArithChainEnv",
+        verifier="arith/value",
+        description="follow arithmetic instructions; any expression with the right value is correct",
+    )
 
 
 @pivotgym.hookimpl
