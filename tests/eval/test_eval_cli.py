@@ -81,7 +81,7 @@ def test_an_option_the_backend_does_not_take_is_one_line(echo, tmp_path, capsys)
 def test_an_unknown_sampler_says_how_to_list_them(tmp_path, capsys):
     assert main(["eval", "--suite", "ood-quick", "--sampler", "nope", "--out", str(tmp_path / "s.json")]) == 1
     err = capsys.readouterr().err
-    assert "unknown sampler 'nope'" in err and "pivotgym plugins" in err and len(err.strip().splitlines()) == 1
+    assert "unknown sampler 'nope'" in err and "pivotgym samplers" in err and len(err.strip().splitlines()) == 1
 
 
 def test_an_unknown_model_fails_before_the_hf_backend_loads(tmp_path, capsys):
