@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from pivotgym.experiment import ExperimentError, load_experiment, run_experiment
 
@@ -26,44 +25,9 @@ def test_shipped_configs_parse():
             bad.unlink()
 
 
-def test_miniature_experiment_end_to_end(tiny_model_dir, arith_registry, tmp_path):
-    config = {
-        "name": "mini",
-        "env": "arith/chain-v0",
-        "model": str(tiny_model_dir),
-        "seeds": [0],
-        "train_tasks": 2,
-        "ood": ["general/navigate-v0"],
-        "executor": "serial",
-        "eval": {"limit": 1, "max_new_tokens": 2, "batch_size": 4},
-        "curve": {"tasks": 1, "every": 1, "max_turns": 2},
-        "profile": {"k": 2, "max_new_tokens": 2},
-        "select": {"min_var": -1.0, "max_mean": 1.1},  # admit every turn: a gibberish model has no pivots
-        "sft": {"steps": 1, "trajectories_per_step": 2, "progress": False},
-        "pivot": {
-            "steps": 2,
-            "group_size": 2,
-            "pivots_per_step": 1,
-            "max_new_tokens": 2,
-            "eval_pivots": 1,
-            "eval_samples": 1,
-            "progress": False,
-        },
-        "e2e": {
-            "steps": 2,
-            "group_size": 2,
-            "tasks_per_step": 1,
-            "max_new_tokens": 2,
-            "max_turns": 1,
-            "eval_tasks": 1,
-            "eval_samples": 1,
-            "progress": False,
-        },
-        "ablations": ["random_turns", "exact_reward"],
-        "rl_init": "sft",  # RL starts from (and profiles with) the saved SFT model
-    }
-    path = tmp_path / "mini.yaml"
-    path.write_text(yaml.safe_dump(config))
+def test_miniature_experiment_end_to_end(mini_experiment, arith_registry, tmp_path):
+    # two E2E steps; both ablations; RL starts from (and profiles with) the saved SFT model
+    path = mini_experiment(tmp_path / "mini.yaml", e2e={"steps": 2}, ablations=["random_turns", "exact_reward"])
     root = tmp_path / "run"
     summary = run_experiment(load_experiment(path), out_dir=root)
 

@@ -134,9 +134,11 @@ def test_fuzz_raises_nothing_but_parse_error(codec):
         pool = pieces if i % 2 else list(string.printable)
         text = "".join(rng.choice(pool) for _ in range(rng.randint(0, 40)))
         try:
-            codec.parse(text)
+            parsed = codec.parse(text)
         except ParseError:
-            pass
+            continue
+        for call in parsed.calls:  # what is read is plain JSON data, whatever the text was
+            json.dumps(call.arguments)
 
 
 def test_load_json_bounds_nesting_and_names_where():
