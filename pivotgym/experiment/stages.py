@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pivotgym.errors import ConfigError
+from pivotgym.errors import ConfigError, PivotgymError
 from pivotgym.eval import write_json
 from pivotgym.experiment.accounting import matched_sft_steps, optimizer_steps, write_accounting
 from pivotgym.experiment.layout import ABLATION_TAGS, METHOD_LABELS
@@ -155,7 +155,7 @@ def stage_sft_more(run: Run, seed: int) -> None:
         return
     start = layout.model("sft", seed)
     if not layout.model_saved("sft", seed):
-        raise ConfigError(f"{start} is missing: rerun the sft stage (pivotgym experiment CONFIG --rerun sft)")
+        raise PivotgymError(f"{start} is missing", hint="recompute it: pivotgym experiment CONFIG --rerun sft")
     section = {**run.config.sft, "steps": extra}
     cfg = SFTConfig.from_dict(
         {**trainer_kwargs(run, section, seed, out_dir, str(start)), "trajectories": str(layout.expert)}
