@@ -117,6 +117,29 @@ class ProfileSection:
 
 #: the trainer config each trainer section overrides
 TRAINER_SECTIONS = ("sft", "pivot", "e2e")
+#: trainer fields the experiment decides itself; in a trainer section they are an error (they would be
+#: overridden, or would break the comparison), with where to say it instead
+EXPERIMENT_SETS = {
+    "model": "the top-level `model` (and `rl_init` for PivotRL and E2E RL)",
+    "seed": "the top-level `seeds`",
+    "output_dir": "`pivotgym experiment --out`",
+    "resume": "the experiment itself, which resumes by stage",
+    "pivots": "the profile stage (the selection rule is `select`)",
+    "profiles": "the profile stage (options in `profile`)",
+    "trajectories": "the expert stage (`env`, `train_tasks`)",
+    "verifier": "the env's functional verifier (the exact one is the `exact_reward` ablation)",
+    "env_id": "the top-level `env`",
+}
+
+
+def check_trainer_section(name: str, data: Any, source: Source = Source()) -> dict[str, Any]:
+    """Check the ``sft``/``pivot``/``e2e`` section ``name`` against its trainer's fields, refusing the fields
+    the experiment sets itself (:data:`EXPERIMENT_SETS`); returns the section as a dict."""
+    section = check_section(_trainer_class(name), data, source, (name,))
+    for key in section:
+        if key in EXPERIMENT_SETS:
+            raise source.error((name, key), f"is set by the experiment, from {EXPERIMENT_SETS[key]}; remove it here")
+    return section
 
 
 def _trainer_class(section: str) -> type:
@@ -189,7 +212,7 @@ class ExperimentConfig:
             if value is None or isinstance(value, Mapping):
                 setattr(self, name, build(section, value or {}, prefix=(name,)))
         for name in TRAINER_SECTIONS:
-            setattr(self, name, check_section(_trainer_class(name), getattr(self, name) or {}, prefix=(name,)))
+            setattr(self, name, check_trainer_section(name, getattr(self, name) or {}))
         check_choices(self)
 
     @property
@@ -249,7 +272,7 @@ def load_experiment(path: str | Path) -> ExperimentConfig:
         data["seeds"] = [data["seeds"]]  # `seeds: 3` means [3]
     check_section(ExperimentConfig, data, source)  # keys and types of the whole file, sections included
     for name in TRAINER_SECTIONS:
-        check_section(_trainer_class(name), data.get(name), source, (name,))
+        check_trainer_section(name, data.get(name), source)
     check_choices(data, source)
     config = build(ExperimentConfig, data, source)
     config.path = Path(path)

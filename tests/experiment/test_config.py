@@ -38,6 +38,25 @@ def test_a_misspelt_key_in_any_section_fails_before_anything_runs(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["exp.yaml"]  # no run folder
 
 
+@pytest.mark.parametrize(
+    "section, dotted, instead",
+    [
+        ("pivot: {pivots: my.jsonl}", "pivot.pivots", "the profile stage"),
+        ("sft: {model: other-model}", "sft.model", "the top-level `model`"),
+        ("e2e: {seed: 3}", "e2e.seed", "the top-level `seeds`"),
+        ("e2e: {env_id: other/env-v0}", "e2e.env_id", "the top-level `env`"),
+    ],
+)
+def test_a_trainer_field_the_experiment_sets_itself_is_an_error(section, dotted, instead, tmp_path):
+    """Such a field would be silently overridden (pivots, env_id) or would break the comparison (model,
+    seed): the error says where the experiment takes it from."""
+    path = tmp_path / "exp.yaml"
+    path.write_text(HEAD + section + "\n")
+    with pytest.raises(ConfigError) as info:
+        load_experiment(path)
+    assert str(info.value).startswith(f"{path}:3: {dotted}: is set by the experiment, from {instead}")
+
+
 def test_experiment_error_is_the_config_error():
     assert ExperimentError is ConfigError
 
