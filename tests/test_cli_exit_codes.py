@@ -106,3 +106,25 @@ def test_verify_with_an_undecided_verdict_exits_1(plugin_site, tmp_path):
     r = _run(*base, "--verifier", "exact", env=env)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)[0]["reward"] == 1
+
+
+def test_check_all_reports_an_env_that_cannot_be_made_and_goes_on(monkeypatch, capsys):
+    """`check all` used to stop at the first env whose `make` raised (a disabled env, a broken factory):
+    now that env is a FAILED report (`setup`), the next ones still run, and the exit status is 1."""
+    import pivotgym.registry as registry
+    from pivotgym.cli import main
+
+    navigate = next(s for s in registry.list_envs() if s.id == "general/navigate-v0")
+    picked = [_Fake("no/such-env-v0"), navigate]
+    monkeypatch.setattr(registry, "list_envs", lambda: picked)
+    assert main(["check", "all", "--json"]) == 1
+    reports = {r["env_id"]: r for r in json.loads(capsys.readouterr().out)}
+    assert reports["no/such-env-v0"]["ok"] is False
+    assert reports["no/such-env-v0"]["results"][0]["name"] == "setup"
+    assert "unknown env 'no/such-env-v0'" in reports["no/such-env-v0"]["results"][0]["detail"]
+    assert reports["general/navigate-v0"]["ok"] is True
+
+
+class _Fake:
+    def __init__(self, env_id: str) -> None:
+        self.id = env_id

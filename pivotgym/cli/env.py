@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from pivotgym.cli.output import CLIError, emit_json, table
+from pivotgym.cli.output import CLIError, emit_json, error_line, table
+
+if TYPE_CHECKING:
+    from pivotgym.checker import CheckReport
 
 
 def check_cmd(
@@ -19,8 +23,10 @@ def check_cmd(
     from pivotgym.checker import check_env
     from pivotgym.registry import list_envs
 
-    ids = [s.id for s in list_envs()] if env_id == "all" else [env_id]
-    reports = [check_env(i, verifier=verifier, n_experts=n_experts) for i in ids]
+    if env_id == "all":  # one env that cannot be built or judged is a failed report; the others still run
+        reports = [_check_or_fail(s.id, verifier=verifier, n_experts=n_experts) for s in list_envs()]
+    else:
+        reports = [check_env(env_id, verifier=verifier, n_experts=n_experts)]
     if as_json:
         emit_json([r.to_dict() for r in reports])
     else:
@@ -31,6 +37,18 @@ def check_cmd(
                 typer.echo(f"  {r.status.upper():4}  {r.name:21} {first_line}")
     if not all(r.ok for r in reports):
         raise typer.Exit(1)
+
+
+def _check_or_fail(env_id: str, **options: Any) -> CheckReport:
+    """:func:`~pivotgym.checker.check_env`, or a report failing ``setup`` when the env or its verifier cannot
+    even be made (a disabled env, a broken factory)."""
+    from pivotgym.checker import CheckReport, CheckResult, check_env
+    from pivotgym.errors import PivotgymError
+
+    try:
+        return check_env(env_id, **options)
+    except PivotgymError as exc:
+        return CheckReport(env_id, [CheckResult("setup", "fail", error_line(exc).removeprefix("error: "))])
 
 
 def expert_cmd(

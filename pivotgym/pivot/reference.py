@@ -6,14 +6,8 @@ from typing import Any
 
 
 def make_reference_sampler(sampler: str, model: str, **kwargs: Any) -> Any:
-    """The frozen reference policy: a sampler backend from the registry (``hf`` by default)."""
-    from pivotgym.registry import RegistryError, get_registry
+    """The frozen reference policy: the sampler backend ``sampler`` from the registry (``hf`` by default;
+    ``pivotgym samplers`` lists them)."""
+    from pivotgym.registry import get_registry
 
-    try:
-        return get_registry().make_sampler(sampler, model=model, **kwargs)
-    except RegistryError:
-        if sampler != "hf":
-            raise
-        from pivotgym.sampling.hf import HFSampler  # the core backend, even before it is registered
-
-        return HFSampler(model=model, **kwargs)
+    return get_registry().make_sampler(sampler, model=model, **kwargs)
