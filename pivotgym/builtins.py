@@ -56,7 +56,7 @@ def register_suites(register: Register) -> None:
     from pivotgym.declarative import discover
 
     for suite in discover(errors=[])[1]:
-        register(suite.name, suite.members, description=suite.description, **suite.options)
+        register(suite.name, suite.members, description=suite.description)
 
 
 @hookimpl

@@ -102,7 +102,6 @@ class SuiteConfig:
     name: str
     members: dict[str, str]
     description: str = ""
-    options: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
 
 
@@ -129,7 +128,7 @@ def parse_suite(data: dict[str, Any], path: Path | None = None, source: Source |
                 f"role must be 'in_domain' or 'ood', got {role!r}{did_you_mean(str(role), ('in_domain', 'ood'))}",
             )
     return SuiteConfig(
-        str(data["suite"]), {str(k): str(v) for k, v in members.items()}, str(data.get("description", "")), {}, path
+        str(data["suite"]), {str(k): str(v) for k, v in members.items()}, str(data.get("description", "")), path
     )
 
 

@@ -106,7 +106,7 @@ class Run:
 
     def generation_cap(self, cap: int | None) -> int:
         """New tokens per turn in the target env: its own limit, which ``cap`` can only shorten."""
-        from pivotgym.eval import generation_cap
+        from pivotgym.env import generation_cap
 
         return generation_cap(self.env(), cap)
 
