@@ -14,7 +14,7 @@ from pivotgym.eval.compare import compare, format_comparison, mismatches
 from pivotgym.eval.io import load_result, write_json
 from pivotgym.eval.rollout import Episode, greedy_episodes, run_episodes
 from pivotgym.eval.scoring import generate_single, generation_cap, loglik_scores
-from pivotgym.eval.stats import ROLES, ci95, paired_interval, role_averages, summarize, unpaired_interval
+from pivotgym.eval.stats import ROLES, ci95, paired_interval, role_averages, summarize, unpaired_interval, wilson
 from pivotgym.eval.suites import Member, evaluate_suite, suite_members
 
 __all__ = [
@@ -37,5 +37,6 @@ __all__ = [
     "suite_members",
     "summarize",
     "unpaired_interval",
+    "wilson",
     "write_json",
 ]

@@ -19,18 +19,26 @@ def ci95(values: Sequence[float]) -> list[float]:
     n = len(values)
     if n == 0:
         return [0.0, 0.0]
-    mean = sum(values) / n
     if all(v in (0.0, 1.0) for v in values):
-        denom = 1 + Z95 * Z95 / n
-        centre = (mean + Z95 * Z95 / (2 * n)) / denom
-        half = Z95 * math.sqrt(mean * (1 - mean) / n + Z95 * Z95 / (4 * n * n)) / denom
-        low = 0.0 if mean == 0.0 else max(0.0, centre - half)  # exact ends: no 1e-17 rounding residue
-        high = 1.0 if mean == 1.0 else min(1.0, centre + half)
-        return [low, high]
+        return wilson(int(sum(values)), n)
     lo, hi = normal_interval(values)
     if all(0.0 <= v <= 1.0 for v in values):  # a share (e.g. per-task turn accuracy) stays within [0, 1]
         return [max(0.0, lo), min(1.0, hi)]
     return [lo, hi]
+
+
+def wilson(successes: int, n: int) -> list[float]:
+    """Wilson's 95% interval for a share of ``successes`` in ``n`` 0/1 outcomes (``[0, 0]`` for none):
+    sound at small n and near 0 or 1, where the normal approximation covers too little."""
+    if n <= 0:
+        return [0.0, 0.0]
+    share = successes / n
+    denom = 1 + Z95 * Z95 / n
+    centre = (share + Z95 * Z95 / (2 * n)) / denom
+    half = Z95 * math.sqrt(share * (1 - share) / n + Z95 * Z95 / (4 * n * n)) / denom
+    low = 0.0 if successes <= 0 else max(0.0, centre - half)  # exact ends: no 1e-17 rounding residue
+    high = 1.0 if successes >= n else min(1.0, centre + half)
+    return [low, high]
 
 
 def normal_interval(values: Sequence[float]) -> list[float]:
@@ -109,4 +117,5 @@ __all__ = [
     "role_averages",
     "summarize",
     "unpaired_interval",
+    "wilson",
 ]

@@ -190,3 +190,13 @@ def test_cli_refuses_a_mismatch_with_one_line_and_exit_1_unless_allowed(tmp_path
 def test_cli_reports_a_file_that_is_not_a_result(tmp_path):
     done = _pivotgym("compare", _write(tmp_path, "bad.json", {}), _write(tmp_path, "t.json", TRAINED))
     assert done.returncode == 1 and "not a suite result" in done.stderr
+
+
+def test_wilson_interval_matches_ci95_of_outcomes_and_keeps_exact_ends():
+    from pivotgym.eval import wilson
+
+    assert wilson(7, 20) == pytest.approx(ci95([1.0] * 7 + [0.0] * 13))
+    low, high = wilson(7, 20)
+    assert 0.15 < low < 0.35 < high < 0.6  # around the share, asymmetric near 0
+    assert wilson(0, 5)[0] == 0.0 and wilson(5, 5)[1] == 1.0
+    assert wilson(0, 0) == [0.0, 0.0]
