@@ -1,8 +1,10 @@
 """Domain-free comparison helpers for verifiers: JSON-schema rules for tool-call arguments.
 
-Strict types (:func:`type_matches`), meaning-preserving strings (:func:`normalize_string`), numbers of any size
-(:func:`numbers_equal`), schema defaults, and order-free matching of parallel calls (:func:`calls_equivalent`);
-every failure carries a :data:`CallReason` code. Every helper here accepts untrusted values and never raises.
+Strict types (:func:`type_matches`), meaning-preserving strings (:func:`normalize_string`; case folded only for
+free text, :func:`string_kind` and :func:`folds_case`), numbers of any size (:func:`numbers_equal`), defaults from
+the schema or its description, coerced to the parameter's type (:func:`param_default`), and order-free matching of
+parallel calls (:func:`calls_equivalent`); every failure carries a :data:`CallReason` code. Every helper here
+accepts untrusted values and never raises; every regular expression runs in time linear in its input.
 """
 
 from __future__ import annotations
@@ -24,11 +26,15 @@ __all__ = [
     "arguments_equivalent",
     "calls_equivalent",
     "coerce_value",
+    "description_default",
+    "folds_case",
     "is_case_insensitive",
     "normalize_string",
     "normalize_whitespace",
     "numbers_equal",
+    "param_default",
     "perfect_matching",
+    "string_kind",
     "type_matches",
     "value_problem",
     "values_equivalent",
@@ -43,13 +49,20 @@ CallReason = Literal[
     "unexpected_argument",  # a parameter the function does not have, or one the expert left unset set to a non-default
     "wrong_type",  # a value of the wrong JSON type for its parameter (``"70"`` for an integer)
     "argument_value",  # the right type, a different value
+    "text_not_decidable",  # free text differing beyond case and whitespace: a synonym or another value, unknowable
+]
+
+#: What a string parameter holds, by its schema and its name/description (:func:`string_kind`).
+StringKind = Literal[
+    "free_text", "enum", "format", "pattern", "identifier", "path", "url", "email", "code", "not_string"
 ]
 
 #: nested values deeper than this are never equivalent (bounded recursion on untrusted input)
 MAX_VALUE_DEPTH = 64
 
 _WS = re.compile(r"\s+")
-_CASE_INSENSITIVE = re.compile(r"case[\s_-]?insensitive", re.IGNORECASE)
+_CASE_INSENSITIVE = re.compile(r"case[\s_-]?insensitive|not case[\s_-]?sensitive", re.IGNORECASE)
+_CASE_SENSITIVE = re.compile(r"(?<!not )\bcase[\s_-]?sensitive", re.IGNORECASE)
 _MISSING: Any = object()
 
 
@@ -78,6 +91,176 @@ def is_case_insensitive(spec: Mapping[str, Any] | None) -> bool:
         return True
     description = spec.get("description")
     return isinstance(description, str) and bool(_CASE_INSENSITIVE.search(description))
+
+
+# Words that make a string parameter something other than free text, by what it then is. A parameter's *name* is
+# split into words (snake_case, camelCase, digits); its *description* is searched for the shorter, less ambiguous
+# list. Either is a reason to keep case: a wrong guess costs a false negative, never a false positive.
+_NAME_WORDS: dict[str, StringKind] = {
+    **dict.fromkeys(
+        "id ids uuid uuids guid key keys token tokens password passwd secret hash checksum sha md5 username usernames "
+        "login handle slug sku isbn iban ticker symbol symbols ip mac hex base64 identifier identifiers".split(),
+        "identifier",
+    ),
+    **dict.fromkeys(
+        "path paths file files filename filenames filepath dir dirs dirname directory directories folder folders "
+        "source destination".split(),
+        "path",
+    ),
+    **dict.fromkeys("url urls uri uris link links endpoint href hostname host domain".split(), "url"),
+    **dict.fromkeys("email emails mail".split(), "email"),
+    **dict.fromkeys(
+        "code codes query queries expression expressions expr regex regexp pattern sql script command cmd formula "
+        "equation function func lambda snippet program selector xpath jsonpath".split(),
+        "code",
+    ),
+}
+_DESCRIPTION_WORDS: dict[str, StringKind] = {
+    **dict.fromkeys(
+        "id ids identifier identifiers uuid token tokens password passwords hash username".split(), "identifier"
+    ),
+    **dict.fromkeys("path paths filename filenames file files directory directories folder folders".split(), "path"),
+    **dict.fromkeys("url urls uri uris".split(), "url"),
+    **dict.fromkeys("email emails e-mail".split(), "email"),
+    **dict.fromkeys("regex sql code expression query formula equation".split(), "code"),
+}
+_CAMEL = re.compile(r"[a-z0-9]+|[A-Z][a-z0-9]*")
+_WORDS = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)?")
+_MAX_SCHEMA_TEXT = 2000  # description text read per parameter: the rules need its first sentences only
+
+
+def _name_words(name: str) -> list[str]:
+    return [w.lower() for w in _CAMEL.findall(name[:200])]
+
+
+def string_kind(name: str | None, spec: Mapping[str, Any] | None) -> StringKind:
+    """What a string parameter holds, decided by its schema first (``enum``/``const``, ``format``, ``pattern``,
+    source code of another language), then by its name's words (``file_name``, ``userId``, ``query``...), then by
+    its description's (``"the file path"``, ``"the user's ID"``...). ``"free_text"`` is what is left: a string
+    parameter with none of these, whose case carries no meaning (a city, a genre, a title). A parameter whose
+    schema type is not ``"string"`` is ``"not_string"``."""
+    if not isinstance(spec, Mapping) or spec.get("type") != "string":
+        return "not_string"
+    if "enum" in spec or "const" in spec:
+        return "enum"
+    if "format" in spec:
+        return "format"
+    if "pattern" in spec:
+        return "pattern"
+    if "x-source-type" in spec:
+        return "code"
+    for word in _name_words(name) if isinstance(name, str) else ():
+        if word in _NAME_WORDS:
+            return _NAME_WORDS[word]
+    description = spec.get("description")
+    if isinstance(description, str):
+        for word in _WORDS.findall(description[:_MAX_SCHEMA_TEXT].lower()):
+            if word in _DESCRIPTION_WORDS:
+                return _DESCRIPTION_WORDS[word]
+    return "free_text"
+
+
+def folds_case(name: str | None, spec: Mapping[str, Any] | None) -> bool:
+    """Is a string parameter compared without case? Explicit marks decide first (``"x-case-sensitive": true`` or a
+    description saying "case-sensitive": no; ``"x-case-insensitive": true`` or "case-insensitive": yes, even for an
+    enum or an identifier); otherwise only free text (:func:`string_kind`) is folded."""
+    if isinstance(spec, Mapping):
+        if spec.get("x-case-sensitive") is True:
+            return False
+        if is_case_insensitive(spec):
+            return True
+        description = spec.get("description")
+        if isinstance(description, str) and _CASE_SENSITIVE.search(description[:_MAX_SCHEMA_TEXT]):
+            return False
+    return string_kind(name, spec) == "free_text"
+
+
+# "Default is 'cm'", "defaults to 10", "Default: true", "default value is None", "(default=5)": the word, an optional
+# "value", an optional verb or sign, then one literal. Read on whitespace-collapsed, length-capped text with bounded
+# repetitions and no nested quantifiers, so the search is linear in the description's length.
+_DEFAULT = re.compile(
+    r"\bdefault(?:s|ed)?(?: value)?(?: (?:is|to|of|will be|is set to|=)| ?[:=])? ?"
+    r"(?:'(?P<sq>[^'\n]{0,200})'|\"(?P<dq>[^\"\n]{0,200})\"|`(?P<bq>[^`\n]{0,200})`"
+    r"|(?P<num>[-+]?\d{1,30}(?:\.\d{1,30})?(?:[eE][-+]?\d{1,4})?)(?![\w.:/-])"
+    r"|(?P<word>true|false|none|null)\b)",
+    re.IGNORECASE,
+)
+_INT = re.compile(r"[-+]?\d{1,4300}")
+_FLOAT = re.compile(r"[-+]?(?:\d{1,400}(?:\.\d{0,400})?|\.\d{1,400})(?:[eE][-+]?\d{1,4})?")
+
+
+def description_default(spec: Mapping[str, Any] | None) -> tuple[bool, Any]:
+    """``(True, value)`` when a parameter's description states its default ("Default is 'cm'", "defaults to 10",
+    "Default: true", "default value is None"), coerced to the parameter's type (:func:`param_default`); ``(False,
+    None)`` when it states none, states several different ones, or one that its type cannot hold."""
+    description = spec.get("description") if isinstance(spec, Mapping) else None
+    if not isinstance(description, str) or "default" not in description.lower():
+        return False, None
+    found: list[tuple[bool, Any]] = []
+    for m in _DEFAULT.finditer(normalize_whitespace(description[:_MAX_SCHEMA_TEXT])):
+        quoted = next((m.group(g) for g in ("sq", "dq", "bq") if m.group(g) is not None), None)
+        if quoted is not None:
+            raw: Any = quoted
+        elif m.group("num") is not None:
+            raw = _number(m.group("num"))
+            if spec.get("type") == "string":  # type: ignore[union-attr]
+                raw = m.group("num")
+        else:
+            word = m.group("word").lower()
+            raw = None if word in ("none", "null") else word == "true"
+            if spec.get("type") == "string" and raw is not None:  # type: ignore[union-attr]
+                raw = m.group("word")
+        found.append(_coerce_default(raw, spec.get("type")))  # type: ignore[union-attr]
+    values = [v for ok, v in found if ok]
+    if not values or len(values) != len(found):
+        return False, None
+    first = values[0]
+    if any(not (type(v) is type(first) and v == first) for v in values[1:]):
+        return False, None  # "defaults to 'a' for X and 'b' for Y": no single default
+    return True, first
+
+
+def _number(text: str) -> Any:
+    try:
+        if _INT.fullmatch(text):
+            return int(text)
+        value = float(text)
+        return value if math.isfinite(value) else None
+    except ValueError:
+        return None
+
+
+def _coerce_default(value: Any, type_name: Any) -> tuple[bool, Any]:
+    """A stated default in its parameter's type: ``"false"`` for a boolean is ``False``, ``"10"`` for an integer
+    is 10, ``2.0`` for an integer is 2; ``None`` stays ``None`` (a null default). ``(False, None)`` when the
+    value cannot be of that type."""
+    if value is None or not isinstance(type_name, str) or type_name not in _JSON_TYPES:
+        return True, value
+    if type_name == "boolean" and isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return True, value.strip().lower() == "true"
+    if type_name in ("integer", "number", "float") and isinstance(value, str) and not isinstance(value, bool):
+        text = value.strip()
+        if _INT.fullmatch(text) or (type_name != "integer" and _FLOAT.fullmatch(text)):
+            value = _number(text)
+        elif type_name == "integer" and _FLOAT.fullmatch(text):
+            value = _number(text)
+    if type_name == "string" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)
+    value = coerce_value(value, type_name)
+    return (True, value) if value is not None and type_matches(value, type_name) else (False, None)
+
+
+def param_default(spec: Mapping[str, Any] | None) -> tuple[bool, Any]:
+    """A parameter's default as ``(found, value)``: the schema's ``default`` coerced to the parameter's type
+    (``"false"`` for a boolean is ``False``; a default its type cannot hold is kept as written, since the
+    schema's author meant it), else one its description states (:func:`description_default`). A ``null``
+    default is ``(True, None)``."""
+    if not isinstance(spec, Mapping):
+        return False, None
+    if "default" in spec:
+        ok, value = _coerce_default(spec["default"], spec.get("type"))
+        return True, value if ok else spec["default"]
+    return description_default(spec)
 
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
