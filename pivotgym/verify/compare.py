@@ -181,7 +181,7 @@ def folds_case(name: str | None, spec: Mapping[str, Any] | None) -> bool:
 _DEFAULT = re.compile(
     r"\bdefault(?:s|ed)?(?: value)?(?: (?:is|to|of|will be|is set to|=)| ?[:=])? ?"
     r"(?:'(?P<sq>[^'\n]{0,200})'|\"(?P<dq>[^\"\n]{0,200})\"|`(?P<bq>[^`\n]{0,200})`"
-    r"|(?P<num>[-+]?\d{1,30}(?:\.\d{1,30})?(?:[eE][-+]?\d{1,4})?)(?![\w.:/-])"
+    r"|(?P<num>[-+]?\d{1,30}(?:\.\d{1,30})?(?:[eE][-+]?\d{1,4})?)(?![\w:/-]|\.\d)"
     r"|(?P<word>true|false|none|null)\b)",
     re.IGNORECASE,
 )
@@ -320,14 +320,16 @@ def values_equivalent(
     b: Any,
     *,
     spec: Mapping[str, Any] | None = None,
+    name: str | None = None,
     loose_strings: bool = True,
     rel_tol: float = 1e-9,
     _depth: int = 0,
 ) -> bool:
     """Structural equality for argument values: numbers by value (``2 == 2.0``, booleans apart, any size),
-    strings by :func:`normalize_string` when ``loose_strings`` (case-folded only where ``spec`` says the
-    parameter is case-insensitive) or exactly otherwise, sequences element-wise, mappings key-wise. ``spec``
-    (the parameter's JSON schema) is followed into ``items`` and ``properties``. Never raises."""
+    strings by :func:`normalize_string` when ``loose_strings`` (case-folded where :func:`folds_case` says so for
+    the parameter ``name`` with schema ``spec``: free text, or an explicit case-insensitive mark) or exactly
+    otherwise, sequences element-wise, mappings key-wise. ``spec`` (the parameter's JSON schema) is followed into
+    ``items`` (which keep the parameter's name) and ``properties`` (named by their keys). Never raises."""
     if _depth > MAX_VALUE_DEPTH:
         return False
     spec = spec if isinstance(spec, Mapping) else {}
@@ -338,12 +340,14 @@ def values_equivalent(
     if isinstance(a, str) and isinstance(b, str):
         if not loose_strings:
             return a == b
-        fold = is_case_insensitive(spec)
+        fold = folds_case(name, spec)
         return normalize_string(a, case_insensitive=fold) == normalize_string(b, case_insensitive=fold)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         items = spec.get("items")
         return len(a) == len(b) and all(
-            values_equivalent(x, y, spec=items, loose_strings=loose_strings, rel_tol=rel_tol, _depth=_depth + 1)
+            values_equivalent(
+                x, y, spec=items, name=name, loose_strings=loose_strings, rel_tol=rel_tol, _depth=_depth + 1
+            )
             for x, y in zip(a, b)
         )
     if isinstance(a, Mapping) and isinstance(b, Mapping):
@@ -351,7 +355,13 @@ def values_equivalent(
         props: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
         return a.keys() == b.keys() and all(
             values_equivalent(
-                a[k], b[k], spec=props.get(k), loose_strings=loose_strings, rel_tol=rel_tol, _depth=_depth + 1
+                a[k],
+                b[k],
+                spec=props.get(k),
+                name=k if isinstance(k, str) else None,
+                loose_strings=loose_strings,
+                rel_tol=rel_tol,
+                _depth=_depth + 1,
             )
             for k in a
         )
@@ -411,8 +421,11 @@ def arguments_equivalent(
 ) -> CallMatch:
     """Compare keyword arguments against the expert's, using the function's JSON schema (``parameters``)
     when given: types are checked (:func:`value_problem`), a parameter left out counts as its schema
-    default on either side, unknown parameters fail, and so does leaving out one the expert set to a
-    non-default value (which covers every required one). Argument order never matters. The schema is
+    default (:func:`param_default`: the schema's, or one its description states) on either side, unknown
+    parameters fail, and so does leaving out a required one the expert set (even at its default) or any one the
+    expert set to a non-default value. Free text (:func:`string_kind`) that still differs beyond case is
+    ``text_not_decidable``: a synonym cannot be told from another value by the expert's call alone. Argument
+    order never matters. The schema is
     trusted only where the expert's call agrees with it: a parameter the expert passes is never "unknown",
     one the expert leaves out is never "required", a type the expert's own value violates is not enforced,
     and a value equal to the schema default (even ``null``) is always of an acceptable type."""
@@ -422,15 +435,20 @@ def arguments_equivalent(
     for name in candidate:
         if props and name not in props and name not in expected:
             return CallMatch(False, "unexpected_argument", [f"the function has no parameter {name!r}"])
+    listed = schema.get("required")
+    required = {r for r in listed if isinstance(r, str)} if isinstance(listed, (list, tuple)) else set()
     for name in sorted(set(candidate) | set(expected)):
         spec = props.get(name) if isinstance(props.get(name), Mapping) else None
-        default = spec.get("default", _MISSING) if spec else _MISSING
+        if name in required and name in expected and name not in candidate:  # even at its default: the call needs it
+            return CallMatch(False, "missing_argument", [f"{name}: required, left out"])
+        has_default, stated = param_default(spec)
+        default = stated if has_default else _MISSING
         got, want = candidate.get(name, default), expected.get(name, default)
         if got is _MISSING:
             return CallMatch(False, "missing_argument", [f"{name}: expected {_short(want)}, left out"])
         # the schema is trusted as far as the expert's action agrees with it, and the default is always valid
         trusted = want is _MISSING or value_problem(want, spec) is None
-        at_default = default is not _MISSING and values_equivalent(got, default, spec=spec)
+        at_default = default is not _MISSING and values_equivalent(got, default, spec=spec, name=name)
         if name in candidate and trusted and not at_default:
             problem = value_problem(got, spec)
             if problem:
@@ -439,7 +457,11 @@ def arguments_equivalent(
             return CallMatch(False, "unexpected_argument", [f"{name}={_short(got)} is not set by the expert"])
         type_name = spec.get("type") if spec else None
         if not values_equivalent(
-            coerce_value(got, type_name), coerce_value(want, type_name), spec=spec, loose_strings=loose_strings
+            coerce_value(got, type_name),
+            coerce_value(want, type_name),
+            spec=spec,
+            name=name,
+            loose_strings=loose_strings,
         ):
             if name not in candidate:  # left out, so the default applies, and the expert wanted another value
                 return CallMatch(
@@ -452,6 +474,20 @@ def arguments_equivalent(
                     False,
                     "unexpected_argument",
                     [(f"{name}={_short(got)} is not set by the expert (its default is {_short(want)})")],
+                )
+            if (
+                isinstance(got, str)
+                and isinstance(want, str)
+                and string_kind(name, spec) == "free_text"
+                and normalize_string(got, case_insensitive=True) != normalize_string(want, case_insensitive=True)
+            ):  # free text that differs beyond case (case alone differs only where the schema says it matters)
+                return CallMatch(
+                    False,
+                    "text_not_decidable",
+                    [
+                        f"{name}: got {_short(got)}, expected {_short(want)}; not decidable from the expert's call: "
+                        "a synonym cannot be told from a different value"
+                    ],
                 )
             return CallMatch(False, "argument_value", [f"{name}: got {_short(got)}, expected {_short(want)}"])
     return CallMatch(True, "equivalent")

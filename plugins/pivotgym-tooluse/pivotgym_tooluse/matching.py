@@ -6,12 +6,13 @@ place where they depart from BFCL's checker):
 
 * a value must have its parameter's JSON type (:func:`pivotgym.verify.value_problem`: ``"5"`` is not an
   integer, ``"true"`` not a boolean; an int is a number and ``2.0`` an integer), then equal an acceptable
-  value by :func:`pivotgym.verify.values_equivalent` (strings: NFC, surrounding whitespace; case only where
-  the schema says case-insensitive);
+  value by :func:`pivotgym.verify.values_equivalent` (strings: NFC, surrounding whitespace; case folded for
+  free text, :func:`pivotgym.verify.compare.folds_case`);
 * lists compare element-wise, dicts key-wise against nested acceptable lists;
-* an omitted parameter is fine when ``""`` is acceptable or the schema default is an acceptable value; a
-  parameter passed at its schema default is fine when omitting it is acceptable; any other extra
-  parameter fails;
+* an omitted parameter is fine when ``""`` is acceptable or its default (the schema's or the description's,
+  :func:`pivotgym.verify.compare.param_default`) is an acceptable value; a parameter passed at its default
+  (``null`` for a null default included, checked before its type) is fine when omitting it is acceptable; any
+  other extra parameter fails;
 * parallel calls are matched order-free (a perfect bipartite matching of calls to expected calls).
 """
 
@@ -24,6 +25,7 @@ from typing import Any
 
 from pivotgym.types import ToolCall
 from pivotgym.verify import coerce_value, perfect_matching, value_problem, values_equivalent
+from pivotgym.verify.compare import param_default
 from pivotgym_tooluse.sourcecode import from_source, to_source
 
 
@@ -40,11 +42,15 @@ _MISSING = object()
 
 
 def _default(spec: Mapping[str, Any] | None) -> Any:
-    return spec.get("default", _MISSING) if isinstance(spec, Mapping) else _MISSING
+    found, value = param_default(spec)
+    return value if found else _MISSING
 
 
-def value_matches(value: Any, answer: Any, spec: Mapping[str, Any] | None = None, _depth: int = 0) -> bool:
-    """Does ``value`` equal one acceptable ``answer`` (a single value, possibly a nested BFCL answer)?"""
+def value_matches(
+    value: Any, answer: Any, spec: Mapping[str, Any] | None = None, _depth: int = 0, name: str | None = None
+) -> bool:
+    """Does ``value`` equal one acceptable ``answer`` (a single value, possibly a nested BFCL answer) of the
+    parameter ``name`` (its name decides whether its case is folded)?"""
     spec = spec if isinstance(spec, Mapping) else {}
     if _depth > 64:
         return False
@@ -64,8 +70,8 @@ def value_matches(value: Any, answer: Any, spec: Mapping[str, Any] | None = None
         if not isinstance(v, (list, tuple)) or len(v) != len(a):
             return False
         items = spec.get("items") if isinstance(spec.get("items"), Mapping) else {}
-        return all(value_matches(x, y, items, _depth + 1) for x, y in zip(v, a))
-    return values_equivalent(v, a, spec=spec)
+        return all(value_matches(x, y, items, _depth + 1, name) for x, y in zip(v, a))
+    return values_equivalent(v, a, spec=spec, name=name)
 
 
 def acceptable_values(answers: Any) -> list[Any]:
@@ -76,27 +82,38 @@ def acceptable_values(answers: Any) -> list[Any]:
     return answers if answers else [[]]
 
 
-def acceptable(value: Any, answers: Sequence[Any], spec: Mapping[str, Any] | None = None) -> bool:
+def acceptable(
+    value: Any, answers: Sequence[Any], spec: Mapping[str, Any] | None = None, name: str | None = None
+) -> bool:
     """Does ``value`` match any of a parameter's acceptable values?"""
-    return any(value_matches(value, a, spec) for a in acceptable_values(answers))
+    return any(value_matches(value, a, spec, name=name) for a in acceptable_values(answers))
 
 
-def _omittable(answers: Sequence[Any], spec: Mapping[str, Any] | None) -> bool:
+def _omittable(answers: Sequence[Any], spec: Mapping[str, Any] | None, name: str | None = None) -> bool:
     if "" in answers:
         return True
     default = _default(spec)
-    return default is not _MISSING and acceptable(default, answers, spec)
+    return default is not _MISSING and acceptable(default, answers, spec, name)
 
 
-def _listed(value: Any, answer: Any, spec: Mapping[str, Any] | None) -> bool:
+def _listed(value: Any, answer: Any, spec: Mapping[str, Any] | None, name: str | None = None) -> bool:
     """``value`` is literally one of BFCL's acceptable values: same JSON type, same value."""
-    return answer != "" and type(value) is type(answer) and values_equivalent(value, answer, spec=spec)
+    return answer != "" and type(value) is type(answer) and values_equivalent(value, answer, spec=spec, name=name)
 
 
-def _at_omittable_default(value: Any, answers: Sequence[Any], spec: Mapping[str, Any] | None) -> bool:
-    """A value passed explicitly at the schema default where the answers allow leaving it out."""
+def _at_default(value: Any, spec: Mapping[str, Any] | None, name: str | None = None) -> bool:
+    """``value`` is the parameter's default (an explicit ``null`` for a null default included)."""
     default = _default(spec)
-    return "" in answers and default is not _MISSING and value_matches(value, default, spec)
+    if default is _MISSING:
+        return False
+    return value is None if default is None else value_matches(value, default, spec, name=name)
+
+
+def _at_omittable_default(
+    value: Any, answers: Sequence[Any], spec: Mapping[str, Any] | None, name: str | None = None
+) -> bool:
+    """A value passed explicitly at its default where the answers allow leaving it out."""
+    return "" in answers and _at_default(value, spec, name)
 
 
 def dict_matches(
@@ -107,17 +124,15 @@ def dict_matches(
         accepted = acceptable_values(accepted)
         if key in value:
             if not (
-                any(value_matches(value[key], a, props.get(key), _depth) for a in accepted)
-                or _at_omittable_default(value[key], accepted, props.get(key))
+                any(value_matches(value[key], a, props.get(key), _depth, key) for a in accepted)
+                or _at_omittable_default(value[key], accepted, props.get(key), key)
             ):
                 return False
-        elif not _omittable(accepted, props.get(key)):
+        elif not _omittable(accepted, props.get(key), key):
             return False
     for key in value:
-        if key not in answer:
-            default = _default(props.get(key))
-            if default is _MISSING or not value_matches(value[key], default, props.get(key)):
-                return False
+        if key not in answer and not _at_default(value[key], props.get(key), key):
+            return False
     return True
 
 
@@ -134,23 +149,23 @@ def match_call(
             return Match(False, "unexpected_argument", f"{name} has no parameter {param!r}")
         spec = props.get(param) if isinstance(props.get(param), Mapping) else None
         accepted = acceptable_values(answer[param]) if param in answer else []
-        if any(_listed(value, a, spec) for a in accepted):
+        if any(_listed(value, a, spec, param) for a in accepted):
             continue  # BFCL lists this very value (even where it contradicts the schema's type)
+        if _at_omittable_default(value, accepted, spec, param) or (param not in answer and _at_default(value, spec)):
+            continue  # the default passed explicitly (``null`` included) where leaving it out is acceptable
         problem = value_problem(value, spec) if spec and "x-source-type" not in spec else None
         if problem:
             return Match(False, problem[0], f"{name}.{param}: {problem[1]}")
         if param in answer:
-            if not acceptable(value, accepted, spec) and not _at_omittable_default(value, accepted, spec):
+            if not acceptable(value, accepted, spec, param):
                 shown = [a for a in acceptable_values(answer[param]) if a != ""]
                 return Match(False, "argument_value", f"{name}.{param}: got {value!r}, expected one of {shown!r}")
         else:
-            default = _default(props.get(param))
-            if default is _MISSING or not value_matches(value, default, props.get(param)):
-                return Match(False, "unexpected_argument", f"{name}.{param}={value!r} is not expected")
+            return Match(False, "unexpected_argument", f"{name}.{param}={value!r} is not expected")
     for param in sorted(required - set(call.arguments)):
         return Match(False, "missing_argument", f"{name}: argument {param!r} is required")
     for param, accepted in answer.items():
-        if param not in call.arguments and not _omittable(acceptable_values(accepted), props.get(param)):
+        if param not in call.arguments and not _omittable(acceptable_values(accepted), props.get(param), param):
             return Match(False, "missing_argument", f"{name}: argument {param!r} is required here")
     return Match(True, "arguments_equivalent")
 

@@ -37,12 +37,22 @@ def json_type(bfcl_type: Any, language: str = "python") -> str | None:
 
 
 def json_schema(spec: Mapping[str, Any], language: str = "python") -> dict[str, Any]:
-    """Convert one BFCL parameter spec (recursively) to JSON schema, keeping description/default/enum."""
+    """Convert one BFCL parameter spec (recursively) to JSON schema, keeping what the comparison rules read
+    (description, enum/const, default, format, pattern and the explicit case marks)."""
     out: dict[str, Any] = {}
     type_name = json_type(spec.get("type"), language)
     if type_name:
         out["type"] = type_name
-    for key in ("description", "enum", "default", "x-case-insensitive"):
+    for key in (
+        "description",
+        "enum",
+        "const",
+        "default",
+        "format",
+        "pattern",
+        "x-case-insensitive",
+        "x-case-sensitive",
+    ):
         if key in spec:
             out[key] = spec[key]
     if language != "python" and spec.get("type"):

@@ -11,10 +11,11 @@
    * otherwise, from the **expert's calls alone** and the offered functions' schemas
      (:func:`pivotgym.verify.calls_equivalent`): argument order free, parallel calls order-free (in order
      and with exact strings where calls are executed one after another, i.e. in the multi-turn env, since
-     ``" temp "`` is another folder name there), an int for a number, ``2.0``
-     for an integer, a left-out parameter equal to its schema default, a default passed explicitly; wrong
-     types (``"70"`` for an integer, ``"true"`` for a boolean), wrong values, missing required arguments and
-     extra calls fail;
+     ``" temp "`` is another folder name there), case folded for free-text strings only, an int for a number,
+     ``2.0`` for an integer, a left-out parameter equal to its default (the schema's or the description's), a
+     default passed explicitly (``null`` included); wrong types (``"70"`` for an integer, ``"true"`` for a
+     boolean), wrong values, missing required arguments and extra calls fail, and free text that still
+     differs is ``text_not_decidable`` (a synonym cannot be told from another value);
 4. **execution** (multi-turn turns of the env's own tasks, when the structure differs) - candidate and
    expert calls run on two copies of the simulators positioned at this turn; credited when the states match
    and every result of the expert's calls is among the candidate's results.
@@ -52,6 +53,7 @@ ToolUseReason = Literal[
     "unexpected_argument",  # an argument the function does not have, or one the expert left unset set to a non-default
     "wrong_type",  # a value of the wrong JSON type ("70" for an integer, "true" for a boolean)
     "argument_value",  # the right type, a different value
+    "text_not_decidable",  # expert calls alone: free text still differs (a synonym or another value, unknowable)
     "state_mismatch",  # execution: the simulators end in a different state
     "result_mismatch",  # execution: an expert call's result is not among the candidate's results
     "calls_differ",  # tooluse/exact: the calls are not the expert's verbatim
@@ -138,7 +140,7 @@ class ToolCallVerifier:
     """
 
     name = "tooluse/functional"
-    version = "2"
+    version = "3"
 
     def __init__(self, execute: str = "fallback") -> None:
         if execute not in ("fallback", "always", "never"):

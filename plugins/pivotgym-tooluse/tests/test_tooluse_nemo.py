@@ -87,9 +87,7 @@ def test_an_exported_row_keeps_its_task_and_is_judged_like_the_env_turn():
     text = env.render_action(turn.expert)
     verdict = verify_nemo_row(row, text, verifier=ToolCallVerifier())
     assert verdict.reward == 1.0 and verdict.components["layer"] == "answers"
-    direct = ToolCallVerifier().verify(
-        nemo_context(row), tc("calculate_triangle_area", base=10, height=5, unit="Units")
-    )
+    direct = ToolCallVerifier().verify(nemo_context(row), tc("calculate_triangle_area", base=10, height=5, unit="cm"))
     assert reason_code(direct) == "argument_value"
 
 

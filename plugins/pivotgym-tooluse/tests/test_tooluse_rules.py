@@ -71,14 +71,63 @@ def test_rule_R1_strings_keep_inner_punctuation_and_ignore_surrounding_whitespac
     assert match_call(ToolCall("w", {"city": " New York "}), "w", {"city": ["New York"]}, schema).ok
 
 
-def test_rule_R2_case_only_where_the_schema_says_case_insensitive():
-    assert judge(W(), tc("weather", city="paris"))[1] == "argument_value"
-    assert judge(W(station="LFPG"), tc("weather", city="Paris", station="lfpg"))[0] == 1.0
+# R2 (changed in version 3: case used to be kept unless the schema said "case-insensitive"; BFCL folds it always):
+# case is folded for free text only, decided by the schema and by the parameter's name and description.
+def _judge_one(name, spec, expert_value, candidate_value):
+    tools = [{"name": "f", "parameters": {"type": "dict", "properties": {name: spec}, "required": [name]}}]
+    ctx = VerifyContext.from_turn(
+        "tooluse/bfcl-simple-v0", [], [ToolCall("f", {name: expert_value})], tools=tools, env_factory=single_env
+    )
+    verdict = V.verify(ctx, tc("f", **{name: candidate_value}))
+    return verdict.reward, reason_code(verdict)
+
+
+def test_rule_R2_case_folded_for_free_text():
+    assert judge(W(), tc("weather", city="paris")) == (1.0, "equivalent:structural")
+    assert _judge_one("genre", {"type": "string", "description": "Music genre"}, "Rock", "ROCK")[0] == 1.0
+    assert _judge_one("cities", {"type": "array", "items": {"type": "string"}}, ["Paris"], ["paris"])[0] == 1.0
+    # the BFCL-answers layer follows the same rule
+    schema = {"properties": {"city": {"type": "string"}}}
+    assert match_call(ToolCall("w", {"city": "los angeles"}), "w", {"city": ["Los Angeles"]}, schema).ok
+
+
+CASE_KEPT = [
+    ("enum", "unit", {"type": "string", "enum": ["Celsius", "Fahrenheit"]}, "Celsius"),
+    ("id", "user_id", {"type": "string"}, "Ab12"),
+    ("id by description", "owner", {"type": "string", "description": "The account's unique ID."}, "Ab12"),
+    ("path", "file_name", {"type": "string"}, "Report.PDF"),
+    ("path by description", "target", {"type": "string", "description": "Directory to open"}, "Docs"),
+    ("url", "url", {"type": "string"}, "https://x.org/A"),
+    ("email", "email", {"type": "string"}, "Ann@x.org"),
+    ("code", "expression", {"type": "string"}, "X**2"),
+    ("query", "query", {"type": "string"}, "SELECT A"),
+    ("format", "when", {"type": "string", "format": "date-time"}, "2024-01-01T00:00Z"),
+    ("pattern", "ref", {"type": "string", "pattern": "^[A-Z]+$"}, "ABC"),
+    ("explicitly case-sensitive", "city", {"type": "string", "x-case-sensitive": True}, "Paris"),
+    ("case-sensitive by description", "title", {"type": "string", "description": "Title (case-sensitive)"}, "Dune"),
+]
+
+
+@pytest.mark.parametrize("kind,name,spec,value", CASE_KEPT, ids=[c[0] for c in CASE_KEPT])
+def test_rule_R2_case_kept_where_it_may_matter(kind, name, spec, value):
+    assert _judge_one(name, spec, value, value)[0] == 1.0
+    assert _judge_one(name, spec, value, value.swapcase()) == (0.0, "argument_value")
+    answer = match_call(ToolCall("w", {name: value.swapcase()}), "w", {name: [value]}, {"properties": {name: spec}})
+    assert not answer.ok
+
+
+def test_rule_R2_explicit_case_insensitive_marks_override():
+    assert judge(W(station="LFPG"), tc("weather", city="Paris", station="lfpg"))[0] == 1.0  # "code, case-insensitive"
     flagged = {"properties": {"code": {"type": "string", "x-case-insensitive": True}}}
     assert match_call(ToolCall("w", {"code": "abc"}), "w", {"code": ["ABC"]}, flagged).ok
-    assert not match_call(
-        ToolCall("w", {"code": "abc"}), "w", {"code": ["ABC"]}, {"properties": {"code": {"type": "string"}}}
-    ).ok
+    enum = {"type": "string", "enum": ["ON", "OFF"], "x-case-insensitive": True}
+    assert _judge_one("mode", enum, "ON", "on")[0] == 1.0
+
+
+def test_rule_R2_multi_turn_file_names_keep_case():
+    calls = [ToolCall("cd", {"folder": "Docs"})]
+    ctx = VerifyContext.from_turn("tooluse/bfcl-multi-turn-v0", [], calls, env_factory=multi_env)
+    assert V.verify(ctx, tc("cd", folder="docs")).reward == 0.0
 
 
 def test_rule_R3_full_width_text_is_not_an_enum_member():
@@ -132,6 +181,93 @@ def test_rule_R9_an_empty_answer_list_means_the_empty_list():
     schema = {"properties": {"items": {"type": "array"}}, "required": ["items"]}
     assert match_call(ToolCall("w", {"items": []}), "w", {"items": []}, schema).ok
     assert not match_call(ToolCall("w", {"items": [1]}), "w", {"items": []}, schema).ok
+
+
+DESCRIBED_DEFAULTS = [
+    ("Default is 'cm'", {"type": "string"}, "cm"),
+    ("Length unit, defaults to 10.", {"type": "integer"}, 10),
+    ("Whether to round. Default: true", {"type": "boolean"}, True),
+    ('The default value is "metric".', {"type": "string"}, "metric"),
+    ("Ratio (default=0.5)", {"type": "number"}, 0.5),
+    ("Year; defaults to 2020", {"type": "string"}, "2020"),
+]
+
+
+@pytest.mark.parametrize("description,spec,default", DESCRIBED_DEFAULTS, ids=[d[0] for d in DESCRIBED_DEFAULTS])
+def test_rule_R12_defaults_stated_only_in_the_description(description, spec, default):
+    spec = {**spec, "description": description}
+    tools = [{"name": "f", "parameters": {"type": "dict", "properties": {"a": {"type": "integer"}, "p": spec}}}]
+
+    def verdict(expert_args, candidate_args):
+        ctx = VerifyContext.from_turn(
+            "tooluse/bfcl-simple-v0", [], [ToolCall("f", expert_args)], tools=tools, env_factory=single_env
+        )
+        return V.verify(ctx, tc("f", **candidate_args)).reward
+
+    assert verdict({"a": 1, "p": default}, {"a": 1}) == 1.0  # left out at its stated default
+    assert verdict({"a": 1}, {"a": 1, "p": default}) == 1.0  # passed explicitly at its stated default
+    other = {str: "zz", int: 99, bool: not default, float: 0.25}[type(default)]
+    assert verdict({"a": 1, "p": other}, {"a": 1}) == 0.0
+    assert match_call(ToolCall("f", {"a": 1}), "f", {"a": [1], "p": [default]}, tools[0]["parameters"]).ok
+
+
+def test_rule_R12_schema_defaults_are_coerced_and_unclear_descriptions_give_none():
+    from pivotgym.verify.compare import description_default, param_default
+
+    assert param_default({"type": "boolean", "default": "false"}) == (True, False)
+    assert param_default({"type": "integer", "default": "10"}) == (True, 10)
+    assert param_default({"type": "integer", "default": 2.0}) == (True, 2)
+    assert param_default({"type": "string", "default": None}) == (True, None)
+    assert description_default({"type": "string", "description": "Default is 'a' for X, default is 'b' for Y"}) == (
+        False,
+        None,
+    )
+    assert description_default({"type": "string", "description": "Date, default is 2024-01-01"}) == (False, None)
+    assert description_default({"type": "integer", "description": "defaults to 'many'"}) == (False, None)
+    tools = [
+        {"name": "f", "parameters": {"type": "dict", "properties": {"on": {"type": "boolean", "default": "false"}}}}
+    ]
+    ctx = VerifyContext.from_turn("tooluse/bfcl-simple-v0", [], [ToolCall("f", {"on": False})], tools=tools)
+    assert V.verify(ctx, tc("f")).reward == 1.0
+
+
+def test_rule_R12_description_regexes_run_in_linear_time():
+    import time
+
+    from pivotgym.verify.compare import description_default, string_kind
+
+    for hostile in ("default " * 20000, "default:" + " " * 100000 + "x", "defaults to '" + "a" * 100000, "9" * 100000):
+        start = time.perf_counter()
+        description_default({"type": "string", "description": "default is " + hostile})
+        string_kind("x", {"type": "string", "description": hostile})
+        assert time.perf_counter() - start < 0.5
+
+
+def test_rule_R13_explicit_null_for_a_null_default_on_every_path():
+    schema = {"properties": {"city": {"type": "string"}, "zip": {"type": "string", "default": None}}}
+    answers = {"city": ["Paris"], "zip": ["", "75001"]}
+    assert match_call(ToolCall("w", {"city": "Paris", "zip": None}), "w", answers, schema).ok
+    assert match_call(ToolCall("w", {"city": "Paris", "zip": None}), "w", {"city": ["Paris"]}, schema).ok
+    described = {"properties": {"city": {"type": "string"}, "zip": {"type": "string", "description": "Default: None"}}}
+    assert match_call(ToolCall("w", {"city": "Paris", "zip": None}), "w", answers, described).ok
+    assert not match_call(
+        ToolCall("w", {"city": "Paris", "zip": None}), "w", {"city": ["Paris"], "zip": ["75001"]}, schema
+    ).ok
+    tools = [{"name": "w", "parameters": {"type": "dict", **described}}]
+    ctx = VerifyContext.from_turn("tooluse/bfcl-simple-v0", [], [ToolCall("w", {"city": "Paris"})], tools=tools)
+    assert V.verify(ctx, tc("w", city="Paris", zip=None)).reward == 1.0
+
+
+def test_rule_R14_synonyms_are_not_decidable_from_the_experts_call():
+    verdict = V.verify(
+        VerifyContext.from_turn("tooluse/bfcl-simple-v0", [], W(city="Los Angeles"), tools=TOOLS),
+        tc("weather", city="LA"),
+    )
+    assert verdict.reward == 0.0 and reason_code(verdict) == "text_not_decidable"
+    assert "not decidable from the expert's call" in verdict.reason
+    # decidable differences keep their codes: an enum member, an identifier, case where the schema says it matters
+    assert judge(W(unit="celsius"), tc("weather", city="Paris", unit="fahrenheit"))[1] == "argument_value"
+    assert judge(W(path="a.txt"), tc("weather", city="Paris", path="b.txt"))[1] == "argument_value"
 
 
 CREDITED = [

@@ -55,7 +55,7 @@ def test_single_turn_equivalents_are_credited(candidate):
         (tc("calculate_triangle_area", base=11, height=5), "argument_value"),
         (tc("calculate_triangle_area", base=10.5, height=5), "wrong_type"),
         (tc("calculate_triangle_area", base="10", height=5), "wrong_type"),
-        (tc("calculate_triangle_area", base=10, height=5, unit="Units"), "argument_value"),
+        (tc("calculate_triangle_area", base=10, height=5, unit="cm"), "argument_value"),
         ('<tool_call>{"name": "calculate_triangle_area", "arguments": {"base": 10, "height": 5}}', "parse_error"),
         (tc("calculate_triangle_area", base=10), "missing_argument"),
         (tc("calculate_triangle_area", base=10, height=5, color="red"), "unexpected_argument"),
