@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pivotgym.types import ToolCall
+from pivotgym.verify.compare import param_default
 from pivotgym_tooluse import bfcl
 
 #: transformation -> is the candidate equivalent to the expert's calls? (the label of every pair)
@@ -174,7 +175,10 @@ def _ptype(spec: Mapping[str, Any], param: str) -> str:
 
 
 def _default(spec: Mapping[str, Any], param: str) -> Any:
-    return ((spec.get("properties") or {}).get(param) or {}).get("default", _ABSENT)
+    """The schema default in the parameter's type (a boolean's ``"false"`` is ``False``), or ``_ABSENT``."""
+    pspec = (spec.get("properties") or {}).get(param) or {}
+    found, value = param_default({k: v for k, v in pspec.items() if k != "description"})
+    return value if found else _ABSENT
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -271,7 +275,7 @@ def _transforms(
             yield "drop_required", with_args({k: x for k, x in first.arguments.items() if k != p}), p
     for p, pspec in (spec.get("properties") or {}).items():
         if p not in first.arguments and isinstance(pspec, Mapping) and "default" in pspec:
-            yield "explicit_default", with_args({**first.arguments, p: pspec["default"]}), p
+            yield "explicit_default", with_args({**first.arguments, p: _default(spec, p)}), p
     if params:
         p = rng.choice(params)
         new = _perturb(first.arguments[p], rng)
