@@ -133,6 +133,14 @@ class AgentEnv(gym.Env[list, str]):
         """
         raise NotImplementedError(f"{type(self).__name__} does not provide expert actions")
 
+    def continuation_actions(self) -> list[str] | None:
+        """Actions that complete the task optimally from the current state (``[]`` when it is already
+        complete), or None when the env cannot say. Optional: ``pivotgym calibrate --continuation optimal``
+        plays a candidate action out with it, which judges an action that is equivalent to the expert's by
+        another route (the expert's own remaining actions may no longer apply after it). The default, None,
+        means the env offers no such continuation."""
+        return None
+
     def render_action(self, msg: Message) -> str:
         """The text a policy would emit for assistant message ``msg`` (inverse of the action parser).
 

@@ -40,7 +40,10 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("declarative envs", ["pivotgym.bigbench", "pivotgym.declarative"]),
     ("default plugin", ["pivotgym.builtins"]),
     ("plugin manager and registry", ["pivotgym.plugins", "pivotgym.registry"]),
-    ("services on the registry", ["pivotgym.checker", "pivotgym.eval", "pivotgym.pivot", "pivotgym.train"]),
+    (
+        "services on the registry",
+        ["pivotgym.calibration", "pivotgym.checker", "pivotgym.eval", "pivotgym.pivot", "pivotgym.train"],
+    ),
     ("workflows", ["pivotgym.experiment"]),
     ("package facade", ["pivotgym"]),
     ("command line", ["pivotgym.cli"]),

@@ -14,7 +14,7 @@ from typing import Any
 
 import typer
 
-from pivotgym.cli import data, env, experiment, model, pivot, plugins, train, verify
+from pivotgym.cli import calibrate, data, env, experiment, model, pivot, plugins, train, verify
 from pivotgym.cli import eval as evaluation
 from pivotgym.cli.output import error_line
 
@@ -27,7 +27,18 @@ app = typer.Typer(
 )
 
 #: the verb groups, in the order their commands are added to ``app``
-COMMAND_GROUPS: tuple[ModuleType, ...] = (plugins, env, evaluation, experiment, data, train, model, pivot, verify)
+COMMAND_GROUPS: tuple[ModuleType, ...] = (
+    plugins,
+    env,
+    evaluation,
+    experiment,
+    data,
+    train,
+    model,
+    pivot,
+    verify,
+    calibrate,
+)
 
 _state: dict[str, Any] = {"debug": False}
 

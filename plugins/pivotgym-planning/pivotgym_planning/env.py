@@ -39,23 +39,34 @@ def solve(problem: PlanningProblem, max_expansions: int = DEFAULT_MAX_EXPANSIONS
     with _solutions_lock:
         if problem.key in _solutions:
             return _solutions[problem.key]
-    task = problem.search_task()
-    start = task.project(problem.init)
-    result = astar(task, start, max_expansions=min(max_expansions, EXPERT_ASTAR_EXPANSIONS))
-    plan, method = (list(result.plan), "astar") if result.solved and result.plan is not None else (None, "")
-    if plan is None:
-        table = task.exact_table(problem.init, DEFAULT_MAX_STATES)
-        found = table.plan(start) if table.complete else None
-        if found is not None:
-            plan, method = found, "exact"
-    if plan is None:
-        result = greedy(task, start, max_expansions=max_expansions)
+    found = optimal_plan(problem, problem.init, max_expansions)
+    if found is not None:
+        plan, method = found
+    else:
+        task = problem.search_task()
+        result = greedy(task, task.project(problem.init), max_expansions=max_expansions)
         if not result.solved or result.plan is None:
             return None
         plan, method = list(result.plan), "gbf"
     with _solutions_lock:
         _solutions[problem.key] = (plan, method)
     return _solutions[problem.key]
+
+
+def optimal_plan(
+    problem: PlanningProblem, state: frozenset[str], max_expansions: int = DEFAULT_MAX_EXPANSIONS
+) -> tuple[list[str], str] | None:
+    """An optimal plan from ``state`` and how it was found: A* within ``EXPERT_ASTAR_EXPANSIONS``
+    (``"astar"``), else the exact h* table of the states reachable from the problem's initial state
+    (``"exact"``). None when neither settles it."""
+    task = problem.search_task()
+    start = task.project(state)
+    result = astar(task, start, max_expansions=min(max_expansions, EXPERT_ASTAR_EXPANSIONS))
+    if result.solved and result.plan is not None:
+        return list(result.plan), "astar"
+    table = task.exact_table(problem.init, DEFAULT_MAX_STATES)
+    found = table.plan(start) if table.complete else None
+    return (list(found), "exact") if found is not None else None
 
 
 #: A* budget for expert plans before the exact table is tried (the manifest's A* budget: shipped problems
@@ -251,6 +262,37 @@ class PlanningEnv(AgentEnv):
             if h is not None and h != now - 1:
                 return action.text
         return None
+
+    # ---------------------------------------------------------------- calibration (`pivotgym calibrate`)
+    def continuation_actions(self) -> list[str] | None:
+        """An optimal plan from the current state (``[]`` at the goal), or None when h* is unknown there (the
+        search ran out of budget) or infinite (a dead end): ``pivotgym calibrate --continuation optimal`` plays
+        candidate actions out with it. Each step takes an applicable action that lowers h* by one."""
+        problem = self.problem
+        if problem is None:
+            return None
+        oracle = _oracle(problem)  # h*, cached per problem: each step descends it by one
+        task = oracle.task
+        state, plan = task.project(self.state), []
+        now = oracle(state)
+        while now != 0:
+            if now is None or math.isinf(now):
+                return None
+            for op, after in task.successors(state):
+                if oracle(after) == now - 1:
+                    state, now = after, now - 1
+                    plan.append(op.name)
+                    break
+            else:
+                return None
+        return plan
+
+    def calibration_candidates(self, expert_action: str) -> list[str]:
+        """Every applicable action in the current state: the candidates `pivotgym calibrate` judges here
+        without a model, so other optimal actions (equivalent to the expert's) and wrong ones are both seen."""
+        if self.problem is None or self.done:
+            return []
+        return [action.text for action in self.problem.applicable(self.state)]
 
     # ---------------------------------------------------------------- expert
     def expert_actions(self, task: Task) -> list[Message] | None:

@@ -15,6 +15,22 @@ def test_check_passes(registry, eid):
     pivotgym.check_env(eid).raise_for_failures()
 
 
+def test_continuation_is_an_optimal_plan_from_any_state_and_candidates_are_the_applicable_actions(registry):
+    env = pivotgym.make("planning/gripper-v0")
+    env.reset(options={"task_id": "gripper/prob01"})
+    expert = [m["content"] for m in env.expert_actions(env.task)]
+    assert len(env.continuation_actions()) == len(expert)
+    env.step("(move rooma roomb)")  # wasted: the plan from here is the whole expert plan plus the way back
+    plan = env.continuation_actions()
+    assert len(plan) == len(expert) + 1 and plan[0] == "(move roomb rooma)"
+    assert "(move roomb rooma)" in env.calibration_candidates("(pick ball1 rooma left)")
+    assert set(env.calibration_candidates("")) == {a.text for a in env.problem.applicable(env.state)}
+    for action in plan:
+        *_, terminated, _truncated, info = env.step(action)
+        assert "error" not in info
+    assert terminated and env.continuation_actions() == []
+
+
 @pytest.mark.parametrize("name", list(TRAIN_FAMILIES))
 def test_splits_are_disjoint_and_come_from_the_right_folders(registry, name):
     env = pivotgym.make(env_id(name))
