@@ -58,6 +58,7 @@ __all__ = [
     "env_candidates",
     "format_calibration",
     "paraphrases",
+    "provides_continuation",
 ]
 
 #: how an episode goes on after the candidate (see the module docstring)
@@ -215,6 +216,12 @@ class CalibrationResult:
         }
 
 
+def provides_continuation(env: AgentEnv) -> bool:
+    """Whether ``env`` implements :meth:`~pivotgym.env.AgentEnv.continuation_actions` (the optimal
+    continuation) rather than inheriting the default that offers none."""
+    return type(env).continuation_actions is not AgentEnv.continuation_actions
+
+
 # ------------------------------------------------------------------------------------------ candidates
 def paraphrases(env: AgentEnv, expert: Message) -> list[str]:
     """Texts that say what the expert's message says in another form, domain-free: its tool calls with the
@@ -322,7 +329,7 @@ def calibrate(
         raise CalibrationError(
             f"{env_id}: no expert trajectory to calibrate on", hint="pick a split with expert trajectories (--split)"
         )
-    if continuation == "optimal" and type(probe).continuation_actions is AgentEnv.continuation_actions:
+    if continuation == "optimal" and not provides_continuation(probe):
         raise CalibrationError(
             f"{env_id}: the env provides no optimal continuation (AgentEnv.continuation_actions)",
             hint="use --continuation expert, or implement continuation_actions() in the env",

@@ -11,6 +11,11 @@ which catches a verifier that credits whatever the env accepts. An undecided ver
 rule, :func:`pivotgym.verify.undecided_reason`: the verifier raised or returned no ``Verdict``, or set
 ``components["verification_failed"]`` / ``components["budget_exhausted"]``, e.g. a search out of budget)
 fails the check with that reason: it is neither a credited nor a rejected action.
+
+Last, a calibration probe (:func:`pivotgym.calibration.calibrate`, what ``pivotgym calibrate`` runs at scale):
+the expert's action, its paraphrases, the wrong action and the env's own candidates at every state of the
+checked trajectories are judged and played out, and a credited candidate whose episode then fails is a
+failure (with the expert's continuation, only for paraphrases and the wrong action).
 """
 
 from __future__ import annotations
@@ -277,6 +282,31 @@ def _run_checks(
             raise _Skip("the env named no wrong action at any expert turn")
         return f"{n} legal but wrong action(s) rejected"
 
+    def calibration_probe() -> str:
+        if verifier is None or not experts:
+            raise _Skip("no verifier or no expert trajectory")
+        from pivotgym.calibration import calibrate, provides_continuation
+
+        continuation = "optimal" if provides_continuation(env) else "expert"
+        result = calibrate(env_id, experts, {"functional": verifier}, continuation=continuation, env_factory=factory)
+        # under the expert's own continuation an action equivalent by another route (an env candidate) can
+        # break the expert's remaining plan: only the expert's paraphrases and wrong action are held to it
+        held = [r for r in result.disagreements("functional") if r.verdicts["functional"]["credited"]]
+        if continuation == "expert":
+            held = [r for r in held if r.candidate.source != "env"]
+        matrix = result.confusion("functional")
+        summary = (
+            f"{matrix.n} candidates played out ({continuation} continuation): TP {matrix.tp}, FP {matrix.fp}, "
+            f"FN {matrix.fn}, TN {matrix.tn}, undetermined {matrix.undetermined}"
+        )
+        if held:
+            first = held[0]
+            raise _Fail(
+                f"{summary}; the verifier credits {first.candidate.text[:60]!r} ({first.candidate.source}) at "
+                f"{first.task_id} turn {first.turn}, but played out it fails: {first.outcome.detail}"
+            )
+        return summary
+
     run("gymnasium_checker", gymnasium_checker)
     run("tasks", tasks)
     run("reset_determinism", reset_determinism)
@@ -285,6 +315,7 @@ def _run_checks(
     run("expert_replay", expert_replay)
     run("verifier", verifier_expert)
     run("verifier_wrong_action", verifier_wrong_action)
+    run("calibration", calibration_probe)
     return report
 
 

@@ -739,6 +739,14 @@ class DeclarativeEnv(AgentEnv):
             [message("user", feedback)], reward=reward, terminated=True, info={"correct": reward >= 1.0, **details}
         )
 
+    def calibration_candidates(self, expert_action: str) -> list[str]:
+        """Every option of a multiple-choice task, by letter and by text (the candidates ``pivotgym
+        calibrate`` judges here without a model); none for free-text and code answers."""
+        if self.task is None or self.config.answer["type"] != "choice":
+            return []
+        options = [str(c) for c in self.task.data.get("choices") or ()]
+        return [f"({LETTERS[i]})" for i in range(len(options))] + options
+
     def expert_actions(self, task: Task) -> list[Message] | None:
         target = task.data.get("target")
         if target is None:

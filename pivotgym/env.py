@@ -134,8 +134,9 @@ class AgentEnv(gym.Env[list, str]):
         raise NotImplementedError(f"{type(self).__name__} does not provide expert actions")
 
     def continuation_actions(self) -> list[str] | None:
-        """Actions that complete the task optimally from the current state (``[]`` when it is already
-        complete), or None when the env cannot say. Optional: ``pivotgym calibrate --continuation optimal``
+        """Actions that complete the task optimally from the current state, ``[]`` when nothing more can be
+        done (the task is complete, or can no longer be completed: a dead end), or None when the env cannot
+        say. Optional: ``pivotgym calibrate --continuation optimal``
         plays a candidate action out with it, which judges an action that is equivalent to the expert's by
         another route (the expert's own remaining actions may no longer apply after it). The default, None,
         means the env offers no such continuation."""

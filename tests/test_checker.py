@@ -121,7 +121,8 @@ def test_wrong_action_probe_passes_a_correct_verifier_and_catches_one_that_credi
 def test_an_env_without_the_capability_skips_the_wrong_action_probe():
     report = check_env(CounterEnv(), verifier=_GoodVerifier())
     assert _status(report)["verifier_wrong_action"] == "skip"
-    assert "wrong_action" in report.to_dict()["results"][-1]["detail"]
+    row = next(r for r in report.to_dict()["results"] if r["name"] == "verifier_wrong_action")
+    assert "wrong_action" in row["detail"]
 
 
 class _BudgetVerifier(_GoodVerifier):
@@ -145,8 +146,13 @@ def test_check_catches_a_third_party_verifier_that_credits_every_legal_planning_
     report = check_env("planning/blocks-v0", verifier="hijack/credit-applicable")
     status = _status(report)
     assert status["verifier"] == "pass" and status["verifier_wrong_action"] == "fail", report.to_dict()
+    # the calibration probe plays every applicable action out: the credited non-optimal ones fail
+    assert status["calibration"] == "fail", report.to_dict()
+    detail = next(r.detail for r in report.results if r.name == "calibration")
+    assert "played out it fails" in detail and "the expert needed" in detail
     genuine = check_env("planning/blocks-v0")
     assert genuine.ok and _status(genuine)["verifier_wrong_action"] == "pass", genuine.to_dict()
+    assert _status(genuine)["calibration"] == "pass" and "FP 0" in genuine.results[-1].detail
 
 
 class _BrokenVerifier(_GoodVerifier):

@@ -438,3 +438,14 @@ def test_a_suite_file_with_an_unknown_key_or_role_is_an_error(tmp_path):
         ConfigError, match=r"suite.yaml:3: members.a/b-v0: role must be 'in_domain' or 'ood', got 'odd'"
     ):
         parse_suite(*read_yaml(path)[:1], path, read_yaml(path)[1])
+
+
+def test_calibration_candidates_are_every_option_of_a_choice_task_and_none_for_free_text():
+    env = pivotgym.make("general/logical-deduction-v0")
+    env.reset(options={"split": "test"}, seed=0)
+    options = list(env.task.data["choices"])
+    found = env.calibration_candidates("(A)")
+    assert found == [f"({'ABCDEFG'[i]})" for i in range(len(options))] + options
+    text_env = pivotgym.make("general/arithmetic-v0")
+    text_env.reset(options={"split": "test"}, seed=0)
+    assert text_env.calibration_candidates("42") == []

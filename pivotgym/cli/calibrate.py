@@ -39,8 +39,7 @@ def calibrate_cmd(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Calibrate an env's verifier: verdicts against played-out outcomes, with intervals (see docs/pivot.md)."""
-    from pivotgym.calibration import CONTINUATIONS, calibrate, format_calibration
-    from pivotgym.env import AgentEnv
+    from pivotgym.calibration import CONTINUATIONS, calibrate, format_calibration, provides_continuation
     from pivotgym.registry import get_registry
 
     registry = get_registry()
@@ -54,8 +53,7 @@ def calibrate_cmd(
     if split not in env.splits:
         raise CLIError(f"{env_id} has no split {split!r}; its splits are {list(env.splits)}")
     if continuation is None:
-        own = type(env).continuation_actions is not AgentEnv.continuation_actions
-        continuation = "optimal" if own else "expert"
+        continuation = "optimal" if provides_continuation(env) else "expert"
     verifiers = {
         verifier: registry.make_verifier(registry.verifier_name_for(env_id, verifier)),
         "exact": registry.make_verifier(registry.verifier_name_for(env_id, "exact")),

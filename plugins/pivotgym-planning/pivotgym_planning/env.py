@@ -265,9 +265,10 @@ class PlanningEnv(AgentEnv):
 
     # ---------------------------------------------------------------- calibration (`pivotgym calibrate`)
     def continuation_actions(self) -> list[str] | None:
-        """An optimal plan from the current state (``[]`` at the goal), or None when h* is unknown there (the
-        search ran out of budget) or infinite (a dead end): ``pivotgym calibrate --continuation optimal`` plays
-        candidate actions out with it. Each step takes an applicable action that lowers h* by one."""
+        """An optimal plan from the current state (``[]`` at the goal or at a dead end, where nothing can
+        complete the task), or None when h* is unknown there (the search ran out of budget): ``pivotgym
+        calibrate --continuation optimal`` plays candidate actions out with it. Each step takes an applicable
+        action that lowers h* by one."""
         problem = self.problem
         if problem is None:
             return None
@@ -276,8 +277,10 @@ class PlanningEnv(AgentEnv):
         state, plan = task.project(self.state), []
         now = oracle(state)
         while now != 0:
-            if now is None or math.isinf(now):
+            if now is None:
                 return None
+            if math.isinf(now):  # a dead end: nothing completes the task from here
+                return []
             for op, after in task.successors(state):
                 if oracle(after) == now - 1:
                     state, now = after, now - 1

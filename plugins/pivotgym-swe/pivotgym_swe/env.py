@@ -18,7 +18,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from pivotgym import AgentEnv, StepOutcome, Task
+from pivotgym import AgentEnv, InvalidAction, StepOutcome, Task
 from pivotgym.sandbox import Limits, Sandbox, fork_dir, get_sandbox, remove_dir
 from pivotgym.types import Message, ToolCall, assistant_message, message
 from pivotgym_swe import tools
@@ -187,6 +187,45 @@ class SWEEnv(AgentEnv):
     def render_action(self, msg: Message) -> str:
         return tools.render_tool_call(msg)
 
+    # ------------------------------------------------------------------ probes (`pivotgym check`, `calibrate`)
+    def wrong_action(self, expert_action: str) -> str | None:
+        """At an ``edit`` turn, an edit that applies cleanly but leaves the bug: the expert's ``old`` text kept,
+        with a comment appended to its last line (the optional capability ``pivotgym check`` probes verifiers
+        with). None at other turns: reading or running something else is not wrong in itself."""
+        call = self._expert_call(expert_action)
+        if call is None or call.name != "edit":
+            return None
+        args = call.arguments
+        return self._render(ToolCall("edit", {**args, "new": _with_comment(args["old"], "left as it was")}))
+
+    def calibration_candidates(self, expert_action: str) -> list[str]:
+        """Other actions worth judging at this turn (``pivotgym calibrate`` without a model): at an ``edit``,
+        the expert's fix with a comment appended (an equivalent edit); at a ``view``, the file's first lines; at
+        a ``search``, the pattern of the buggy function's name only; at a ``run``, the whole test suite."""
+        call = self._expert_call(expert_action)
+        if call is None:
+            return []
+        args = call.arguments
+        if call.name == "edit":
+            return [self._render(ToolCall("edit", {**args, "new": _with_comment(args["new"], "fixed")}))]
+        if call.name == "view":
+            return [self._render(ToolCall("view", {"path": args["path"], "start": 1, "end": 5}))]
+        if call.name == "search":
+            name = re.sub(r"^def |\\\($", "", str(args.get("pattern", "")))
+            return [self._render(ToolCall("search", {"pattern": name}))] if name else []
+        if call.name == "run":
+            return [self._render(ToolCall("run", {"command": "python -m pytest -q -p no:cacheprovider"}))]
+        return []
+
+    def _expert_call(self, expert_action: str) -> ToolCall | None:
+        try:
+            return tools.parse_tool_call(expert_action)
+        except InvalidAction:
+            return None
+
+    def _render(self, call: ToolCall) -> str:
+        return self.render_action(assistant_message("", [call]))
+
     # ------------------------------------------------------------------ expert
     def expert_actions(self, task: Task) -> list[Message]:
         """Search for the buggy function, view it, revert the mutation, run the failing tests, submit."""
@@ -231,3 +270,9 @@ class SWEEnv(AgentEnv):
 
 
 atexit.register(lambda: None)  # finalizers of live envs run at exit (weakref.finalize is atexit-aware)
+
+
+def _with_comment(code: str, comment: str) -> str:
+    """``code`` with ``  # comment`` at the end of its last line (a trailing newline kept)."""
+    body = code.rstrip("\n")
+    return f"{body}  # {comment}" + code[len(body) :]

@@ -85,3 +85,41 @@ def test_snapshot_restore_forks_the_working_copy(env):
     assert (env.workdir / "solution.py").read_text() == "changed\n"
     env.restore(snap)
     assert "def has_close_elements" in (env.workdir / "solution.py").read_text()
+
+
+def test_wrong_action_and_calibration_candidates_follow_the_expert_turn(env):
+    """At the edit turn the wrong action leaves the bug and the candidate keeps the fix (both apply); at other
+    turns there is no wrong action and the candidates read or run something else."""
+    from pivotgym.types import tool_calls_of
+
+    traj = next(env.expert_trajectories("train"))
+    experts = [m for m in traj.messages if m["role"] == "assistant"]
+    texts = [env.render_action(m) for m in experts]
+    names = [tool_calls_of(m)[0].name for m in experts]
+    env.reset(options={"task_id": traj.task_id})
+    for name, text in zip(names, texts):
+        wrong, others = env.wrong_action(text), env.calibration_candidates(text)
+        if name == "edit":
+            fix, kept = json.loads(others[0][11:-12])["arguments"], json.loads(wrong[11:-12])["arguments"]
+            expert_args = tool_calls_of(experts[names.index("edit")])[0].arguments
+            assert fix["new"].replace("  # fixed", "") == expert_args["new"] != fix["new"]
+            assert kept["new"].replace("  # left as it was", "") == kept["old"] == expert_args["old"]
+        else:
+            assert wrong is None
+        assert all(c != text for c in others) and (others or name == "submit")
+        if name == "submit":
+            break
+        env.step(text)
+
+
+def test_the_wrong_edit_applies_and_does_not_solve(env):
+    traj = next(env.expert_trajectories("train"))
+    experts = [env.render_action(m) for m in traj.messages if m["role"] == "assistant"]
+    env.reset(options={"task_id": traj.task_id})
+    env.step(experts[0])
+    env.step(experts[1])
+    wrong = env.wrong_action(experts[2])
+    *_, info = env.step(wrong)
+    assert "error" not in info
+    _obs, reward, terminated, _truncated, _info = env.step(call("submit"))
+    assert terminated and reward == 0.0
