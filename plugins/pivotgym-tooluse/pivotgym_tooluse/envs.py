@@ -50,6 +50,24 @@ def _changed_value(value: Any) -> Any:
     return _UNCHANGED
 
 
+#: the most variants of the expert's calls ``calibration_candidates`` offers at one turn
+MAX_CALIBRATION_CANDIDATES = 16
+
+
+def _variants(value: Any) -> list[Any]:
+    """Values to put in an argument's place for calibration: same meaning in another form, or a neighbour."""
+    if isinstance(value, bool):
+        return [not value]
+    if isinstance(value, int):
+        return [float(value), value + 1]
+    if isinstance(value, float):
+        return [value + 1.0]
+    if isinstance(value, str) and value.strip():
+        cased = value.lower() if value != value.lower() else value.upper()
+        return [cased, f" {value} "] if cased != value else [f" {value} "]
+    return []
+
+
 ABSTAIN_TEXT = "None of the available tools can do this, so I cannot make a call for this request."
 DONE_TEXT = "Done: I have completed your request."
 MISSING_TEXT = "I cannot complete this with the tools and information I have; please tell me what is missing."
@@ -124,6 +142,30 @@ class ToolUseEnv(AgentEnv):
 
     def _is_wrong(self, calls: list[ToolCall], expert_calls: list[ToolCall]) -> bool:
         raise NotImplementedError
+
+    def calibration_candidates(self, expert_action: str) -> list[str]:
+        """Variants of the expert's calls for ``pivotgym calibrate`` to judge and play out, none filtered by
+        what they do: per argument, a string in another case or padded with spaces, an integer written as a
+        float, a number one higher, a flipped boolean, the argument left out; the parallel calls reversed. At
+        most :data:`MAX_CALIBRATION_CANDIDATES`, in that order."""
+        try:
+            calls = self.parse(expert_action).calls
+        except ParseError:
+            return []
+        variants: list[list[ToolCall]] = []
+        for i, call in enumerate(calls):
+
+            def replaced(arguments: dict[str, Any], i: int = i, name: str = call.name) -> list[ToolCall]:
+                return [*calls[:i], ToolCall(name, arguments), *calls[i + 1 :]]
+
+            for param, value in call.arguments.items():
+                variants += [replaced({**call.arguments, param: other}) for other in _variants(value)]
+                variants.append(replaced({k: v for k, v in call.arguments.items() if k != param}))
+        if len(calls) > 1:
+            variants.append(list(reversed(calls)))
+        texts = dict.fromkeys(render_calls(v) for v in variants)
+        texts.pop(expert_action, None)
+        return list(texts)[:MAX_CALIBRATION_CANDIDATES]
 
     @staticmethod
     def _assistant(parsed: ParsedAction) -> Message:

@@ -139,3 +139,33 @@ def test_snapshot_restore_is_exact():
     assert env.backend.state() != after_first
     env.step("mkdir(dir_name='x')")
     assert env.backend.state() == after_first
+
+
+def test_calibration_candidates_vary_one_argument_at_a_time_and_are_played_out_by_calibrate():
+    import json
+
+    from pivotgym.calibration import calibrate
+    from pivotgym.registry import verifier_for
+    from pivotgym_tooluse.envs import MAX_CALIBRATION_CANDIDATES
+
+    env = single_env()
+    env.reset(options={"task_id": "simple_python_0"})
+    expert_text = env.render_action(env.expert_actions(env.get_task("simple_python_0"))[0])
+    found = env.calibration_candidates(expert_text)
+    assert expert_text not in found and 0 < len(found) <= MAX_CALIBRATION_CANDIDATES
+    expert_args = json.loads(expert_text[len("<tool_call>") : -len("</tool_call>")])["arguments"]
+    for text in found:  # each differs from the expert's call in one argument (changed or left out)
+        args = json.loads(text[len("<tool_call>") : -len("</tool_call>")])["arguments"]
+        differing = {k for k in expert_args | args if json.dumps(args.get(k, "-")) != json.dumps(expert_args.get(k))}
+        assert len(differing) == 1, text
+    assert env.calibration_candidates("not a call at all") == []
+    trajectories = list(multi_env().expert_trajectories("test", limit=1))
+    result = calibrate(
+        "tooluse/bfcl-multi-turn-v0",
+        trajectories,
+        {"functional": verifier_for("tooluse/bfcl-multi-turn-v0")},
+        env_factory=multi_env,
+    )
+    matrix = result.confusion("functional")
+    assert "env" in result.sources and matrix.tp > 0 and matrix.tn > 0
+    assert matrix.fp == 0  # no variant the verifier credits breaks the episode
