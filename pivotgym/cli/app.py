@@ -14,7 +14,7 @@ from typing import Any
 
 import typer
 
-from pivotgym.cli import calibrate, data, env, experiment, model, pivot, plugins, train, verify
+from pivotgym.cli import calibrate, data, env, experiment, model, pivot, plugins, serve, train, verify
 from pivotgym.cli import eval as evaluation
 from pivotgym.cli.output import error_line
 
@@ -38,6 +38,7 @@ COMMAND_GROUPS: tuple[ModuleType, ...] = (
     pivot,
     verify,
     calibrate,
+    serve,
 )
 
 _state: dict[str, Any] = {"debug": False}

@@ -1,0 +1,58 @@
+"""``pivotgym serve``: serve envs and verifiers over HTTP (routes, limits and the client: docs/serve.md)."""
+
+from __future__ import annotations
+
+import typer
+
+from pivotgym.cli.output import CLIError
+from pivotgym.serve.sessions import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS
+
+
+def serve_cmd(
+    host: str = typer.Option("127.0.0.1", help="Address to listen on. There is no authentication: keep it local."),
+    port: int = typer.Option(8000, help="TCP port."),
+    max_sessions: int = typer.Option(DEFAULT_MAX_SESSIONS, help="Most env sessions open at once (429 beyond)."),
+    idle_timeout: float = typer.Option(
+        DEFAULT_IDLE_TIMEOUT, help="Seconds without a request after which a session is closed."
+    ),
+    step_timeout: float | None = typer.Option(
+        None, help="Upper bound on every session's step deadline in seconds (default: each env's own)."
+    ),
+    max_body_bytes: int = typer.Option(DEFAULT_MAX_BODY_BYTES, help="Largest request body accepted (413 beyond)."),
+    nemo_env: str | None = typer.Option(
+        None, help="Env whose verifier judges NeMo-Gym /verify rows that name none, e.g. tooluse/bfcl-simple-v0."
+    ),
+    log_level: str = typer.Option("warning", help="uvicorn's log level (info logs every request)."),
+) -> None:
+    """Serve env sessions (reset/step/close), verification and NeMo-Gym's /verify over HTTP."""
+    from pivotgym.serve import ServeConfig, create_app
+
+    if not 1 <= port <= 65535:
+        raise CLIError(f"--port must be between 1 and 65535, got {port}")
+    try:
+        config = ServeConfig(
+            max_sessions=max_sessions,
+            idle_timeout=idle_timeout,
+            step_timeout=step_timeout,
+            max_body_bytes=max_body_bytes,
+            nemo_env=nemo_env,
+        )
+    except ValueError as exc:
+        raise CLIError(str(exc), hint="see `pivotgym serve --help`") from None
+    if nemo_env is not None:
+        from pivotgym.registry import get_registry
+
+        get_registry().env_spec(nemo_env)  # an unknown id fails now, with the list of ids
+    import uvicorn
+
+    typer.echo(
+        f"pivotgym serve on http://{host}:{port} (max {max_sessions} sessions, idle timeout {idle_timeout:g}s); "
+        "Ctrl-C stops it",
+        err=True,
+    )
+    uvicorn.run(create_app(config), host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``serve``."""
+    app.command("serve")(serve_cmd)

@@ -1,0 +1,170 @@
+"""A client of ``pivotgym serve``: :class:`RemoteEnv`, a ``gymnasium.Env`` whose env runs on the server.
+
+``RemoteEnv("http://127.0.0.1:8000", "planning/blocks-v0", max_turns=10)`` opens a session (the keyword
+arguments go to the env's constructor on the server); ``reset``/``step``/``close`` have the return shapes of
+:class:`~pivotgym.env.AgentEnv` (observations are lists of chat messages, actions text) and its spaces
+(:class:`~pivotgym.spaces.Messages`, :class:`~pivotgym.spaces.TextAction` with the env's length limit).
+:func:`verify` judges candidates for a turn with an env's verifier on the server.
+
+Differences from a local env, by design: a non-text action or one over the length limit raises
+:class:`RemoteError` (the server refuses it with 422) instead of becoming an error observation; a step
+before ``reset`` raises ``gymnasium.error.ResetNeeded`` as locally. A session nobody uses for the server's
+idle timeout is closed by the server; the next call then raises :class:`RemoteError` (404,
+``unknown_session``).
+
+This module needs only ``httpx``, ``gymnasium`` and pivotgym's records; it never imports the server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+import httpx
+
+from pivotgym.errors import PivotgymError
+from pivotgym.spaces import Messages, TextAction
+
+#: seconds a request may take: above the default step deadline (300 s) so the server's deadline fires first
+DEFAULT_TIMEOUT = 330.0
+
+__all__ = ["DEFAULT_TIMEOUT", "RemoteEnv", "RemoteError", "verify"]
+
+
+class RemoteError(PivotgymError, RuntimeError):
+    """The server refused a request, or could not be reached: ``status`` is the HTTP status (0 when the server
+    did not answer), ``code`` the server's error code (``unknown_env``, ``unknown_session``, ...)."""
+
+    def __init__(self, message: str, *, status: int = 0, code: str = "unreachable", hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status
+        self.code = code
+
+
+def _request(client: httpx.Client, method: str, path: str, **kwargs: Any) -> Any:
+    """One request; the JSON answer, or :class:`RemoteError` with the server's message and hint."""
+    try:
+        response = client.request(method, path, **kwargs)
+    except httpx.TimeoutException as exc:
+        raise RemoteError(
+            f"{method} {client.base_url}{path}: no answer within the client's timeout ({exc})",
+            code="timeout",
+            hint="raise RemoteEnv(timeout=...) or the server's step deadline",
+        ) from None
+    except httpx.TransportError as exc:
+        raise RemoteError(
+            f"{method} {client.base_url}{path}: cannot reach the server ({exc})",
+            hint="start it with `pivotgym serve` and check the URL",
+        ) from None
+    try:
+        data = response.json()
+    except ValueError:
+        data = None
+    if response.status_code >= 400:
+        if isinstance(data, Mapping) and "error" in data:
+            code, message, hint = str(data["error"]), str(data.get("message", "")), data.get("hint")
+        else:
+            code, message, hint = "http_error", response.text[:300], None
+        if code == "reset_needed":
+            raise gym.error.ResetNeeded(message)
+        raise RemoteError(message, status=response.status_code, code=code, hint=hint)
+    return data
+
+
+class RemoteEnv(gym.Env[list, str]):
+    """An env of a ``pivotgym serve`` server, one session per instance (see the module docstring)."""
+
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(
+        self,
+        base_url: str,
+        env_id: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        client: httpx.Client | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.env_id = env_id
+        self._own_client = client is None
+        self._http = client or httpx.Client(base_url=self.base_url, timeout=timeout)
+        self.session_id: str | None = None
+        try:
+            info = _request(self._http, "POST", "/sessions", json={"env_id": env_id, "kwargs": kwargs})
+        except BaseException:
+            self._close_client()
+            raise
+        self.session_id = str(info["session_id"])
+        #: what the server said about the session (limits, turn budget)
+        self.session_info: dict[str, Any] = dict(info)
+        self.max_turns: int | None = info.get("max_turns")
+        self.max_new_tokens: int | None = info.get("max_new_tokens")
+        self.observation_space = Messages()
+        self.action_space = TextAction(max_length=int(info.get("max_action_chars") or 100_000))
+
+    def _path(self, suffix: str = "") -> str:
+        if self.session_id is None:
+            raise RemoteError(f"RemoteEnv({self.env_id!r}) is closed", code="closed", hint="create a new RemoteEnv")
+        return f"/sessions/{self.session_id}{suffix}"
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list, dict]:
+        super().reset(seed=seed)
+        data = _request(self._http, "POST", self._path("/reset"), json={"seed": seed, "options": options})
+        return data["observation"], data["info"]
+
+    def step(self, action: str) -> tuple[list, float, bool, bool, dict]:
+        data = _request(self._http, "POST", self._path("/step"), json={"action": action})
+        return (
+            data["observation"],
+            float(data["reward"]),
+            bool(data["terminated"]),
+            bool(data["truncated"]),
+            data["info"],
+        )
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The tools (OpenAI form) of the current task, as the env on the server offers them."""
+        return list(_request(self._http, "GET", self._path()).get("tools") or [])
+
+    def state(self) -> dict[str, Any]:
+        """The session as the server sees it: task id, turn, whether the episode is done, limits."""
+        return dict(_request(self._http, "GET", self._path()))
+
+    def close(self) -> None:
+        """Close the session on the server (a session it already reaped is fine) and the HTTP client."""
+        if self.session_id is not None:
+            try:
+                _request(self._http, "DELETE", self._path())
+            except RemoteError as exc:
+                if exc.code not in ("unknown_session", "unreachable"):
+                    raise
+            finally:
+                self.session_id = None
+        self._close_client()
+
+    def _close_client(self) -> None:
+        if self._own_client:
+            self._http.close()
+
+    def __repr__(self) -> str:
+        return f"RemoteEnv({self.base_url!r}, {self.env_id!r}, session={self.session_id})"
+
+
+def verify(
+    base_url: str,
+    env_id: str,
+    turn: Mapping[str, Any],
+    candidates: Sequence[str] | str,
+    *,
+    verifier: str = "functional",
+    timeout: float = DEFAULT_TIMEOUT,
+) -> list[dict[str, Any]]:
+    """Verdicts of ``candidates`` for ``turn`` (``{"messages", "expert", "tools"?, "task_id"?}``, the
+    ``pivotgym verify --turn`` format) from ``env_id``'s verifier on the server: one dict per candidate with
+    ``reward``, ``reason``, ``code``, ``undecided`` (why it is no judgement, else None) and ``equivalent``."""
+    texts = [candidates] if isinstance(candidates, str) else list(candidates)
+    body = {"env_id": env_id, "turn": dict(turn), "candidates": texts, "verifier": verifier}
+    with httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout) as client:
+        return list(_request(client, "POST", "/verify/turn", json=body))
