@@ -1,0 +1,135 @@
+"""Two real servers on 127.0.0.1 for the ``pivotgym serve`` tests.
+
+* ``server``: ``python -m pivotgym.cli serve`` in a subprocess, with the installed plugins (the first-party
+  domains): what a user starts. Stopped at the end of the session.
+* ``lab``: the same app under uvicorn in a thread of the test process, with small limits (a 4-session cap,
+  a 2 s idle timeout, a 1 s step deadline, a 64 KiB body limit) and one extra env, ``test/sleep-v0``, whose
+  action is a number of seconds to sleep: it makes concurrency and deadlines measurable.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from pivotgym.env import AgentEnv, StepOutcome
+from pivotgym.errors import InvalidAction
+from pivotgym.hookspecs import hookimpl
+from pivotgym.types import Task, message
+
+ROOT = Path(__file__).resolve().parents[2]
+LAB_LIMITS = {"max_sessions": 4, "idle_timeout": 2.0, "step_timeout": 1.0, "max_body_bytes": 64 * 1024}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_healthy(url: str, proc: subprocess.Popen | None = None, deadline_s: float = 60.0) -> None:
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"the server exited with {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}")
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{url} did not answer /health within {deadline_s}s")
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[str]:
+    """The URL of a ``pivotgym serve`` subprocess (8 sessions, idle timeout 120 s)."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pivotgym.cli", "serve", "--port", str(port), "--max-sessions", "8"]
+        + ["--idle-timeout", "120"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, proc)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# ------------------------------------------------------------------------------------------------ the lab
+class SleepEnv(AgentEnv):
+    """An action ``"0.5"`` sleeps half a second and is rewarded 1; anything that is not a number is invalid."""
+
+    splits = ("train",)
+    max_turns = 50
+
+    def load_tasks(self, split: str) -> list[Task]:
+        return [Task(id=f"sleep-{i}", split=split) for i in range(3)]
+
+    def initial_messages(self, task: Task) -> list:
+        return [message("user", f"Sleep (task {task.id}).")]
+
+    def apply_action(self, action: str) -> StepOutcome:
+        try:
+            seconds = float(action)
+        except ValueError:
+            raise InvalidAction("write a number of seconds") from None
+        time.sleep(seconds)
+        return StepOutcome([message("user", f"slept {seconds}")], reward=1.0, info={"slept": seconds})
+
+
+class _LabPlugin:
+    @hookimpl
+    def register_environments(self, register) -> None:  # noqa: ANN001 - the hook's callback
+        register("test/sleep-v0", SleepEnv, verifier="exact", description="sleeps for the action's seconds")
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[str]:
+    """The URL of an in-thread server with :data:`LAB_LIMITS` and ``test/sleep-v0`` registered."""
+    import uvicorn
+
+    from pivotgym.plugins import PluginManager
+    from pivotgym.registry import Registry, reset_registry
+    from pivotgym.serve import ServeConfig, create_app
+
+    plugins = PluginManager()
+    plugins.load_builtins()
+    plugins.load_entry_points()
+    plugins.add(_LabPlugin(), "serve-lab")
+    reset_registry(Registry.from_plugins(plugins))
+    port = free_port()
+    config = uvicorn.Config(
+        create_app(ServeConfig(**LAB_LIMITS)), host="127.0.0.1", port=port, log_level="warning", lifespan="on"
+    )
+    uv = uvicorn.Server(config)
+    thread = threading.Thread(target=uv.run, name="serve-lab", daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, deadline_s=30)
+        yield url
+    finally:
+        uv.should_exit = True
+        thread.join(timeout=15)
+        reset_registry()
