@@ -3,14 +3,22 @@
 **NeMo-Gym pivot rows** (the Nemotron agentic "pivot" datasets) hold one state per JSON line::
 
     {"responses_create_params": {"input": [chat messages before the turn], "tools": [Responses-API tools]},
-     "expected_action": {"type": "function_call", "name": ..., "arguments": "<json>"}   (a list when parallel)
+     "expected_action": {"type": "function_call", "name": ..., "arguments": "<json>"}
+                     or {"type": "function_call_batch", "calls": [function_call, ...]}   (parallel calls)
                      or {"type": "message", "role": "assistant", "content": "..."},
      "ref_message": {the expert's assistant message}, "trajectory_id": ..., "info": {"turn": t},
      "agent_ref": {"name": ...}, "metadata": {...}, "pass_rate": mean, "pass_rate_total": K,
      "pass_rate_passed": number of passing samples}
 
+``expected_action`` follows NeMo-Gym 0.7's discriminated union (``message`` / ``function_call`` /
+``function_call_batch``, the batch holding at least one call); files written before the batch type existed
+held parallel calls as a bare list, which import still reads.
+
 Import turns each row into a :class:`~pivotgym.types.Trajectory` whose last assistant message is the
-expert's action (so ``trajectory.turns()[-1]`` is the state). :func:`nemo_context` and
+expert's action (so ``trajectory.turns()[-1]`` is the state). Without ``ref_message`` the expert's message
+is rebuilt from ``expected_action`` (a batch becomes one message with all its calls); an expected action
+that is none of the three types is an error naming the row, never an empty message. The row's tools are
+kept in ``trajectory.metadata["tools"]`` (OpenAI form) and written back on export. :func:`nemo_context` and
 :func:`verify_nemo_row` judge a candidate for a row with the env's own layered verifier through the public
 :meth:`VerifyContext.from_turn <pivotgym.verify.VerifyContext.from_turn>` (the row's messages, tools and
 expected action; no task lookup unless the row was exported by pivotgym), so an imported row is judged
@@ -21,8 +29,9 @@ items (``function_call``, ``function_call_output``, ``message`` with content par
 
 **TRL**: :func:`to_hf_dataset` builds a ``datasets.Dataset`` with a conversational ``prompt`` column (what
 the policy sees, assistant turns rendered to text) for ``GRPOTrainer``; the other columns (env id, task id,
-the structured ``state`` as JSON, the expert's text, the profile's mean/var) reach reward functions as
-keyword arguments.
+the structured ``state`` as JSON, the functions offered at the state as ``tools_json``, the expert's text,
+the profile's mean/var) reach reward functions as keyword arguments
+(:mod:`pivotgym.integrations.trl` is the reward function and dataset loader built on it).
 """
 
 from __future__ import annotations
@@ -32,7 +41,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from pivotgym.types import Message, PivotSet, Trajectory, Turn, TurnProfile, Verdict, content_hash, tool_calls_of
-from pivotgym.verify import Verifier, VerifyContext
+from pivotgym.verify import Verifier, VerifyContext, trajectory_tools
 
 __all__ = [
     "expected_action",
@@ -41,10 +50,13 @@ __all__ = [
     "message_from_expected_action",
     "nemo_context",
     "nemo_row",
+    "state_tools",
     "states_for",
     "to_hf_dataset",
     "tools_from_responses",
+    "tools_of_row",
     "tools_to_responses",
+    "turn_from_state",
     "verify_nemo_row",
 ]
 
@@ -75,8 +87,9 @@ def tools_from_responses(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, A
 
 
 # ------------------------------------------------------------------------------------------------ actions
-def expected_action(expert: Mapping[str, Any]) -> dict[str, Any] | list[dict[str, Any]]:
-    """The ``expected_action`` of an expert message: function call(s), or a text message."""
+def expected_action(expert: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``expected_action`` of an expert message: one ``function_call``, a ``function_call_batch`` of
+    parallel calls, or a text ``message`` (NeMo-Gym 0.7's three action types)."""
     calls = tool_calls_of(expert)  # type: ignore[arg-type]
     if not calls:
         return {"type": "message", "role": "assistant", "content": expert.get("content") or ""}
@@ -90,19 +103,40 @@ def expected_action(expert: Mapping[str, Any]) -> dict[str, Any] | list[dict[str
         }
         for c, r in zip(calls, raw)
     ]
-    return items[0] if len(items) == 1 else items
+    return items[0] if len(items) == 1 else {"type": "function_call_batch", "calls": items}
+
+
+def _action_items(action: Any) -> list[Mapping[str, Any]]:
+    """The Responses items of an ``expected_action``: a batch's calls, a bare list's items (files written
+    before the batch type existed, and a response's ``output``), or the action itself."""
+    if isinstance(action, Mapping) and action.get("type") == "function_call_batch":
+        calls = action.get("calls")
+        if not isinstance(calls, list) or not calls:
+            raise ValueError('a "function_call_batch" expected action needs a non-empty "calls" list')
+        for call in calls:
+            if not isinstance(call, Mapping) or call.get("type", "function_call") != "function_call":
+                raise ValueError(f'each call of a "function_call_batch" must be a function_call, got {call!r:.80}')
+        return list(calls)
+    items = action if isinstance(action, list) else [action]
+    for item in items:
+        if not isinstance(item, Mapping):
+            raise ValueError(f"an expected action item must be an object, got {type(item).__name__}")
+    return items
 
 
 def message_from_expected_action(action: Any, content: str = "") -> Message:
-    """An assistant message for an ``expected_action`` (dict, list of dicts, or plain text)."""
+    """An assistant message for an ``expected_action``: a ``function_call``, a ``function_call_batch``, a
+    ``message``, a list of such items, or plain text. Anything else is a ``ValueError``: an action that
+    cannot be read must not become an empty expert message."""
     if isinstance(action, str):
         return {"role": "assistant", "content": action}
-    items = action if isinstance(action, list) else [action]
     calls = []
     texts = []
-    for i, item in enumerate(items):
+    for i, item in enumerate(_action_items(action)):
         kind = item.get("type", "function_call" if "name" in item else "message")
         if kind == "function_call":
+            if not isinstance(item.get("name"), str) or not item["name"]:
+                raise ValueError(f"a function_call expected action needs a name, got {dict(item)!r:.80}")
             args = item.get("arguments", "{}")
             calls.append(
                 {
@@ -114,8 +148,12 @@ def message_from_expected_action(action: Any, content: str = "") -> Message:
                     },
                 }
             )
-        else:
+        elif kind == "message":
             texts.append(_text_of(item.get("content")))
+        else:
+            raise ValueError(
+                f"unknown expected_action type {kind!r}; NeMo-Gym's are message, function_call and function_call_batch"
+            )
     msg: dict[str, Any] = {"role": "assistant", "content": content or "".join(texts)}
     if calls:
         msg["tool_calls"] = calls
@@ -167,8 +205,15 @@ def _messages_from_input(items: Sequence[Mapping[str, Any]]) -> list[Message]:
 # ------------------------------------------------------------------------------------------------ states
 def states_for(pivots: Iterable[TurnProfile], trajectories: Iterable[Trajectory]) -> list[tuple[TurnProfile, Turn]]:
     """Pair each pivot with its state from ``trajectories``; a missing trajectory is an error that says which."""
+    return [(p, turn) for p, turn, _ in _pivot_states(pivots, trajectories)]
+
+
+def _pivot_states(
+    pivots: Iterable[TurnProfile], trajectories: Iterable[Trajectory]
+) -> list[tuple[TurnProfile, Turn, Trajectory]]:
+    """:func:`states_for` plus each state's trajectory (whose metadata may carry the offered tools)."""
     by_id = {t.id: t for t in trajectories}
-    pairs = []
+    out = []
     for p in pivots:
         trajectory = by_id.get(p.trajectory_id)
         if trajectory is None:
@@ -176,8 +221,17 @@ def states_for(pivots: Iterable[TurnProfile], trajectories: Iterable[Trajectory]
                 f"pivot {p.trajectory_id!r} turn {p.turn}: that trajectory is not in the trajectories "
                 "given; pass the file the profiles were made from"
             )
-        pairs.append((p, trajectory.turn(p.turn)))
-    return pairs
+        out.append((p, trajectory.turn(p.turn), trajectory))
+    return out
+
+
+def state_tools(trajectory: Trajectory, env: Any | None) -> list[dict[str, Any]]:
+    """The functions offered at a trajectory's states (OpenAI form): the trajectory's own (rows imported from
+    NeMo-Gym carry them in ``metadata["tools"]``), else the env's ``tool_schemas()`` for its task, else none."""
+    own = trajectory_tools(trajectory)
+    if own is not None:
+        return own
+    return _task_tools(env, trajectory.task_id) if env is not None else []
 
 
 def _task_tools(env: Any, task_id: str) -> list[dict[str, Any]]:
@@ -218,22 +272,22 @@ def nemo_row(turn: Turn, profile: TurnProfile | None = None, tools: Sequence[Map
 def export_nemo_rows(
     pivot_set: PivotSet | Iterable[TurnProfile], trajectories: Iterable[Trajectory], *, with_tools: bool = True
 ) -> list[dict[str, Any]]:
-    """NeMo-Gym pivot rows for every pivot; tools come from each env's ``tool_schemas()`` for the task."""
+    """NeMo-Gym pivot rows for every pivot; tools come from the trajectory (an imported row's own) or from
+    each env's ``tool_schemas()`` for the task (:func:`state_tools`)."""
     from pivotgym.registry import get_registry
 
     pivots = pivot_set.pivots if isinstance(pivot_set, PivotSet) else list(pivot_set)
     envs: dict[str, Any] = {}
     rows = []
-    for profile, turn in states_for(pivots, trajectories):
+    for profile, turn, trajectory in _pivot_states(pivots, trajectories):
         tools: list[dict[str, Any]] = []
         if with_tools:
-            if turn.env_id not in envs:
+            if turn.env_id not in envs and trajectory_tools(trajectory) is None:
                 try:
                     envs[turn.env_id] = get_registry().make(turn.env_id)
                 except Exception:  # noqa: BLE001 - an env not installed here: export without tools
                     envs[turn.env_id] = None
-            if envs[turn.env_id] is not None:
-                tools = _task_tools(envs[turn.env_id], turn.task_id)
+            tools = state_tools(trajectory, envs.get(turn.env_id))
         rows.append(nemo_row(turn, profile, tools))
     return rows
 
@@ -264,7 +318,10 @@ def import_nemo_rows(rows: Iterable[Mapping[str, Any]], env_id: str | None = Non
             expert.pop("reasoning_content", None)
             expert["content"] = expert.get("content") or ""
         else:
-            expert = dict(message_from_expected_action(row["expected_action"]))
+            try:
+                expert = dict(message_from_expected_action(row["expected_action"]))
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                raise ValueError(f"row {n}: cannot rebuild the expert's message from expected_action: {exc}") from exc
         info = row.get("info") or {}
         meta = row.get("metadata") or {}
         task_id = (
@@ -325,20 +382,25 @@ def verify_nemo_row(
 
 # ------------------------------------------------------------------------------------------------ TRL
 def to_hf_dataset(pivot_set: PivotSet | Iterable[TurnProfile], trajectories: Iterable[Trajectory]) -> Any:
-    """A ``datasets.Dataset`` of pivot prompts for TRL's ``GRPOTrainer`` (conversational ``prompt`` column)."""
+    """A ``datasets.Dataset`` of pivot prompts for TRL's ``GRPOTrainer`` (conversational ``prompt`` column).
+
+    ``tools_json`` holds the functions offered at the state as a JSON string (OpenAI ``tools``; ``""`` when
+    none): a string because Arrow cannot store schemas of different shapes in one column. An imported
+    NeMo-Gym row's own tools are kept, so its candidates are judged against them (:func:`tools_of_row`)."""
     from datasets import Dataset
 
     from pivotgym.registry import get_registry
 
     pivots = pivot_set.pivots if isinstance(pivot_set, PivotSet) else list(pivot_set)
     envs: dict[str, Any] = {}
-    columns: dict[str, list[Any]] = {
-        k: [] for k in ("prompt", "env_id", "task_id", "trajectory_id", "turn", "key", "expert", "state", "mean", "var")
-    }
-    for profile, turn in states_for(pivots, trajectories):
+    names = ("prompt", "env_id", "task_id", "trajectory_id", "turn", "key", "expert", "state", "tools_json", "mean")
+    columns: dict[str, list[Any]] = {k: [] for k in (*names, "var")}
+    for profile, turn, trajectory in _pivot_states(pivots, trajectories):
         if turn.env_id not in envs:
             envs[turn.env_id] = get_registry().make(turn.env_id)
         env = envs[turn.env_id]
+        tools = state_tools(trajectory, env)
+        columns["tools_json"].append(json.dumps(tools, ensure_ascii=False) if tools else "")
         columns["prompt"].append(
             [{"role": m["role"], "content": m.get("content") or ""} for m in env.prompt_messages(turn.prefix)]
         )
@@ -352,6 +414,14 @@ def to_hf_dataset(pivot_set: PivotSet | Iterable[TurnProfile], trajectories: Ite
         columns["mean"].append(float(profile.mean))
         columns["var"].append(float(profile.var))
     return Dataset.from_dict(columns)
+
+
+def tools_of_row(tools_json: str | None) -> list[dict[str, Any]] | None:
+    """The ``tools_json`` column of a dataset row back to OpenAI ``tools`` (None when the row has none)."""
+    if not tools_json:
+        return None
+    tools = json.loads(tools_json)
+    return [dict(t) for t in tools] if isinstance(tools, list) and tools else None
 
 
 def turn_from_state(state: str | Mapping[str, Any]) -> Turn:

@@ -129,9 +129,59 @@ def test_tool_call_expert_exports_function_calls() -> None:
     )
     profile = _profiles_for([trajectory])[0]
     [row] = export_nemo_rows([profile], [trajectory], with_tools=False)
-    assert [a["name"] for a in row["expected_action"]] == ["a", "b"]
+    action = row["expected_action"]
+    assert action["type"] == "function_call_batch"  # NeMo-Gym 0.7's parallel-call action, not a bare list
+    assert [(c["type"], c["name"], json.loads(c["arguments"])) for c in action["calls"]] == [
+        ("function_call", "a", {"x": 1}),
+        ("function_call", "b", {}),
+    ]
     [back] = import_nemo_rows([row])
     assert back.turns()[-1].expert == expert
+    # without ref_message the expert's message is rebuilt from the batch's calls, not left empty
+    bare = {k: v for k, v in row.items() if k != "ref_message"}
+    [rebuilt] = import_nemo_rows([bare])
+    assert rebuilt.turns()[-1].expert == expert
+    # files written before the batch type held parallel calls as a bare list: still read
+    legacy = {**bare, "expected_action": action["calls"]}
+    assert import_nemo_rows([legacy])[0].turns()[-1].expert == expert
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        {"type": "function_call_batch", "calls": []},
+        {"type": "function_call_batch"},
+        {"type": "function_call_batch", "calls": [{"type": "message", "content": "hi"}]},
+        {"type": "tool_use", "name": "a"},
+        {"type": "function_call", "arguments": "{}"},
+        ["not an object"],
+    ],
+)
+def test_an_unreadable_expected_action_without_ref_message_fails_loudly(action: object) -> None:
+    row = {
+        "responses_create_params": {"input": [{"role": "user", "content": "go"}]},
+        "expected_action": action,
+    }
+    with pytest.raises(ValueError, match="row 0: cannot rebuild the expert's message"):
+        import_nemo_rows([row], env_id="x/y-v0")
+
+
+def test_imported_tools_survive_export_and_the_hf_dataset(pivot_registry: object) -> None:
+    """A foreign row's tools are kept on re-export and in the HF dataset's ``tools_json`` column."""
+    from pivotgym.pivot.formats import tools_of_row
+
+    tools = [{"type": "function", "name": "f", "parameters": {"type": "object", "properties": {}}}]
+    row = {
+        "trajectory_id": 7,
+        "responses_create_params": {"input": [{"role": "user", "content": "2+2?"}], "tools": tools},
+        "expected_action": {"type": "message", "role": "assistant", "content": "4"},
+    }
+    [trajectory] = import_nemo_rows([row], env_id="arith/chain-v0")
+    profile = _profiles_for([trajectory])[0]
+    [again] = export_nemo_rows([profile], [trajectory])
+    assert again["responses_create_params"]["tools"] == tools
+    dataset = to_hf_dataset([profile], [trajectory])
+    assert tools_of_row(dataset[0]["tools_json"]) == tools_from_responses(tools)
 
 
 def test_hf_dataset_for_trl(pivot_registry: object, tmp_path: Path) -> None:
@@ -146,6 +196,7 @@ def test_hf_dataset_for_trl(pivot_registry: object, tmp_path: Path) -> None:
     assert row["prompt"][0]["role"] == "system" and row["prompt"][-1]["role"] == "user"
     assert row["prompt"][2] == {"role": "assistant", "content": trajectories[0].turn(0).expert["content"]}
     assert turn_from_state(row["state"]) == trajectories[0].turn(1)
+    assert row["tools_json"] == ""  # arith offers no functions
 
 
 def test_import_and_export_commands(pivot_registry: object, tmp_path: Path) -> None:
