@@ -87,6 +87,14 @@ class TrainConfig:
     report_to: list[str] = field(default_factory=lambda: ["auto"])
     #: show a progress bar (main process only)
     progress: bool = True
+    #: the registered sampler that generates from the policy (rollouts, evaluation): ``hf`` wraps the live
+    #: model (transformers); ``vllm`` is a colocated in-process vLLM engine built from ``model`` that receives
+    #: the policy's weights after every optimiser step, before it samples again (one process only). A backend
+    #: that cannot receive weights (``openai``: a server) is refused, since it would sample a stale policy
+    sampler: str = "hf"
+    #: keyword arguments of that sampler's constructor: for ``vllm`` the engine's (``dtype``,
+    #: ``gpu_memory_utilization``, ``max_model_len``, ``enforce_eager``, ...); for ``hf`` e.g. ``max_batch_size``
+    sampler_options: dict[str, Any] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ io
     def to_dict(self) -> dict[str, Any]:
@@ -135,6 +143,8 @@ class TrainConfig:
             raise ConfigError(f"lr_schedule must be constant, linear or cosine, got {self.lr_schedule!r}")
         if self.mixed_precision not in ("auto", "no", "bf16", "fp16"):
             raise ConfigError(f"mixed_precision must be auto, no, bf16 or fp16, got {self.mixed_precision!r}")
+        if not self.sampler:
+            raise ConfigError("sampler must name a registered sampler (`pivotgym samplers`), got an empty name")
 
 
 @dataclass

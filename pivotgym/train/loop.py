@@ -98,6 +98,7 @@ class Trainer:
         self.output_dir = Path(config.output_dir)
         self.accelerator = accelerator or build_accelerator(config)
         _seed_everything(config.seed)
+        model_given = model is not None
         if model is None:
             from pivotgym.sampling.models import load_model_and_tokenizer
 
@@ -133,8 +134,17 @@ class Trainer:
         self.history: list[dict[str, Any]] = []
         self.last_eval: dict[str, Any] | None = None
         self.final_model_dir: Path | None = None
+        self._model_given = model_given
         self._sampler = sampler
+        #: bumped whenever the policy's weights change (optimiser step, resume); a copying sampler is pushed
+        #: the weights when its copy is older
+        self.weights_version = 0
+        self._sampler_version: int | None = None
         self.pad_id = _pad_id(tokenizer, self.unwrapped_model)
+        if sampler is not None and self.copies_weights:
+            from pivotgym.train.policy_sampler import weight_loader
+
+            weight_loader(sampler, config.sampler)  # refuses a sampler that cannot follow the policy, now
 
     # ------------------------------------------------------------------ building blocks
     @property
@@ -154,13 +164,55 @@ class Trainer:
         return self.accelerator.device
 
     @property
-    def sampler(self) -> Any:
-        """The sampler that generates from the *current* policy (it wraps the unwrapped model in place)."""
-        if self._sampler is None:
-            from pivotgym.sampling.hf import HFSampler
+    def copies_weights(self) -> bool:
+        """Whether the sampler holds its own copy of the weights (``sampler`` other than ``hf``), which is
+        pushed the policy's weights after they change."""
+        from pivotgym.train.policy_sampler import LIVE_SAMPLER
 
-            self._sampler = HFSampler(self.unwrapped_model, self.tokenizer)
+        return self.config.sampler != LIVE_SAMPLER
+
+    @property
+    def sampler(self) -> Any:
+        """The sampler that generates from the *current* policy: with ``sampler: hf`` it wraps the unwrapped
+        model in place; otherwise (``vllm``) a colocated engine built on first use, pushed the policy's weights
+        whenever they changed since its last use (see :mod:`pivotgym.train.policy_sampler`)."""
+        if self._sampler is None:
+            if self.copies_weights:
+                self._sampler = self._build_engine()
+            else:
+                from pivotgym.sampling.hf import HFSampler
+
+                self._sampler = HFSampler(self.unwrapped_model, self.tokenizer, **self.config.sampler_options)
+        if self.copies_weights and self._sampler_version != self.weights_version:
+            from pivotgym.train.policy_sampler import push_weights
+
+            push_weights(self._sampler, self.unwrapped_model, self.config.sampler)
+            self._sampler_version = self.weights_version
         return self._sampler
+
+    def _build_engine(self) -> Any:
+        """The colocated sampler of ``config.sampler``, built from the starting model's folder (the trainer's
+        ``model`` when it loaded it; else the given model saved under ``output_dir/sampler-init``)."""
+        from pivotgym.train.policy_sampler import build_sampler, colocated_engine_env, weight_loader
+
+        cfg = self.config
+        if self.world > 1:
+            raise ConfigError(
+                f"sampler: {cfg.sampler} runs one colocated engine in one process; with "
+                f"{self.world} processes use sampler: hf"
+            )
+        if self._model_given:
+            from pivotgym.train.export import save_model
+
+            source = str(save_model(self.unwrapped_model, self.tokenizer, self.output_dir / "sampler-init"))
+        else:
+            from pivotgym.sampling.models import resolve_model
+
+            source = resolve_model(cfg.model)
+        colocated_engine_env()
+        sampler = build_sampler(cfg.sampler, source, cfg.sampler_options)
+        weight_loader(sampler, cfg.sampler)
+        return sampler
 
     def _maybe_lora(self, model: Any) -> Any:
         if not self.config.lora:
@@ -216,6 +268,7 @@ class Trainer:
             grad_norm = float(norm)
         lr = float(self.scheduler.get_last_lr()[0])
         self.optimizer.step()
+        self.weights_version += 1
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         return {"grad_norm": grad_norm, "lr": lr}
@@ -307,6 +360,7 @@ class Trainer:
         if path is None:
             return None
         state = load_checkpoint(self.accelerator, path)
+        self.weights_version += 1  # the checkpoint's weights replaced the starting ones
         if state.get("trainer") != self.name:
             raise ConfigError(
                 f"{path} is a checkpoint of the {state.get('trainer')!r} trainer, not {self.name!r}; "

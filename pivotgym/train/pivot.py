@@ -184,6 +184,7 @@ class PivotTrainer(RLTrainer):
                     rewards,
                     cfg.advantage,
                     {"state": state_index},
+                    [completions[i].logprobs for i in keep],
                 )
                 if len(keep) >= 2
                 else []

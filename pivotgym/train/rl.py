@@ -31,6 +31,9 @@ class PolicySample:
     advantage: float
     reward: float = 0.0
     meta: dict[str, Any] = field(default_factory=dict)
+    #: the sampler's logprob of each completion token, as it recorded them (None: not recorded); the loss
+    #: recomputes them with the policy, and their agreement is logged as ``sampler_ratio``
+    sampler_logprobs: list[float] | None = None
 
 
 @dataclass
@@ -66,21 +69,52 @@ def group_samples(
     rewards: Sequence[float],
     mode: str = "std",
     meta: dict[str, Any] | None = None,
+    logprobs: Sequence[Sequence[float]] | None = None,
 ) -> list[PolicySample]:
-    """The training samples of one group (G completions of one prompt with their rewards).
+    """The training samples of one group (G completions of one prompt with their rewards, and optionally the
+    sampler's logprobs of their tokens).
 
     A group whose rewards all agree carries no signal and returns ``[]``: it adds neither gradient nor
     tokens to the loss's denominator (it never dilutes the informative groups).
     """
     if len(completions) != len(rewards):
         raise ValueError(f"{len(completions)} completions but {len(rewards)} rewards")
+    if logprobs is not None and len(logprobs) != len(completions):
+        raise ValueError(f"{len(completions)} completions but {len(logprobs)} logprob lists")
     if not is_informative(rewards):
         return []
     advantages = group_advantages(rewards, mode)
+    recorded = list(logprobs) if logprobs is not None else [None] * len(completions)
     return [
-        PolicySample(list(prompt_ids), list(c), float(a), float(r), dict(meta or {}))
-        for c, a, r in zip(completions, advantages.tolist(), rewards)
+        PolicySample(
+            list(prompt_ids),
+            list(c),
+            float(a),
+            float(r),
+            dict(meta or {}),
+            [float(x) for x in lp] if lp is not None and len(lp) == len(c) else None,
+        )
+        for c, a, r, lp in zip(completions, advantages.tolist(), rewards, recorded)
     ]
+
+
+def sampler_agreement(logp: torch.Tensor, mask: torch.Tensor, samples: Sequence[PolicySample]) -> tuple[float, ...]:
+    """``(sum of exp(policy - sampler), sum of |policy - sampler|, tokens)`` over the tokens of the samples
+    whose sampler logprobs were recorded: how far the sampler's distribution is from the policy's (ratio 1
+    and gap 0 when they are the same model at the same precision)."""
+    ratio = gap = tokens = 0.0
+    for row, sample in enumerate(samples):
+        recorded = sample.sampler_logprobs
+        if recorded is None:
+            continue
+        n = len(recorded)
+        policy = logp[row, :n].detach().double()
+        diff = policy - torch.tensor(recorded, dtype=torch.float64, device=policy.device)
+        keep = mask[row, :n].bool()
+        ratio += float(diff[keep].exp().sum())
+        gap += float(diff[keep].abs().sum())
+        tokens += float(keep.sum())
+    return ratio, gap, tokens
 
 
 class RLTrainer(Trainer):
@@ -131,17 +165,26 @@ class RLTrainer(Trainer):
                         mb.ref_logprobs = self._reference_logprobs(mb)
         return batches, global_tokens
 
-    def accumulate_gradients(self, batches: Sequence[MicroBatch], global_tokens: float) -> dict[str, float]:
+    def accumulate_gradients(
+        self, batches: Sequence[MicroBatch], global_tokens: float, first_pass: bool = True
+    ) -> dict[str, float]:
         """Backward of the loss of one pass over the batch into ``.grad`` (all-reduced on the last
-        micro-batch). The loss is ``sum over tokens / global_tokens``; returns this process's sums."""
+        micro-batch). The loss is ``sum over tokens / global_tokens``; returns this process's sums (on the
+        first pass also the agreement of the sampler's recorded logprobs with the policy's, see
+        :func:`sampler_agreement`)."""
         cfg = self.config
         scale = self.world / global_tokens  # DDP averages gradients over processes: undo it, then / N
-        totals = {"pg": 0.0, "kl": 0.0, "clipped": 0.0}
+        totals = {"pg": 0.0, "kl": 0.0, "clipped": 0.0, "ratio": 0.0, "gap": 0.0, "recorded": 0.0}
         if not batches:
             self.dummy_backward()
         for i, mb in enumerate(batches):
             with self.sync_context(last=i == len(batches) - 1):
                 logp, mask = self._logprobs(self.model, mb)
+                if first_pass:
+                    ratio, gap, recorded = sampler_agreement(logp, mask, mb.samples)
+                    totals["ratio"] += ratio
+                    totals["gap"] += gap
+                    totals["recorded"] += recorded
                 old = mb.old_logprobs if mb.old_logprobs is not None else logp.detach()
                 adv = torch.tensor([s.advantage for s in mb.samples], device=logp.device)
                 pg, n_clipped = clipped_surrogate(logp, old, adv, mask, cfg.clip_low, cfg.clip_high)
@@ -165,15 +208,19 @@ class RLTrainer(Trainer):
             stats.update(loss=0.0, skipped=1)
             self.skip_optimizer_steps(cfg.updates_per_batch)
             return stats
-        sums = {"pg": 0.0, "kl": 0.0, "clipped": 0.0}
+        sums = {"pg": 0.0, "kl": 0.0, "clipped": 0.0, "ratio": 0.0, "gap": 0.0, "recorded": 0.0}
         opt_stats: dict[str, float] = {}
-        for _ in range(cfg.updates_per_batch):
-            for key, value in self.accumulate_gradients(batches, global_tokens).items():
+        for update in range(cfg.updates_per_batch):
+            for key, value in self.accumulate_gradients(batches, global_tokens, first_pass=update == 0).items():
                 sums[key] += value
             opt_stats = self.optimizer_step()
         denom = global_tokens * cfg.updates_per_batch
         stats["loss"] = self.reduce_sum(sums["pg"]) / denom
         stats["clip_fraction"] = self.reduce_sum(sums["clipped"]) / denom
+        recorded = self.reduce_sum(sums["recorded"])
+        if recorded:  # the sampler's logprobs vs the policy's before the update (1 and 0: same distribution)
+            stats["sampler_ratio"] = self.reduce_sum(sums["ratio"]) / recorded
+            stats["sampler_logprob_gap"] = self.reduce_sum(sums["gap"]) / recorded
         if cfg.kl_coef > 0:
             stats["kl"] = self.reduce_sum(sums["kl"]) / denom
         stats.update({k: v for k, v in opt_stats.items() if not math.isnan(v)})
@@ -182,4 +229,4 @@ class RLTrainer(Trainer):
         return stats
 
 
-__all__ = ["MicroBatch", "PolicySample", "RLTrainer", "group_samples", "make_micro_batches"]
+__all__ = ["MicroBatch", "PolicySample", "RLTrainer", "group_samples", "make_micro_batches", "sampler_agreement"]

@@ -63,6 +63,9 @@ def test_pivot_run_counts_logs_and_checkpoints(arith_data, tmp_path):
     rows = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     assert [(r["kind"], r["step"]) for r in rows] == [("eval", 0), ("train", 1), ("eval", 1), ("train", 2), ("eval", 2)]
     assert all({"rollout_turns", "seconds_generation", "seconds_other"} <= set(r) for r in rows)
+    # the rollouts' recorded logprobs (the sampler's) agree with the policy's recomputed ones (fp32)
+    updates = [r for r in rows if r["kind"] == "train" and not r.get("skipped")]
+    assert updates and all(abs(r["sampler_ratio"] - 1.0) < 1e-3 and r["sampler_logprob_gap"] < 1e-3 for r in updates)
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["steps"] == 2
     assert [c["step"] for c in summary["eval_curve"]] == [0, 1, 2]
     assert (tmp_path / "run" / "checkpoints" / "step-000002" / "trainer_state.json").is_file()

@@ -1,0 +1,141 @@
+"""The sampler a trainer generates with, kept equal to the policy it trains.
+
+``sampler: hf`` (the default) wraps the live model in an :class:`~pivotgym.sampling.hf.HFSampler`: it always
+samples the current weights and there is nothing to copy. Any other registered backend (``vllm``) is built
+once, in this process, from the run's starting model (a *colocated* engine), and receives the policy's
+weights whenever they changed since it last sampled: after each optimiser step (and after a resume), before
+the next rollout or evaluation. Token ids and logprobs of the samples are the engine's; the RL loss recomputes
+logprobs with the policy, so the engine only has to sample the same distribution (checked per step by
+``sampler_ratio``, see :mod:`pivotgym.train.rl`).
+
+A backend takes weights when it has ``load_weights(weights)`` (an iterable of ``(name, tensor)`` with the
+names of the Hugging Face model) or holds an in-process ``vllm.LLM`` as ``.llm``; one that takes neither (a
+server behind ``openai``) is refused, since it would keep sampling the starting policy.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+import torch
+
+from pivotgym.errors import ConfigError
+
+#: ``(name, tensor)`` pairs under the Hugging Face model's parameter names
+Weights = Iterable[tuple[str, torch.Tensor]]
+
+__all__ = [
+    "LIVE_SAMPLER",
+    "build_sampler",
+    "colocated_engine_env",
+    "policy_weights",
+    "push_weights",
+    "weight_loader",
+]
+
+#: the backend that wraps the training model itself (no copy of the weights to keep in step)
+LIVE_SAMPLER = "hf"
+
+
+def build_sampler(name: str, model: str, options: Mapping[str, Any] | None = None, **defaults: Any) -> Any:
+    """The registered sampler ``name`` for ``model``, built with ``options`` (what the user set: every key goes
+    to the backend, which refuses the ones it does not take) over ``defaults`` (the caller's preferences, given
+    only when the backend's constructor names them, e.g. ``max_batch_size`` for ``hf`` but not ``vllm``)."""
+    from pivotgym.registry import get_registry, resolve
+
+    registry = get_registry()
+    if name not in registry.samplers:
+        registry.make_sampler(name)  # RegistryError: names the sampler and what is registered
+    factory = resolve(registry.samplers[name].factory)
+    params = inspect.signature(factory).parameters
+    named = {k for k, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    kwargs = {k: v for k, v in defaults.items() if v is not None and k in named}
+    kwargs.update(options or {})
+    return registry.make_sampler(name, model=model, **kwargs)
+
+
+def policy_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
+    """The weights a sampler needs to generate like ``model``, under the plain model's parameter names.
+
+    A LoRA (peft) policy yields its base weights with the adapter's delta added (``W + B A * scale``),
+    computed per layer without touching the training model, under the names of the merged model; adapter
+    tensors themselves are not yielded. Tensors are detached views (no copy for a plain model)."""
+    from pivotgym.train.export import is_peft_model
+
+    if not is_peft_model(model):
+        for name, param in model.named_parameters():
+            yield name, param.detach()
+        return
+    base = model.get_base_model()
+    layers = {n: m for n, m in base.named_modules() if hasattr(m, "get_delta_weight") and hasattr(m, "base_layer")}
+    for name, param in base.named_parameters():
+        if ".lora_" in name:
+            continue
+        owner, sep, leaf = name.partition(".base_layer.")
+        if not sep:
+            yield name, param.detach()
+            continue
+        value = param.detach()
+        layer = layers.get(owner)
+        if layer is not None and leaf == "weight":
+            for adapter in layer.active_adapters:
+                if adapter in getattr(layer, "lora_A", {}) and adapter not in getattr(layer, "merged_adapters", []):
+                    value = value + layer.get_delta_weight(adapter).detach().to(value.dtype)
+        yield f"{owner}.{leaf}", value
+
+
+def _load_on_worker(worker: Any, weights: list[tuple[str, torch.Tensor]]) -> None:
+    """Run inside a vLLM worker (``collective_rpc``): load ``weights`` into its model."""
+    worker.model_runner.model.load_weights(weights)
+
+
+def _vllm_loader(llm: Any) -> Callable[[Weights], None]:
+    """Weight loading into an in-process ``vllm.LLM``: straight into the model when the engine core runs in
+    this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, what :func:`colocated_engine_env` sets), else through
+    the engine's ``collective_rpc`` (tensors are sent to its worker). The prefix cache is reset afterwards:
+    cached keys and values of the old weights must not be reused."""
+
+    def load(weights: Weights) -> None:
+        pairs = [(name, tensor) for name, tensor in weights]
+        try:
+            target = llm.llm_engine.model_executor.driver_worker.model_runner.model
+        except AttributeError:
+            target = None
+        if target is not None:
+            target.load_weights(pairs)
+        else:
+            llm.collective_rpc(_load_on_worker, args=(pairs,))
+        llm.reset_prefix_cache()
+
+    return load
+
+
+def weight_loader(sampler: Any, name: str = "") -> Callable[[Weights], None]:
+    """How ``sampler`` takes new weights (see the module docstring); :class:`ConfigError` when it cannot."""
+    load = getattr(sampler, "load_weights", None)
+    if callable(load):
+        return load
+    llm = getattr(sampler, "llm", None)
+    if llm is not None and hasattr(llm, "reset_prefix_cache"):
+        return _vllm_loader(llm)
+    backend = name or getattr(sampler, "backend", type(sampler).__name__)
+    raise ConfigError(
+        f"sampler {backend!r} cannot receive the policy's weights, so it would keep sampling the starting "
+        "model while training changes it",
+        hint="use sampler: hf (the live model) or sampler: vllm (a colocated engine that is kept in step)",
+    )
+
+
+def push_weights(sampler: Any, model: Any, name: str = "") -> None:
+    """Copy ``model``'s current weights (:func:`policy_weights`) into ``sampler``."""
+    with torch.no_grad():
+        weight_loader(sampler, name)(policy_weights(model))
+
+
+def colocated_engine_env() -> None:
+    """Ask vLLM to run its engine core in this process (unless the user chose otherwise), so weights load
+    straight into the engine's model instead of being sent to another process."""
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")

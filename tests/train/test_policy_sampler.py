@@ -1,0 +1,202 @@
+"""The trainers' sampler option: ``sampler: hf`` wraps the live policy; any other sampler holds its own copy
+of the weights, which is pushed the policy's weights after they change (the colocated vLLM engine's route;
+``test_vllm_sync.py`` runs that engine). Here the copy is a second transformers model, so the tests run
+wherever the trainers do."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from pivotgym.errors import ConfigError
+from pivotgym.sampling.base import SamplingParams
+from pivotgym.sampling.hf import HFSampler
+from pivotgym.sampling.testing import tiny_llama
+from pivotgym.train.config import RLConfig, load_config
+from pivotgym.train.policy_sampler import build_sampler, policy_weights, push_weights
+from pivotgym.train.rl import RLTrainer, group_samples, sampler_agreement
+
+GREEDY = SamplingParams(temperature=0.0, max_new_tokens=8)
+PROMPT = [{"role": "user", "content": "Name a colour."}]
+
+
+class CopySampler:
+    """A sampler with its own model (like an engine): it samples only what was loaded into it."""
+
+    backend = "copy"
+    prompt_seeds = True
+
+    def __init__(self, model, tokenizer) -> None:
+        self.model = model
+        self.inner = HFSampler(model, tokenizer)
+        self.loads = 0
+
+    def load_weights(self, weights) -> None:
+        params = dict(self.model.named_parameters())
+        with torch.no_grad():
+            for name, tensor in weights:
+                params[name].copy_(tensor)  # an unknown name is a KeyError: names must be the HF model's
+        self.loads += 1
+
+    def encode(self, prompt):
+        return self.inner.encode(prompt)
+
+    def describe(self):
+        return {**self.inner.describe(), "backend": self.backend}
+
+    def sample(self, prompts, n=1, params=None, *, seeds=None):
+        return self.inner.sample(prompts, n=n, params=params, seeds=seeds)
+
+
+def rl_trainer(tmp_path, model, tokenizer, **overrides) -> RLTrainer:
+    settings = dict(
+        output_dir=str(tmp_path / "run"),
+        steps=1,
+        optimizer="sgd",
+        learning_rate=5.0,
+        max_grad_norm=None,
+        mixed_precision="no",
+        progress=False,
+        report_to=["none"],
+    )
+    return RLTrainer(RLConfig(**{**settings, **overrides}), model=model, tokenizer=tokenizer)
+
+
+def greedy_ids(sampler, prompt_ids) -> list[int]:
+    return sampler.sample([prompt_ids], n=1, params=GREEDY)[0][0].token_ids
+
+
+def test_a_copying_sampler_gets_the_policy_weights_after_each_optimizer_step(tmp_path):
+    policy, tokenizer = tiny_llama(seed=0)
+    receiver = CopySampler(tiny_llama(seed=1)[0], tokenizer)  # different weights until the first push
+    trainer = RLTrainer(
+        RLConfig(
+            output_dir=str(tmp_path / "run"),
+            steps=1,
+            optimizer="sgd",
+            learning_rate=20.0,
+            max_grad_norm=None,
+            updates_per_batch=2,
+            mixed_precision="no",
+            progress=False,
+            report_to=["none"],
+            sampler="copy",
+        ),
+        model=policy,
+        tokenizer=tokenizer,
+        sampler=receiver,
+    )
+    live = HFSampler(trainer.unwrapped_model, tokenizer)
+    prompt = live.encode(PROMPT)
+    before = greedy_ids(trainer.sampler, prompt)
+    assert receiver.loads == 1 and before == greedy_ids(live, prompt)
+    trainer.sampler.describe()
+    assert receiver.loads == 1  # no optimiser step since: nothing pushed
+
+    completions = trainer.sampler.sample([prompt], n=4, params=SamplingParams(max_new_tokens=6), seeds=[3])[0]
+    target = [c.token_ids for c in completions]
+    samples = group_samples(prompt, target, [1.0, 0.0, 1.0, 0.0], "std", logprobs=[c.logprobs for c in completions])
+    assert all(s.sampler_logprobs is not None for s in samples)
+    stats = trainer.policy_update(samples)
+    # the sampler's recorded logprobs are the policy's (same weights, fp32): on-policy ratio 1
+    assert stats["sampler_ratio"] == pytest.approx(1.0, abs=1e-4)
+    assert stats["sampler_logprob_gap"] < 1e-4
+    assert trainer.weights_version == 2 and receiver.loads == 1  # two optimiser steps, not pushed yet
+
+    after = greedy_ids(trainer.sampler, prompt)
+    assert receiver.loads == 2  # one push before sampling again, however many steps were made
+    assert after == greedy_ids(live, prompt)
+    assert after != before  # the update changed what the policy says, and the copy says it too
+    for (name, p), q in zip(trainer.unwrapped_model.named_parameters(), receiver.model.parameters()):
+        assert torch.equal(p, q), name
+
+
+def test_sampler_agreement_measures_a_sampler_that_differs():
+    logp = torch.tensor([[-1.0, -2.0, 0.0]])
+    mask = torch.tensor([[1, 1, 0]])
+    samples = group_samples([1], [[5, 6], [7]], [1.0, 0.0], logprobs=[[-1.1, -2.1], [-3.0]])
+    ratio, gap, tokens = sampler_agreement(logp, mask, samples[:1])
+    assert tokens == 2 and ratio / tokens == pytest.approx(torch.exp(torch.tensor(0.1)).item())
+    assert gap / tokens == pytest.approx(0.1)
+    unrecorded = group_samples([1], [[5, 6], [7]], [1.0, 0.0])
+    assert sampler_agreement(logp, mask, unrecorded[:1]) == (0.0, 0.0, 0.0)
+
+
+def test_a_sampler_that_cannot_take_weights_is_refused(tmp_path):
+    policy, tokenizer = tiny_llama()
+
+    class Server:  # like the openai backend: samples from a process we cannot load weights into
+        backend = "openai"
+
+    with pytest.raises(ConfigError, match="cannot receive the policy's weights") as info:
+        RLTrainer(
+            RLConfig(output_dir=str(tmp_path / "run"), sampler="openai", progress=False, report_to=["none"]),
+            model=policy,
+            tokenizer=tokenizer,
+            sampler=Server(),
+        )
+    assert "sampler: vllm" in str(info.value.hint)
+
+
+def test_lora_policy_weights_are_the_merged_model(tmp_path):
+    policy, tokenizer = tiny_llama()
+    trainer = rl_trainer(
+        tmp_path, policy, tokenizer, lora=True, lora_r=4, lora_target_modules=["q_proj", "v_proj"], learning_rate=1.0
+    )
+    prompt = HFSampler(trainer.unwrapped_model, tokenizer).encode(PROMPT)
+    trainer.policy_update(group_samples(prompt, [[30, 31, 32], [33, 34]], [1.0, 0.0]))
+    model = trainer.unwrapped_model
+    merged = copy.deepcopy(model).merge_and_unload()
+    expected = dict(merged.named_parameters())
+    got = dict(policy_weights(model))
+    assert set(got) == set(expected)
+    for name, value in got.items():
+        torch.testing.assert_close(value, expected[name], rtol=0, atol=1e-6, msg=name)
+    base = dict(model.get_base_model().named_parameters())
+    moved = [
+        n
+        for n in got
+        if n.endswith("q_proj.weight") and not torch.equal(got[n], base[n.removesuffix("weight") + "base_layer.weight"])
+    ]
+    assert moved, "one step with a large learning rate moves the adapter, so merged q_proj differs from the base"
+    receiver = CopySampler(tiny_llama(seed=1)[0], tokenizer)
+    push_weights(receiver, model)
+    assert greedy_ids(receiver, prompt) == greedy_ids(HFSampler(merged, tokenizer), prompt)
+
+
+def test_hf_sampler_options_reach_the_live_sampler(tmp_path):
+    policy, tokenizer = tiny_llama()
+    trainer = rl_trainer(tmp_path, policy, tokenizer, sampler_options={"max_batch_size": 3})
+    assert trainer.sampler.max_batch_size == 3 and trainer.sampler.model is trainer.unwrapped_model
+
+
+def test_build_sampler_gives_defaults_only_to_backends_that_take_them(tmp_path):
+    from pivotgym.train.export import save_model
+
+    model, tokenizer = tiny_llama()
+    folder = str(save_model(model, tokenizer, tmp_path / "m"))
+    assert build_sampler("hf", folder, None, max_batch_size=5, not_a_parameter=1).max_batch_size == 5
+    assert build_sampler("hf", folder, {"max_batch_size": 2}, max_batch_size=5).max_batch_size == 2
+    with pytest.raises(TypeError, match="not_a_parameter"):  # what the user set is never dropped silently
+        build_sampler("hf", folder, {"not_a_parameter": 1})
+
+
+def test_trainer_config_sampler_keys_and_typos(tmp_path):
+    good = tmp_path / "good.yaml"
+    good.write_text("sampler: vllm\nsampler_options: {dtype: float32, enforce_eager: true}\n")
+    cfg = load_config(good, "pivot")
+    assert cfg.sampler == "vllm" and cfg.sampler_options == {"dtype": "float32", "enforce_eager": True}
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("sampler: vllm\nsampler_option: {dtype: float32}\n")
+    with pytest.raises(ConfigError, match=r"typo.yaml:2.*sampler_option.*did you mean 'sampler_options'"):
+        load_config(typo, "pivot")
+    scalar = tmp_path / "scalar.yaml"
+    scalar.write_text("sampler_options: float32\n")
+    with pytest.raises(ConfigError, match="sampler_options"):
+        load_config(scalar, "e2e")
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("sampler: ''\n")
+    with pytest.raises(ConfigError, match="sampler must name a registered sampler"):
+        load_config(empty, "sft")
