@@ -228,7 +228,7 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
 
     @app.get("/sessions/{session_id}")
     def get_session(session_id: str) -> dict[str, Any]:
-        with manager.use(session_id) as session:
+        with manager.use(session_id, touch=False) as session:  # reading the state does not keep it open
             out = session.describe()
             tools = getattr(session.env, "tool_schemas", None)
             out["tools"] = tools() if callable(tools) and session.was_reset else []

@@ -177,8 +177,9 @@ class SessionManager:
         return session
 
     @contextmanager
-    def use(self, session_id: str) -> Iterator[Session]:
-        """Hold ``session_id``'s lock for one request; 409 when another request of it is running."""
+    def use(self, session_id: str, *, touch: bool = True) -> Iterator[Session]:
+        """Hold ``session_id``'s lock for one request; 409 when another request of it is running. ``touch``:
+        the request counts as use (it restarts the idle clock); a read of the session's state does not."""
         session = self.get(session_id)
         if not session.lock.acquire(blocking=False):
             raise ServeError(
@@ -192,7 +193,8 @@ class SessionManager:
                 raise ServeError(404, "unknown_session", f"session {session_id!r} was closed", hint="POST /sessions")
             yield session
         finally:
-            session.last_used = time.monotonic()
+            if touch:
+                session.last_used = time.monotonic()
             session.lock.release()
 
     def reset(self, session_id: str, seed: int | None, options: Mapping[str, Any] | None) -> dict[str, Any]:
