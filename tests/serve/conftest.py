@@ -40,7 +40,7 @@ def wait_healthy(url: str, proc: subprocess.Popen | None = None, deadline_s: flo
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
         if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"the server exited with {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}")
+            raise RuntimeError(f"the server exited with {proc.returncode}")
         try:
             if httpx.get(f"{url}/health", timeout=2).status_code == 200:
                 return
@@ -51,21 +51,25 @@ def wait_healthy(url: str, proc: subprocess.Popen | None = None, deadline_s: flo
 
 
 @pytest.fixture(scope="session")
-def server() -> Iterator[str]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The URL of a ``pivotgym serve`` subprocess (8 sessions, idle timeout 120 s)."""
     port = free_port()
+    log = (tmp_path_factory.mktemp("serve") / "server.log").open("w+")  # a file: a full pipe would block it
     proc = subprocess.Popen(
         [sys.executable, "-m", "pivotgym.cli", "serve", "--port", str(port), "--max-sessions", "8"]
         + ["--idle-timeout", "120"],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
+        stderr=log,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_healthy(url, proc)
+        try:
+            wait_healthy(url, proc)
+        except RuntimeError as exc:
+            log.seek(0)
+            raise RuntimeError(f"{exc}\n{log.read()[-3000:]}") from None
         yield url
     finally:
         proc.terminate()
@@ -74,19 +78,25 @@ def server() -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        log.close()
 
 
 # ------------------------------------------------------------------------------------------------ the lab
 class SleepEnv(AgentEnv):
-    """An action ``"0.5"`` sleeps half a second and is rewarded 1; anything that is not a number is invalid."""
+    """An action ``"0.5"`` sleeps half a second and is rewarded 1; anything that is not a number is invalid.
+    The ``broken`` split's task fails on reset (a bug in an env: the server must answer 500, not crash)."""
 
-    splits = ("train",)
+    splits = ("train", "broken")
     max_turns = 50
 
     def load_tasks(self, split: str) -> list[Task]:
+        if split == "broken":
+            return [Task(id="boom", split=split)]
         return [Task(id=f"sleep-{i}", split=split) for i in range(3)]
 
     def initial_messages(self, task: Task) -> list:
+        if task.id == "boom":
+            raise RuntimeError("the env crashed while opening the task")
         return [message("user", f"Sleep (task {task.id}).")]
 
     def apply_action(self, action: str) -> StepOutcome:

@@ -137,6 +137,15 @@ def test_unknown_routes_and_methods(lab):
     refused(httpx.put(f"{lab}/sessions"), 405, "method_not_allowed")
 
 
+def test_an_env_that_crashes_gets_500_without_a_traceback_and_the_server_goes_on(lab):
+    with RemoteEnv(lab, "test/sleep-v0") as env:
+        response = httpx.post(f"{lab}/sessions/{env.session_id}/reset", json={"options": {"split": "broken"}})
+        body = refused(response, 500, "internal_error")
+        assert "the env crashed while opening the task" in body["message"]
+        env.reset(options={"split": "train"})  # the same session is still usable
+        assert env.step("0")[1] == 1.0
+
+
 def test_an_unreachable_server_is_a_remote_error():
     with pytest.raises(RemoteError) as exc:
         RemoteEnv("http://127.0.0.1:9", BLOCKS, timeout=2)
