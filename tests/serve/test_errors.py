@@ -150,3 +150,20 @@ def test_an_unreachable_server_is_a_remote_error():
     with pytest.raises(RemoteError) as exc:
         RemoteEnv("http://127.0.0.1:9", BLOCKS, timeout=2)
     assert exc.value.code == "unreachable" and "pivotgym serve" in (exc.value.hint or "")
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--max-sessions", "0"], "max_sessions must be at least 1"),
+        (["--idle-timeout", "0"], "idle_timeout must be a positive"),
+        (["--port", "70000"], "--port must be between 1 and 65535"),
+        (["--nemo-env", "tooluse/nope-v0"], "tooluse/nope-v0"),
+    ],
+)
+def test_the_command_refuses_bad_limits_before_serving(args, fragment, capsys):
+    from pivotgym.cli.app import main
+
+    assert main(["serve", *args]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and fragment in err and "Traceback" not in err
