@@ -40,6 +40,7 @@ __all__ = [
     "SerialExecutor",
     "TaskResult",
     "WorkerSetup",
+    "ray_init_kwargs",
     "make_executor",
     "EXECUTORS",
 ]
@@ -418,10 +419,43 @@ def _ray_call(setup: WorkerSetup, payload: bytes, timeout: float | None) -> tupl
     return False, None, f"timeout: task did not finish within {timeout}s; its worker was killed", float(timeout)
 
 
+def ray_init_kwargs(address: str | None, workers: int, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ``ray.init`` arguments of a :class:`RayExecutor`, by address form (Ray's own conventions):
+
+    * ``None`` - the cluster in ``RAY_ADDRESS`` when that is set (``ray job submit`` sets it for the
+      driver), else a fresh local cluster of ``workers`` CPUs (``address="local"``, so a cluster that
+      ``ray start`` left on this machine is not joined by accident);
+    * ``"auto"`` - ``RAY_ADDRESS``, else the cluster ``ray start`` recorded on this machine;
+    * ``"host:port"`` - the GCS of a cluster started with ``ray start --head`` (the driver joins it);
+    * ``"ray://host:10001"`` - Ray Client (needs ``ray[client]``): only ``extra`` is passed, as the
+      driver-side logging switches mean nothing there.
+
+    A local cluster is sized here (``num_cpus``); an existing one brings its own resources (Ray refuses
+    ``num_cpus`` when joining one). ``extra`` (e.g. ``runtime_env``) is passed through and wins.
+    """
+    if address is None and os.environ.get("RAY_ADDRESS"):
+        address = "auto"
+    kwargs: dict[str, Any]
+    if address is None or address == "local":
+        kwargs = {"address": "local", "num_cpus": workers, "include_dashboard": False}
+    else:
+        kwargs = {"address": address}
+    if "://" not in (address or ""):
+        kwargs.update(log_to_driver=False, configure_logging=False)
+    kwargs.update(extra or {})
+    return kwargs
+
+
 class RayExecutor(Executor):
-    """Ray tasks: a local cluster started on first use (``address=None``), or an existing one
-    (``address="auto"`` or ``"ray://host:10001"``). At most ``workers`` tasks are in flight, so a deadline
-    counts from when a task can actually start."""
+    """Ray tasks: a local cluster started on first use (``address=None``, unless ``RAY_ADDRESS`` names one),
+    or an existing one (``"auto"``, ``"host:port"``, ``"ray://host:10001"``; see :func:`ray_init_kwargs`).
+    At most ``workers`` tasks are in flight, so a deadline counts from when a task can actually start;
+    without ``workers``, on an existing cluster that is the cluster's CPU count when the executor connects.
+
+    Workers import ``pivotgym`` and the plugins from their own Python: on a cluster of several machines,
+    install the same packages on every node, or submit the run as a Ray job with a ``runtime_env`` (its
+    ``pip``/``py_modules``/``working_dir``), which ``ray.init`` inherits; ``init_kwargs`` (e.g.
+    ``runtime_env=...``) go to ``ray.init`` as they are."""
 
     name = "ray"
 
@@ -431,6 +465,8 @@ class RayExecutor(Executor):
         super().__init__(workers, timeout)
         self.address = address
         self.init_kwargs = init_kwargs
+        self._size_from_cluster = workers is None
+        self._joined: str | None = None  # the address ray.init was given, once connected
         self._started = False
         self._remote: Any = None
 
@@ -440,14 +476,12 @@ class RayExecutor(Executor):
         except ImportError as exc:  # pragma: no cover - ray is in requirements/base.txt
             raise RuntimeError("the ray executor needs Ray: pip install 'ray==2.60.0'") from exc
         if not ray.is_initialized():
-            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
-            if self.address:
-                kwargs["address"] = self.address
-            else:
-                kwargs["num_cpus"] = self.workers
-            kwargs.update(self.init_kwargs)
+            kwargs = ray_init_kwargs(self.address, self.workers, self.init_kwargs)
             ray.init(**kwargs)
             self._started = True
+            self._joined = kwargs["address"]
+            if self._size_from_cluster and kwargs["address"] != "local":
+                self.workers = max(1, int(ray.cluster_resources().get("CPU", 0)) or self.workers)
         if self._remote is None:
             self._remote = ray.remote(max_retries=0, num_cpus=1)(_ray_call)
         return ray
@@ -522,7 +556,7 @@ class RayExecutor(Executor):
         self._remote = None
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "address": self.address or "local"}
+        return {**super().describe(), "address": self.address or self._joined or "local"}
 
 
 def make_executor(
