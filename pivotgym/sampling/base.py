@@ -95,6 +95,15 @@ def encode_prompt(tokenizer: Any, prompt: Prompt | str) -> list[int]:
     )
 
 
+def finish_reason(raw: object) -> str:
+    """A server's or engine's finish reason in our terms: ``"stop"`` (EOS or a stop string), ``"length"``
+    (``max_new_tokens`` reached), or ``"error"`` for anything else (an aborted request, an engine error, a
+    reason we do not know): such a completion may be cut short and must not pass for a finished one."""
+    if raw in ("stop", "length"):
+        return str(raw)
+    return "error"
+
+
 def cut_at_stop(text: str, stop: Sequence[str]) -> str:
     """The text before the earliest stop string (the stop string itself is dropped, as in the OpenAI API)."""
     cut = min((i for i in (text.find(s) for s in stop if s) if i >= 0), default=-1)

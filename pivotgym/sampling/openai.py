@@ -6,7 +6,9 @@ ids come back through vLLM's extensions (``return_token_ids``, or ``return_token
 logprobs). Only when a server returns neither are ids recovered by tokenising the text, with a warning:
 those ids may differ from what the model produced, so such servers are fine for evaluation, not training.
 
-Requests go one per prompt, several at once (``concurrency``); the server batches them.
+Requests go one per prompt, several at once (``concurrency``); the server batches them. Seeded calls
+(``sample(..., seeds=[...])``, what :func:`~pivotgym.sampling.base.sample_seeded` sends) go the same way, one
+seed per request. Greedy requests ask for one completion and repeat it (vLLM refuses greedy with ``n > 1``).
 """
 
 from __future__ import annotations
@@ -15,11 +17,20 @@ import os
 import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pivotgym.sampling.base import Prompt, SamplerError, SamplingParams, cut_at_stop, encode_prompt
-from pivotgym.sampling.models import BUNDLED_MODELS, DEFAULT_MODEL
+from pivotgym.sampling.base import (
+    Prompt,
+    SamplerError,
+    SamplingParams,
+    check_prompt_seeds,
+    cut_at_stop,
+    encode_prompt,
+    finish_reason,
+)
+from pivotgym.sampling.models import BUNDLED_MODELS, DEFAULT_MODEL, model_dir
 from pivotgym.types import Completion
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
@@ -28,10 +39,13 @@ DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 class OpenAISampler:
     """Sample from an OpenAI-compatible server.
 
-    ``model`` names the model for the server (``served_model`` overrides the name sent, e.g. when the server
-    was started with ``--served-model-name``); ``base_url`` defaults to ``$OPENAI_BASE_URL`` or a local
-    vLLM server; ``tokenizer`` is a tokenizer object or a model name/folder to load one from (default: the
-    model itself when it is a bundled alias or a local folder).
+    ``model`` names the model; the name sent to the server is ``served_model`` when given, else ``model`` or,
+    when the server does not serve that name, the one it serves for the same model (a server started on the
+    bundled model's folder without ``--served-model-name`` serves it under the folder's path; read once from
+    ``/v1/models``). ``base_url`` defaults to ``$OPENAI_BASE_URL`` or a local vLLM server on port 8000;
+    ``tokenizer`` is a tokenizer object or a model name/folder to load one from (default: the model itself
+    when it is a bundled alias or a local folder). ``dtype`` is what the server runs (the API does not say),
+    recorded by :meth:`describe` only.
     """
 
     backend = "openai"
@@ -45,11 +59,14 @@ class OpenAISampler:
         served_model: str | None = None,
         timeout: float = 600.0,
         concurrency: int = 16,
+        dtype: str | None = None,
     ) -> None:
         import httpx
 
         self.model_name = str(model)
-        self.served_model = served_model or self.model_name
+        self.served_model = served_model
+        self.dtype = dtype
+        self._served_models: list[str] | None = None
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
         key = api_key or os.environ.get("OPENAI_API_KEY")
         headers = {"Authorization": f"Bearer {key}"} if key else {}
@@ -65,7 +82,14 @@ class OpenAISampler:
         self._warned = False
 
     def describe(self) -> dict[str, Any]:
-        return {"model": self.model_name, "revision": None, "backend": self.backend, "base_url": self.base_url}
+        """``{"model", "revision", "backend", "base_url", "dtype"}`` (``dtype`` as given; None when unknown)."""
+        return {
+            "model": self.model_name,
+            "revision": None,
+            "backend": self.backend,
+            "base_url": self.base_url,
+            "dtype": self.dtype,
+        }
 
     def close(self) -> None:
         self.client.close()
@@ -78,15 +102,45 @@ class OpenAISampler:
             response = self.client.post(url, json=body)
         except httpx.HTTPError as exc:
             raise SamplerError(
-                f"cannot reach {url}: {exc}; start a server (e.g. `vllm serve MODEL`) or pass "
-                f"--base-url / $OPENAI_BASE_URL"
+                f"cannot reach {url}: {exc}; start a server (e.g. `python -m vllm.entrypoints.openai.api_server "
+                "--model PATH --served-model-name NAME`, or pivotgym.sampling.vllm.VLLMServer) or point the "
+                "sampler at one (base_url=... or $OPENAI_BASE_URL)"
             ) from exc
         if response.status_code >= 400:
-            raise SamplerError(f"{url} answered HTTP {response.status_code}: {response.text[:500]}")
+            hint = ""
+            if response.status_code == 404 and self._served_models:
+                hint = (
+                    f" (the server serves {self._served_models}; pass served_model=NAME, or start the server "
+                    f"with --served-model-name {self.model_name})"
+                )
+            raise SamplerError(f"{url} answered HTTP {response.status_code}: {response.text[:500]}{hint}")
         try:
             return response.json()
         except ValueError as exc:
             raise SamplerError(f"{url} did not answer JSON: {response.text[:200]!r}") from exc
+
+    def served_name(self) -> str:
+        """The model name sent to the server (see the class docstring); asks ``/v1/models`` at most once."""
+        if self.served_model is None:
+            self.served_model = self._discover_served_name()
+        return self.served_model
+
+    def _discover_served_name(self) -> str:
+        import httpx
+
+        try:
+            response = self.client.get(self.base_url + "/models")
+            served = [str(m["id"]) for m in response.json()["data"]] if response.status_code == 200 else []
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            served = []  # not an API that lists models: send the name as given
+        self._served_models = served
+        if not served or self.model_name in served:
+            return self.model_name
+        wanted = _model_folder(self.model_name)
+        for name in served:
+            if wanted is not None and _model_folder(name) == wanted:
+                return name
+        return self.model_name
 
     def _root_url(self) -> str:
         return self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
@@ -99,7 +153,7 @@ class OpenAISampler:
         items = prompt if isinstance(prompt, str) else list(prompt)
         if not isinstance(items, str) and items and all(isinstance(x, int) for x in items):
             return [x for x in items if isinstance(x, int)]
-        body: dict[str, Any] = {"model": self.served_model}
+        body: dict[str, Any] = {"model": self.served_name()}
         if isinstance(items, str):
             body.update(prompt=items, add_special_tokens=False)
         else:
@@ -111,7 +165,7 @@ class OpenAISampler:
     def request_body(self, prompt_ids: list[int], n: int, params: SamplingParams) -> dict[str, Any]:
         """The ``/v1/completions`` request for one prompt (vLLM's extra fields are ignored by others)."""
         body: dict[str, Any] = {
-            "model": self.served_model,
+            "model": self.served_name(),
             "prompt": prompt_ids,
             "n": n,
             "max_tokens": params.max_new_tokens,
@@ -130,22 +184,43 @@ class OpenAISampler:
             body["seed"] = params.seed
         return body
 
-    def sample(
-        self, prompts: Sequence[Prompt], n: int = 1, params: SamplingParams | None = None
-    ) -> list[list[Completion]]:
-        params = params or SamplingParams()
-        encoded = [self.encode(p) for p in prompts]
-        url = self.base_url + "/completions"
+    #: takes ``seeds=`` (one per prompt, one request each): see :func:`~pivotgym.sampling.base.sample_seeded`
+    prompt_seeds = True
 
-        def one(ids: list[int]) -> list[Completion]:
-            data = self._post(url, self.request_body(ids, n, params))
+    def sample(
+        self,
+        prompts: Sequence[Prompt],
+        n: int = 1,
+        params: SamplingParams | None = None,
+        *,
+        seeds: Sequence[int] | None = None,
+    ) -> list[list[Completion]]:
+        """``n`` completions per prompt, one request per prompt, up to ``concurrency`` requests at once;
+        ``seeds`` (one per prompt) overrides ``params.seed`` prompt by prompt."""
+        from pivotgym.sampling.vllm import repeat_greedy
+
+        params = params or SamplingParams()
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        encoded = [self.encode(p) for p in prompts]
+        if seeds is not None:
+            check_prompt_seeds(seeds, len(encoded))
+            per_prompt = [replace(params, seed=int(s)) for s in seeds]
+        else:
+            per_prompt = [params] * len(encoded)
+        asked = 1 if params.temperature == 0 else n
+        url = self.base_url + "/completions"
+        self.served_name()  # once, before the threads
+
+        def one(ids: list[int], prompt_params: SamplingParams) -> list[Completion]:
+            data = self._post(url, self.request_body(ids, asked, prompt_params))
             choices = sorted(data.get("choices") or [], key=lambda c: c.get("index", 0))
-            if len(choices) != n:
-                raise SamplerError(f"{url} returned {len(choices)} choices for n={n}")
-            return [self._completion(choice, ids, params) for choice in choices]
+            if len(choices) != asked:
+                raise SamplerError(f"{url} returned {len(choices)} choices for n={asked}")
+            return repeat_greedy([self._completion(choice, ids, prompt_params) for choice in choices], n)
 
         with ThreadPoolExecutor(max_workers=min(self.concurrency, max(1, len(encoded)))) as pool:
-            return list(pool.map(one, encoded))
+            return list(pool.map(one, encoded, per_prompt))
 
     def _completion(self, choice: dict[str, Any], prompt_ids: list[int], params: SamplingParams) -> Completion:
         text = choice.get("text") or ""
@@ -157,7 +232,7 @@ class OpenAISampler:
             token_ids = [int(str(t).split(":", 1)[1]) for t in tokens]
         if token_ids is None:
             token_ids = self._retokenise(text)
-        finish = "length" if choice.get("finish_reason") == "length" else "stop"
+        finish = finish_reason(choice.get("finish_reason"))
         return Completion(
             cut_at_stop(text, params.stop), [int(t) for t in token_ids], logprobs, finish, list(prompt_ids)
         )
@@ -173,3 +248,10 @@ class OpenAISampler:
         if self.tokenizer is None:
             return []
         return encode_prompt(self.tokenizer, text)
+
+
+def _model_folder(name: str) -> str | None:
+    """The folder a model name stands for (a bundled alias: its converted folder; a local folder: itself),
+    so that an alias and its folder's path name the same model; None for any other name."""
+    path = model_dir(name) if name in BUNDLED_MODELS else Path(name).expanduser()
+    return str(path.resolve()) if path.is_dir() else None

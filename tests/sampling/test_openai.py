@@ -27,12 +27,21 @@ class FakeServer:
     def __init__(self, sampler: HFSampler, dialect: str = "vllm") -> None:
         self.sampler, self.dialect = sampler, dialect
         self.requests: list[dict[str, Any]] = []
+        self.served = "tiny"  # the model name the server answers to (GET /v1/models lists it)
+        self.finish_override: str | None = None  # e.g. "abort": every choice ends so
         self.lock = threading.Lock()
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: Any) -> None:  # keep pytest output clean
                 pass
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+                owner.requests.append({"path": self.path, "body": None, "auth": self.headers.get("Authorization")})
+                if self.path == "/v1/models":
+                    self.answer(200, {"object": "list", "data": [{"id": owner.served, "object": "model"}]})
+                else:
+                    self.answer(404, {"error": f"no route {self.path}"})
 
             def do_POST(self) -> None:  # noqa: N802 - http.server's naming
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -43,6 +52,9 @@ class FakeServer:
                     status, answer = 200, {"tokens": owner.sampler.encode(body["messages"])}
                 else:
                     status, answer = 404, {"error": f"no route {self.path}"}
+                self.answer(status, answer)
+
+            def answer(self, status: int, answer: dict[str, Any]) -> None:
                 data = json.dumps(answer).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -55,8 +67,10 @@ class FakeServer:
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     def completions(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        if body.get("model") != "tiny":
+        if body.get("model") != self.served:
             return 404, {"error": {"message": f"model {body.get('model')!r} not found"}}
+        if body["temperature"] == 0 and body["n"] > 1:  # as vLLM does
+            return 400, {"error": {"message": f"n must be 1 when using greedy sampling, got {body['n']}."}}
         params = SamplingParams(
             temperature=body["temperature"],
             top_p=body["top_p"],
@@ -72,7 +86,7 @@ class FakeServer:
             choice: dict[str, Any] = {
                 "index": index,
                 "text": c.text,
-                "finish_reason": c.finish_reason,
+                "finish_reason": self.finish_override or c.finish_reason,
                 "logprobs": {"token_logprobs": c.logprobs, "text_offset": [], "top_logprobs": []},
             }
             if self.dialect == "vllm":
@@ -110,11 +124,18 @@ def test_round_trip_matches_the_in_process_sampler(tiny, server):
                 loc.prompt_token_ids,
             )
             assert r.logprobs == pytest.approx(loc.logprobs)
-    body = server.requests[0]["body"]
+    sent = [r for r in server.requests if r["path"] == "/v1/completions"]
+    body = sent[0]["body"]
     assert body["prompt"] == client.encode(prompts[0]) or body["prompt"] == client.encode(prompts[1])
     assert body["n"] == 3 and body["logprobs"] == 0 and body["return_token_ids"] is True
-    assert server.requests[0]["auth"] == "Bearer secret"
-    assert client.describe() == {"model": "tiny", "revision": None, "backend": "openai", "base_url": server.url}
+    assert all(r["auth"] == "Bearer secret" for r in server.requests)
+    assert client.describe() == {
+        "model": "tiny",
+        "revision": None,
+        "backend": "openai",
+        "base_url": server.url,
+        "dtype": None,
+    }
 
 
 @pytest.mark.parametrize("server", ["token_strings"], indirect=True)
@@ -151,3 +172,52 @@ def test_errors_say_what_went_wrong(tiny, server):
     down = OpenAISampler("tiny", base_url=server.url, tokenizer=tiny[1], timeout=2)
     with pytest.raises(SamplerError, match="cannot reach"):
         down.sample([CHAT], params=SamplingParams(max_new_tokens=2))
+
+
+def test_greedy_with_n_above_one_asks_for_one_and_repeats_it(tiny, server):
+    client = OpenAISampler("tiny", base_url=server.url, tokenizer=tiny[1])
+    params = SamplingParams(max_new_tokens=5, temperature=0.0)
+    remote = client.sample([CHAT], n=3, params=params)[0]
+    local = HFSampler(*tiny).sample([CHAT], n=3, params=params)[0]
+    assert [c.token_ids for c in remote] == [c.token_ids for c in local]
+    assert len({id(c) for c in remote}) == 3  # independent copies, not one object three times
+    assert [r["body"]["n"] for r in server.requests if r["path"] == "/v1/completions"] == [1]
+
+
+def test_seeds_go_one_per_request_and_match_single_prompt_calls(tiny, server):
+    from pivotgym.sampling.base import sample_seeded
+
+    client = OpenAISampler("tiny", base_url=server.url, tokenizer=tiny[1], concurrency=4)
+    assert client.prompt_seeds  # sample_seeded sends every prompt in one concurrent call
+    prompts = [CHAT, [{"role": "user", "content": "another prompt"}], [{"role": "user", "content": "third"}]]
+    params = SamplingParams(max_new_tokens=4, temperature=1.0)
+    groups = sample_seeded(client, prompts, 2, params, [11, 12, 13])
+    sent = sorted((r["body"]["seed"], r["body"]["prompt"]) for r in server.requests if r["path"] == "/v1/completions")
+    assert sent == sorted(zip([11, 12, 13], [client.encode(p) for p in prompts]))
+    for prompt, seed, group in zip(prompts, [11, 12, 13], groups):
+        alone = HFSampler(*tiny).sample([prompt], n=2, params=SamplingParams(max_new_tokens=4, seed=seed))[0]
+        assert [c.token_ids for c in group] == [c.token_ids for c in alone]
+    with pytest.raises(ValueError, match="one per prompt"):
+        client.sample(prompts, params=params, seeds=[1])
+
+
+def test_finish_reasons_other_than_stop_and_length_are_errors(tiny, server):
+    client = OpenAISampler("tiny", base_url=server.url, tokenizer=tiny[1])
+    server.finish_override = "abort"
+    out = client.sample([CHAT], params=SamplingParams(max_new_tokens=3, seed=0))[0][0]
+    assert out.finish_reason == "error"
+
+
+def test_the_served_name_is_found_for_a_bundled_alias_served_under_its_folder(tiny, server):
+    from pivotgym.sampling.models import DEFAULT_MODEL, model_dir
+
+    server.served = str(model_dir(DEFAULT_MODEL))  # what a server started on the folder calls the model
+    client = OpenAISampler(DEFAULT_MODEL, base_url=server.url, tokenizer=tiny[1])
+    client.sample([CHAT], params=SamplingParams(max_new_tokens=2, seed=0))
+    assert client.served_name() == server.served
+    assert [r["path"] for r in server.requests].count("/v1/models") == 1
+
+    server.served = "something-else"
+    other = OpenAISampler(DEFAULT_MODEL, base_url=server.url, tokenizer=tiny[1])
+    with pytest.raises(SamplerError, match=r"HTTP 404.*serves \['something-else'\].*--served-model-name"):
+        other.sample([CHAT], params=SamplingParams(max_new_tokens=2, seed=0))
