@@ -400,9 +400,23 @@ class ProcessExecutor(Executor):
 
 
 # ---------------------------------------------------------------------------------------- ray
+#: seconds a Ray worker whose task overran its deadline lives on after answering (so the answer gets out)
+_RAY_ENDING_S = 0.5
+#: what such a worker answers a task Ray hands it meanwhile, without running it; the driver sends it again
+_RAY_RETRY = "retry: the worker is ending after a timed-out task"
+#: tries of one task that met an ending worker before it counts as crashed
+_RAY_RETRIES = 3
+#: set in a Ray worker once a task overran its deadline: the process ends in a moment, so it runs no more tasks
+_ray_ending = threading.Event()
+
+
 def _ray_call(setup: WorkerSetup, payload: bytes, timeout: float | None) -> tuple[bool, Any, str | None, float]:
     """Run a task in a Ray worker under a deadline that counts from when it really starts. On timeout the
-    worker answers, then ends its own process a moment later (the hung thread dies with it)."""
+    worker answers, then ends its own process a moment later (the hung thread dies with it); a task that
+    reaches it in that moment is answered with :data:`_RAY_RETRY` (Ray reuses idle workers, so without this
+    it would die with the worker, as a ``crashed:`` failure)."""
+    if _ray_ending.is_set():
+        return False, None, _RAY_RETRY, 0.0
     try:
         fn, item = _load_payload(setup, payload)
     except Exception as exc:  # noqa: BLE001
@@ -415,7 +429,8 @@ def _ray_call(setup: WorkerSetup, payload: bytes, timeout: float | None) -> tupl
     thread.join(timeout)
     if "result" in box:
         return box["result"]
-    threading.Timer(0.5, os._exit, args=(1,)).start()
+    _ray_ending.set()
+    threading.Timer(_RAY_ENDING_S, os._exit, args=(1,)).start()
     return False, None, f"timeout: task did not finish within {timeout}s; its worker was killed", float(timeout)
 
 
@@ -496,13 +511,20 @@ class RayExecutor(Executor):
         results: list[TaskResult | None] = [None] * len(items)
         pending = deque(range(len(items)))
         in_flight: dict[Any, tuple[int, float]] = {}
+        # tasks an ending worker sent back (_RAY_RETRY): (when to send again, index), once that worker is gone
+        delayed: list[tuple[float, int]] = []
+        tries: dict[int, int] = {}
 
         def finish(result: TaskResult) -> None:
             results[result.index] = result
             if on_result:
                 on_result(result)
 
-        while pending or in_flight:
+        while pending or in_flight or delayed:
+            for due, index in sorted(delayed, reverse=True):
+                if due <= time.monotonic():
+                    delayed.remove((due, index))
+                    pending.appendleft(index)
             while pending and len(in_flight) < self.workers:
                 index = pending.popleft()
                 try:
@@ -513,19 +535,28 @@ class RayExecutor(Executor):
                 in_flight[self._remote.remote(setup, payload, deadline_s)] = (index, time.monotonic())
             refs = list(in_flight)
             if not refs:
+                if delayed:
+                    time.sleep(max(0.0, min(due for due, _ in delayed) - time.monotonic()))
                 continue
             # the worker enforces the deadline itself; this backstop covers a worker that cannot start or
             # answer at all (e.g. stuck in C code holding the GIL)
             backstop = None if deadline_s is None else deadline_s + START_TIMEOUT
-            wait_s = None
+            wakeups = [due for due, _ in delayed]
             if backstop is not None:
-                wait_s = max(0.0, min(t for _, t in in_flight.values()) + backstop - time.monotonic())
+                wakeups.append(min(t for _, t in in_flight.values()) + backstop)
+            wait_s = max(0.0, min(wakeups) - time.monotonic()) if wakeups else None
             ready, _ = ray.wait(refs, num_returns=1, timeout=wait_s)
             now = time.monotonic()
             for ref in ready:
                 index, started = in_flight.pop(ref)
                 try:
                     ok, value, error, elapsed = ray.get(ref)
+                    if error == _RAY_RETRY and tries.get(index, 0) < _RAY_RETRIES:
+                        tries[index] = tries.get(index, 0) + 1
+                        delayed.append((now + _RAY_ENDING_S + 0.25, index))
+                        continue
+                    if error == _RAY_RETRY:
+                        error = f"crashed: met an ending worker {_RAY_RETRIES + 1} times"
                     finish(TaskResult(index, ok, value, error, elapsed))
                 except Exception as exc:  # noqa: BLE001 - WorkerCrashedError and friends
                     finish(

@@ -344,3 +344,20 @@ def test_swe_judging_through_ray_gives_the_process_executors_verdicts(cluster: C
     assert [(r.value["reward"], r.value["reason"], r.value["failed"]) for r in by_ray] == verdicts
     rewards = [v[0] for v in verdicts]
     assert 1.0 in rewards and 0.0 in rewards, verdicts  # both credited and refused actions were judged
+
+
+def hang_or_square(x: int) -> int:
+    """Hangs for a negative ``x``; else a tenth of a second's work."""
+    if x < 0:
+        time.sleep(600)
+    time.sleep(0.1)
+    return x * x
+
+
+def test_a_worker_ending_after_a_timeout_costs_no_other_task(cluster: Cluster) -> None:
+    """A timed-out task's worker answers, then ends itself; tasks Ray hands it meanwhile run elsewhere."""
+    items = [-1, *range(1, 30)]
+    with RayExecutor(timeout=1.5, address=cluster.address) as ex:
+        results = ex.map(hang_or_square, items)
+    assert results[0].error.startswith("timeout:"), results[0]
+    assert [r.value for r in results[1:]] == [x * x for x in items[1:]], [r.error for r in results[1:] if not r.ok]
