@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +10,11 @@ import typer
 
 from pivotgym.cli.checks import check_suite
 from pivotgym.cli.output import CLIError, emit_json, table
+
+SAMPLER_OPTION_HELP = (
+    "KEY=VALUE passed to the sampler backend's constructor (repeatable; VALUE read as YAML), e.g. for vllm "
+    "dtype=float32, max_model_len=4096, gpu_memory_utilization=0.3; the config key is sampler_options."
+)
 
 
 def suites_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
@@ -42,6 +48,7 @@ def eval_cmd(
     batch_size: int = typer.Option(8, help="Prompts generated together."),
     seed: int = typer.Option(0, help="Sampling seed (generation is greedy; recorded in the result)."),
     sampler: str = typer.Option("hf", "--sampler", help="Sampler backend (`pivotgym samplers` lists them)."),
+    sampler_option: list[str] = typer.Option([], "--sampler-option", help=SAMPLER_OPTION_HELP),
     device: str | None = typer.Option(None, help="cpu or cuda (default: cuda when present)."),
     transcripts: bool = typer.Option(
         True,
@@ -52,7 +59,9 @@ def eval_cmd(
 ) -> None:
     """Score a model on every member of a suite: value, n and 95% CI per env, in-domain/OOD averages."""
     check_suite(suite, member or None)  # before the model loads: a typo costs no minutes
-    backend = make_sampler(sampler, model, device=device, max_batch_size=max(batch_size, 16))
+    backend = make_sampler(
+        sampler, model, parse_sampler_options(sampler_option), device=device, max_batch_size=max(batch_size, 16)
+    )
     from pivotgym.eval import evaluate_suite
 
     result = evaluate_suite(
@@ -78,29 +87,49 @@ def eval_cmd(
 LOCAL_MODEL_SAMPLERS = ("hf", "vllm")
 
 
-def make_sampler(name: str, model: str, **options: Any) -> Any:
-    """The sampler backend ``name`` from the registry for ``model``, given those of ``options`` (not None)
-    that its constructor names. An option the user set that the backend does not take is an error."""
+def parse_sampler_options(values: Sequence[str]) -> dict[str, Any]:
+    """``--sampler-option KEY=VALUE`` values as keyword arguments; each VALUE is read as a YAML scalar
+    (``0.3`` a float, ``true`` a bool, ``float32`` a string), as it would be in a config's ``sampler_options``."""
+    import yaml
+
+    options: dict[str, Any] = {}
+    for value in values:
+        key, sep, text = value.partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise CLIError(f"--sampler-option {value!r}: write KEY=VALUE, e.g. dtype=float32")
+        try:
+            options[key.strip()] = yaml.safe_load(text) if text.strip() else ""
+        except yaml.YAMLError:
+            options[key.strip()] = text
+    return options
+
+
+def make_sampler(name: str, model: str, options: Mapping[str, Any] | None = None, **defaults: Any) -> Any:
+    """The sampler backend ``name`` from the registry for ``model``: ``options`` (``--sampler-option``) all go
+    to its constructor, ``defaults`` (not None) only where the constructor names them. A ``--device`` the
+    backend does not take is an error, as is an option it refuses."""
     import inspect
 
     from pivotgym.registry import get_registry, resolve
     from pivotgym.sampling.models import ModelError, resolve_model
+    from pivotgym.train.policy_sampler import build_sampler
 
     registry = get_registry()
     if name not in registry.samplers:
         registry.make_sampler(name)  # RegistryError: names the sampler and what is registered
-    factory = resolve(registry.samplers[name].factory)
-    params = inspect.signature(factory).parameters
-    named = {k for k, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-    if options.get("device") is not None and "device" not in named:
+    params = inspect.signature(resolve(registry.samplers[name].factory)).parameters
+    if defaults.get("device") is not None and "device" not in params:
         raise CLIError(f"sampler {name!r} takes no --device", hint="leave --device out for this backend")
-    kwargs = {k: v for k, v in options.items() if v is not None and k in named}
     try:
         if name in LOCAL_MODEL_SAMPLERS:
             resolve_model(model)  # an unknown name fails here, before torch is even imported
-        return registry.make_sampler(name, model=model, **kwargs)
+        return build_sampler(name, model, options, **defaults)
     except ModelError as exc:
         raise CLIError(str(exc)) from exc  # the message says how to get the model
+    except TypeError as exc:
+        if not options:
+            raise
+        raise CLIError(f"sampler {name!r} refused a --sampler-option: {exc}") from exc
 
 
 def compare_cmd(

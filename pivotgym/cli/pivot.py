@@ -8,8 +8,8 @@ from typing import Any
 import typer
 
 from pivotgym.cli.checks import check_envs
+from pivotgym.cli.eval import SAMPLER_OPTION_HELP, make_sampler, parse_sampler_options
 from pivotgym.cli.output import CLIError, emit_json, table
-from pivotgym.pivot.reference import make_reference_sampler
 
 pivots_app = typer.Typer(
     help="Move pivot sets in and out of other formats (NeMo-Gym rows, HF datasets).", no_args_is_help=True
@@ -34,6 +34,7 @@ def profile_cmd(
     k: int = typer.Option(8, "--k", help="Samples per state (the maximum, with --adaptive)."),
     verifier: str = typer.Option("functional", help="'functional' (the env's own), 'exact', or a verifier name."),
     sampler: str = typer.Option("hf", help="Sampler backend registered by a plugin (hf, vllm, ...)."),
+    sampler_option: list[str] = typer.Option([], "--sampler-option", help=SAMPLER_OPTION_HELP),
     temperature: float = typer.Option(1.0, help="Sampling temperature."),
     top_p: float = typer.Option(1.0, help="Nucleus sampling threshold."),
     max_new_tokens: int | None = typer.Option(
@@ -109,7 +110,7 @@ def profile_cmd(
         pool = make_executor(executor, workers=workers, timeout=timeout)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
-    reference = make_reference_sampler(sampler, model)
+    reference = make_sampler(sampler, model, parse_sampler_options(sampler_option))
     with pool:
         result = Profiler(reference, config, pool).profile(trajs, out, resume=resume, limit=limit)
     stats = {**result.stats, "out": str(out)}

@@ -1,8 +1,9 @@
 """``pivotgym train {pivot,sft,e2e} --config cfg.yaml``: the trainers from the command line.
 
 Options given on the command line override the config file (``--steps``, ``--output-dir``, ``--model``,
-``--resume``). Runs under ``accelerate launch`` / ``torchrun`` unchanged. Prints the run summary (counters,
-eval curve) at the end; ``--json`` prints it as JSON.
+``--resume``, ``--sampler``; ``--sampler-option KEY=VALUE`` adds to ``sampler_options``). Runs under
+``accelerate launch`` / ``torchrun`` unchanged. Prints the run summary (counters, eval curve) at the end;
+``--json`` prints it as JSON.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 import typer
 
+from pivotgym.cli.eval import SAMPLER_OPTION_HELP, parse_sampler_options
 from pivotgym.cli.output import CLIError, emit_json
 
 TRAINERS = {
@@ -25,12 +27,17 @@ TRAINERS = {
 DATA_FIELDS = {"pivots": "pivotgym select", "trajectories": "pivotgym expert", "profiles": "pivotgym profile"}
 
 
-def run_training(kind: str, config_path: Path, **overrides: Any) -> dict[str, Any]:
-    """Load the config for ``kind``, check its inputs, build its trainer and fit; returns the summary."""
+def run_training(
+    kind: str, config_path: Path, sampler_options: dict[str, Any] | None = None, **overrides: Any
+) -> dict[str, Any]:
+    """Load the config for ``kind``, check its inputs, build its trainer and fit; returns the summary.
+    ``sampler_options`` are added over the file's ``sampler_options``."""
     from pivotgym.train import trainer_class
     from pivotgym.train.config import load_config
 
     config = load_config(config_path, kind, **overrides)
+    if sampler_options:
+        config = config.replace(sampler_options={**config.sampler_options, **sampler_options})
     check_inputs(config, config_path)  # before the trainer loads a model: a typo costs no minutes
     return trainer_class(kind)(config).fit()
 
@@ -55,10 +62,29 @@ def check_inputs(config: Any, config_path: Path) -> None:
             get_registry().env_spec(env_id)
         except RegistryError as exc:
             problem = ("env_id", str(exc), None)
+    if problem is None:
+        problem = _sampler_problem(config.sampler)
     if problem is not None:
         field, message, hint = problem
         _data, source = read_yaml(config_path)
         raise source.error([field], message, hint=hint)
+
+
+def _sampler_problem(name: str) -> tuple[str, str, str | None] | None:
+    """Why the trainer could not sample with sampler ``name`` (unknown, or unable to follow the policy)."""
+    from pivotgym.errors import RegistryError
+    from pivotgym.registry import get_registry, resolve
+    from pivotgym.train.policy_sampler import follows_weights
+
+    registry = get_registry()
+    if name not in registry.samplers:
+        try:
+            registry.make_sampler(name)  # RegistryError: names the sampler and what is registered
+        except RegistryError as exc:
+            return ("sampler", str(exc), None)
+    if not follows_weights(name, resolve(registry.samplers[name].factory)):
+        return ("sampler", f"{name!r} cannot be given the policy's weights as training changes them", "use hf or vllm")
+    return None
 
 
 def register(app: typer.Typer) -> None:
@@ -75,12 +101,23 @@ def register(app: typer.Typer) -> None:
             output_dir: str | None = typer.Option(None, help="Override `output_dir`."),
             model: str | None = typer.Option(None, help="Override `model` (alias or local folder)."),
             resume: str | None = typer.Option(None, help="auto | never | a checkpoint folder."),
+            sampler: str | None = typer.Option(None, help="Override `sampler`: hf (the live policy) or vllm."),
+            sampler_option: list[str] = typer.Option([], "--sampler-option", help=SAMPLER_OPTION_HELP),
             as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
         ) -> None:
             from pivotgym.train.config import ConfigError
 
             try:
-                summary = run_training(kind, config, steps=steps, output_dir=output_dir, model=model, resume=resume)
+                summary = run_training(
+                    kind,
+                    config,
+                    parse_sampler_options(sampler_option),
+                    steps=steps,
+                    output_dir=output_dir,
+                    model=model,
+                    resume=resume,
+                    sampler=sampler,
+                )
             except ConfigError as exc:
                 raise CLIError(str(exc), hint=exc.hint) from None  # one line: the message names file and field
             if as_json:

@@ -129,6 +129,8 @@ EXPERIMENT_SETS = {
     "trajectories": "the expert stage (`env`, `train_tasks`)",
     "verifier": "the env's functional verifier (the exact one is the `exact_reward` ablation)",
     "env_id": "the top-level `env`",
+    "sampler": "the top-level `sampler` (one sampler for the whole run)",
+    "sampler_options": "the top-level `sampler_options`",
 }
 
 
@@ -158,8 +160,14 @@ class ExperimentConfig:
     env: str
     #: the base model: a bundled alias, a local folder or a cached hub id
     model: str = "smollm2-135m"
-    #: the registered sampler that generates with the base model and the SFT model (`pivotgym samplers` lists them)
+    #: the registered sampler of every generation in the run (`pivotgym samplers` lists them): profiling,
+    #: evaluation, learning curves and the trainers' rollouts. `hf` (transformers) or `vllm` (in-process; the
+    #: trainers then keep a colocated engine in step with the policy after each optimiser step). A server
+    #: (`openai`) cannot follow trained weights, so it is refused
     sampler: str = "hf"
+    #: keyword arguments of that sampler's constructor, for every sampler the run builds (the trainers' too):
+    #: for `vllm` the engine's, e.g. `{gpu_memory_utilization: 0.3, max_model_len: 4096}`
+    sampler_options: dict[str, Any] = field(default_factory=dict)
     #: training seeds (a single number means one seed); each trains every method once
     seeds: list[int] = field(default_factory=lambda: [0])
     #: expert trajectories taken from the train split, the data of SFT, PivotRL and E2E RL (null: all)
@@ -289,10 +297,19 @@ def check_ids(config: ExperimentConfig) -> None:
     where = f"{config.path}: " if config.path else ""
 
     def sampler() -> None:
+        from pivotgym.registry import resolve
+        from pivotgym.train.policy_sampler import follows_weights
+
         if config.sampler not in registry.samplers:
             raise RegistryError(
                 f"unknown sampler {config.sampler!r}{did_you_mean(config.sampler, registry.samplers)}. "
                 "Run `pivotgym samplers` to list what is installed."
+            )
+        if not follows_weights(config.sampler, resolve(registry.samplers[config.sampler].factory)):
+            raise ConfigError(
+                f"{where}sampler: {config.sampler!r} cannot sample the models the run trains (it cannot be given "
+                "their weights); use hf or vllm (or profile and evaluate with it through `pivotgym profile` and "
+                "`pivotgym eval`)"
             )
 
     def env(key: str) -> Callable[[], Any]:

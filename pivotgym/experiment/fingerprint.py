@@ -37,13 +37,25 @@ __all__ = [
 #: trainer fields that do not change results (display and logging)
 NOT_INPUTS = ("progress", "report_to")
 #: the config fields every evaluating stage depends on (what the suite and the curve measure, and how)
-EVALUATION = ("env", "ood", "suite", "sampler", "eval", "curve.metric", "curve.tasks", "curve.max_turns")
+EVALUATION = (
+    "env",
+    "ood",
+    "suite",
+    "sampler",
+    "sampler_options",
+    "eval",
+    "curve.metric",
+    "curve.tasks",
+    "curve.max_turns",
+)
+#: trainer fields the experiment copies from its top-level fields (inputs there, not in each trainer section)
+FROM_TOP_LEVEL = ("sampler", "sampler_options")
 #: per stage: the config fields (a section name means every field of it) its results depend on
 SLICES: dict[str, tuple[str, ...]] = {
     "base": ("model", *EVALUATION),
     "expert": ("env", "train_tasks"),
     "sft": ("model", "sft", "rl_init", *EVALUATION),
-    "profile": ("model", "rl_init", "env", "sampler", "profile", "select"),
+    "profile": ("model", "rl_init", "env", "sampler", "sampler_options", "profile", "select"),
     "pivot": ("model", "rl_init", "pivot", "curve.every", *EVALUATION),
     "e2e": ("model", "rl_init", "e2e", "curve.every", *EVALUATION),
     "sft-more": ("model", "sft", "matched_sft", *EVALUATION),
@@ -69,8 +81,11 @@ def config_values(config: ExperimentConfig) -> dict[str, Any]:
     """Every config field as a dotted name -> value, trainer sections completed with the trainer defaults."""
     data = config.to_dict()
     data.pop("path", None)
+    if not data.get("sampler_options"):  # unset and empty are one input: runs recorded before it keep their prints
+        data.pop("sampler_options", None)
+    skip = (*NOT_INPUTS, *FROM_TOP_LEVEL)
     for name in TRAINER_SECTIONS:
-        defaults = {f.name: _default(f) for f in dataclasses.fields(_trainer_class(name)) if f.name not in NOT_INPUTS}
+        defaults = {f.name: _default(f) for f in dataclasses.fields(_trainer_class(name)) if f.name not in skip}
         data[name] = {**defaults, **{k: v for k, v in config.__dict__[name].items() if k not in NOT_INPUTS}}
     flat: dict[str, Any] = {}
     _flatten(json.loads(json.dumps(data, default=str)), "", flat)

@@ -56,10 +56,22 @@ class Run:
             self._executor = None
 
     def make_sampler(self, model: str | Path) -> Any:
-        """A sampler of ``model`` from the sampler registry (``config.sampler``, default ``hf``)."""
-        from pivotgym.registry import get_registry
+        """A sampler of ``model`` from the sampler registry (``config.sampler``, default ``hf``) with
+        ``config.sampler_options``."""
+        from pivotgym.train.policy_sampler import build_sampler
 
-        return get_registry().make_sampler(self.config.sampler, str(model), max_batch_size=32)
+        return build_sampler(self.config.sampler, str(model), self.config.sampler_options, max_batch_size=32)
+
+    def release_samplers(self) -> None:
+        """Drop the cached base sampler before a trainer builds its own engine, unless it is the cheap ``hf``
+        one: in-process vLLM engines alive at once would share one device's memory."""
+        from pivotgym.train.policy_sampler import LIVE_SAMPLER
+
+        if self.config.sampler != LIVE_SAMPLER:
+            import gc
+
+            self._base_sampler = None
+            gc.collect()  # also frees the engine of a finished stage's trainer before the next one starts
 
     def base_sampler(self) -> Any:
         if self._base_sampler is None:

@@ -43,7 +43,9 @@ def trainer_kwargs(
 ) -> dict[str, Any]:
     """The trainer config of one training run: the experiment's defaults, then the config's section."""
     # the experiment saves the models it needs itself (models/sft-s<seed>); a final/ folder per stage would
-    # add ~0.5 GB each and its save time to the stage's wall-clock
+    # add ~0.5 GB each and its save time to the stage's wall-clock. The trainers sample with the run's sampler
+    # (a vllm engine of their own, kept in step with the policy), so the base sampler's engine is released.
+    run.release_samplers()
     return {
         "model": model or run.config.model,
         "seed": seed,
@@ -51,6 +53,8 @@ def trainer_kwargs(
         "report_to": ["jsonl"],
         "resume": "never",
         "save_final_model": False,
+        "sampler": run.config.sampler,
+        "sampler_options": dict(run.config.sampler_options),
         **section,
     }
 

@@ -22,6 +22,7 @@ HEAD = "name: x\nenv: arith/chain-v0\n"
         ("curve: {metrc: turns}", 3, "curve.metrc", "metric"),
         ("pivot:\n  steps: 2\n  group_sise: 4", 5, "pivot.group_sise", "group_size"),
         ("profile: {kk: 4}", 3, "profile.kk", "k"),
+        ("sampler_option: {dtype: float32}", 3, "sampler_option", "sampler_options"),
     ],
 )
 def test_a_misspelt_key_in_any_section_fails_before_anything_runs(
@@ -45,6 +46,8 @@ def test_a_misspelt_key_in_any_section_fails_before_anything_runs(
         ("sft: {model: other-model}", "sft.model", "the top-level `model`"),
         ("e2e: {seed: 3}", "e2e.seed", "the top-level `seeds`"),
         ("e2e: {env_id: other/env-v0}", "e2e.env_id", "the top-level `env`"),
+        ("pivot: {sampler: vllm}", "pivot.sampler", "the top-level `sampler`"),
+        ("e2e: {sampler_options: {dtype: float32}}", "e2e.sampler_options", "the top-level `sampler_options`"),
     ],
 )
 def test_a_trainer_field_the_experiment_sets_itself_is_an_error(section, dotted, instead, tmp_path):
@@ -111,3 +114,44 @@ def test_a_sampler_outside_the_registry_is_named(tmp_path):
     path.write_text("name: x\nenv: general/navigate-v0\nsampler: hff\n")
     with pytest.raises(ConfigError, match=re.escape(f"{path}: sampler: unknown sampler 'hff' (did you mean 'hf'?)")):
         check_ids(load_experiment(path))
+
+
+def test_a_sampler_that_cannot_follow_trained_weights_is_refused(tmp_path):
+    from pivotgym.experiment import check_ids
+
+    path = tmp_path / "exp.yaml"
+    path.write_text("name: x\nenv: general/navigate-v0\nsampler: openai\n")
+    with pytest.raises(ConfigError, match=re.escape(f"{path}: sampler: 'openai' cannot sample the models the run")):
+        check_ids(load_experiment(path))
+    path.write_text("name: x\nenv: general/navigate-v0\nsampler: vllm\nsampler_options: {max_model_len: 512}\n")
+    check_ids(load_experiment(path))  # vllm follows them (a colocated engine); checked without building it
+
+
+def test_the_run_sampler_and_its_options_reach_every_trainer(tmp_path):
+    from pivotgym.experiment.run import Run
+    from pivotgym.experiment.stages import trainer_kwargs
+    from pivotgym.train import E2EConfig, PivotConfig, SFTConfig
+
+    config = ExperimentConfig(
+        name="x", env="arith/chain-v0", sampler="vllm", sampler_options={"max_model_len": 512}, pivot={"steps": 3}
+    )
+    run = Run(config, tmp_path / "run")
+    for cls, section in ((SFTConfig, config.sft), (PivotConfig, config.pivot), (E2EConfig, config.e2e)):
+        trainer = cls.from_dict(trainer_kwargs(run, section, 0, tmp_path / "out"))
+        assert trainer.sampler == "vllm" and trainer.sampler_options == {"max_model_len": 512}
+    assert PivotConfig.from_dict(trainer_kwargs(run, config.pivot, 0, tmp_path / "out")).steps == 3
+
+
+def test_sampler_options_change_the_fingerprint_only_when_set():
+    from pivotgym.experiment.fingerprint import stage_inputs as inputs_of
+    from pivotgym.experiment.layout import STAGES
+
+    def stage_inputs(config, stage, seed, _prints, verifiers):
+        return inputs_of(config, stage, seed, {s: "print" for s in STAGES}, verifiers)
+
+    plain = ExperimentConfig(name="x", env="arith/chain-v0")
+    inputs = stage_inputs(plain, "pivot", 0, {}, {})
+    assert "sampler_options" not in inputs and not any(k.startswith("pivot.sampler") for k in inputs)
+    tuned = dataclasses.replace(plain, sampler_options={"dtype": "float32"})
+    assert stage_inputs(tuned, "pivot", 0, {}, {})["sampler_options.dtype"] == "float32"
+    assert stage_inputs(tuned, "profile", 0, {}, {})["sampler_options.dtype"] == "float32"

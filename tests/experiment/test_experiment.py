@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pivotgym.experiment import ExperimentError, load_experiment, run_experiment
+from pivotgym.experiment import ExperimentError, check_ids, load_experiment, run_experiment
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "configs"
 
@@ -16,6 +16,9 @@ def test_shipped_configs_parse():
     for name in ("quickstart.yaml", "quickstart-tooluse.yaml", "paper.yaml"):
         config = load_experiment(EXAMPLES / name)
         assert config.in_domain and config.seeds
+    paper = load_experiment(EXAMPLES / "paper.yaml")
+    assert paper.sampler == "vllm" and paper.sampler_options["gpu_memory_utilization"] < 1
+    check_ids(paper)  # vllm is registered and can follow the trained weights
     with pytest.raises(ExperimentError, match="unknown key"):
         bad = EXAMPLES.parent / "nope.yaml"
         try:

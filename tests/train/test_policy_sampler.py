@@ -200,3 +200,28 @@ def test_trainer_config_sampler_keys_and_typos(tmp_path):
     empty.write_text("sampler: ''\n")
     with pytest.raises(ConfigError, match="sampler must name a registered sampler"):
         load_config(empty, "sft")
+
+
+def test_sampler_options_from_the_command_line():
+    from pivotgym.cli.eval import parse_sampler_options
+    from pivotgym.cli.output import CLIError
+
+    assert parse_sampler_options(["dtype=float32", "gpu_memory_utilization=0.3", "enforce_eager=true"]) == {
+        "dtype": "float32",
+        "gpu_memory_utilization": 0.3,
+        "enforce_eager": True,
+    }
+    with pytest.raises(CLIError, match="write KEY=VALUE"):
+        parse_sampler_options(["float32"])
+
+
+def test_train_cli_refuses_a_sampler_that_cannot_follow_the_policy(tmp_path, capsys):
+    from pivotgym.cli import main
+
+    config = tmp_path / "cfg.yaml"
+    config.write_text("steps: 1\nsampler: openai\n")
+    assert main(["train", "sft", "--config", str(config)]) == 1
+    err = capsys.readouterr().err
+    assert f"{config}:2: sampler: 'openai' cannot be given the policy's weights" in err and "use hf or vllm" in err
+    assert main(["train", "sft", "--config", str(config), "--sampler", "hff"]) == 1
+    assert "unknown sampler 'hff'" in capsys.readouterr().err

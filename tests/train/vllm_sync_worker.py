@@ -1,0 +1,82 @@
+"""Run by ``test_vllm_sync.py`` in an interpreter that has vLLM: an RL trainer with ``sampler: vllm`` on the
+bundled SmolLM2-135M (fp32), greedy outputs of the colocated engine and of the live policy before and after
+one optimiser step, written as JSON to ``argv[1]`` for the test to compare.
+
+``python vllm_sync_worker.py OUT.json RUN_DIR``
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from pivotgym.sampling.base import SamplingParams
+from pivotgym.sampling.hf import HFSampler
+from pivotgym.train.config import RLConfig
+from pivotgym.train.rl import RLTrainer, group_samples
+
+GREEDY = SamplingParams(temperature=0.0, max_new_tokens=12)
+PROMPT = [{"role": "user", "content": "What is the capital of France?"}]
+#: the completion the update rewards (the engine's own greedy answer is the penalised one)
+TARGET = " Purple elephants dance on the moon every Tuesday."
+
+
+def greedy(sampler, prompt_ids):  # noqa: ANN001, ANN201
+    completion = sampler.sample([prompt_ids], n=1, params=GREEDY)[0][0]
+    return {"ids": completion.token_ids, "logprobs": completion.logprobs}
+
+
+def main(out: Path, run_dir: Path) -> None:
+    started = time.perf_counter()
+    config = RLConfig(
+        model="smollm2-135m",
+        output_dir=str(run_dir),
+        steps=1,
+        optimizer="adamw",
+        learning_rate=1e-3,
+        max_grad_norm=None,
+        mixed_precision="no",
+        progress=False,
+        report_to=["none"],
+        sampler="vllm",
+        sampler_options={"dtype": "float32", "max_model_len": 512},
+    )
+    trainer = RLTrainer(config)
+    engine = trainer.sampler  # built from the model's folder, then pushed the policy's weights
+    built = time.perf_counter()
+    live = HFSampler(trainer.unwrapped_model, trainer.tokenizer)
+    prompt = engine.encode(PROMPT)
+    before = {"engine": greedy(engine, prompt), "policy": greedy(live, prompt)}
+    target = [int(t) for t in trainer.tokenizer(TARGET, add_special_tokens=False)["input_ids"]]
+    samples = group_samples(
+        prompt,
+        [before["engine"]["ids"], target],
+        [0.0, 1.0],
+        logprobs=[before["engine"]["logprobs"], None],  # only the engine's sample has recorded logprobs
+    )
+    stats = trainer.policy_update(samples)
+    synced = time.perf_counter()
+    after = {"engine": greedy(trainer.sampler, prompt), "policy": greedy(live, prompt)}
+    done = time.perf_counter()
+    out.write_text(
+        json.dumps(
+            {
+                "before": before,
+                "after": after,
+                "stats": stats,
+                "weights_version": trainer.weights_version,
+                "engine": trainer.sampler.describe(),
+                "seconds": {
+                    "build_and_first_push": built - started,
+                    "update": synced - built,
+                    "push_and_sample": done - synced,
+                },
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), Path(sys.argv[2]))
