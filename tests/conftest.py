@@ -72,3 +72,25 @@ def all_test_plugins(plugin_site: Path, monkeypatch: pytest.MonkeyPatch) -> Iter
     _use_site(plugin_site, monkeypatch, None)
     yield get_registry()
     reset_registry()
+
+
+@pytest.fixture(scope="session")
+def tiny_sampler() -> object:
+    """The real HF sampling code on a tiny random Llama with SmolLM2's tokenizer (fast, gibberish text)."""
+    from pivotgym.sampling.hf import HFSampler
+    from pivotgym.sampling.testing import tiny_llama
+
+    model, tokenizer = tiny_llama(seed=0)
+    return HFSampler(model, tokenizer=tokenizer)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny Llama saved as a model folder, for CLI runs (`--model DIR`)."""
+    from pivotgym.sampling.testing import tiny_llama
+
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    model, tokenizer = tiny_llama(seed=0)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

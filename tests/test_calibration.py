@@ -25,16 +25,6 @@ from pivotgym.verify import VerifyContext
 PIVOTGYM = Path(sys.executable).with_name("pivotgym")
 
 
-@pytest.fixture(scope="module")
-def tiny_sampler() -> object:
-    """The real HF sampling code on a tiny random Llama with SmolLM2's tokenizer (fast, gibberish text)."""
-    from pivotgym.sampling.hf import HFSampler
-    from pivotgym.sampling.testing import tiny_llama
-
-    model, tokenizer = tiny_llama(seed=0)
-    return HFSampler(model, tokenizer=tokenizer)
-
-
 class CreditsEverything:
     """A deliberately lenient verifier: every candidate is "equivalent"."""
 

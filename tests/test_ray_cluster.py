@@ -288,17 +288,6 @@ def _profile(trajectories: Path, model: Path, out: Path, executor: str, env: dic
     return json.loads(done.stdout)
 
 
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from pivotgym.sampling.testing import tiny_llama
-
-    folder = tmp_path_factory.mktemp("tiny-llama")
-    model, tokenizer = tiny_llama(seed=0)
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
-
-
 def test_profile_cli_on_the_cluster_writes_the_process_executors_rows(
     cluster: Cluster, tiny_model_dir: Path, tmp_path: Path
 ) -> None:

@@ -1,4 +1,4 @@
-"""Fixtures of the pivot tests: the arith and flaky test plugins, and a tiny reference policy."""
+"""Fixtures of the pivot tests: the arith and flaky test plugins (the tiny reference policy is in tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -50,28 +50,6 @@ def pivot_registry(pivot_site: Path, monkeypatch: pytest.MonkeyPatch) -> Iterato
     reset_registry()
     yield get_registry()
     reset_registry()
-
-
-@pytest.fixture(scope="session")
-def tiny_sampler() -> object:
-    """The real HF sampling code on a tiny random Llama with SmolLM2's tokenizer (fast, gibberish text)."""
-    from pivotgym.sampling.hf import HFSampler
-    from pivotgym.sampling.testing import tiny_llama
-
-    model, tokenizer = tiny_llama(seed=0)
-    return HFSampler(model, tokenizer=tokenizer)
-
-
-@pytest.fixture(scope="session")
-def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny Llama saved as a model folder, for CLI runs (`--model DIR`)."""
-    from pivotgym.sampling.testing import tiny_llama
-
-    folder = tmp_path_factory.mktemp("tiny-llama")
-    model, tokenizer = tiny_llama(seed=0)
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
 
 
 @pytest.fixture(autouse=True)
