@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from pivotgym.cli.eval import SAMPLER_OPTION_HELP, parse_sampler_options
 from pivotgym.cli.output import CLIError, emit_json
 
 
@@ -24,6 +25,10 @@ def experiment_cmd(
         help="Recompute this stage and every stage downstream of it, although they finished "
         "(repeatable); needed after a config change that touches a finished stage.",
     ),
+    sampler: str | None = typer.Option(
+        None, help="Replace the config's `sampler` for every generation of the run (hf or vllm)."
+    ),
+    sampler_option: list[str] = typer.Option([], "--sampler-option", help=SAMPLER_OPTION_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the summary JSON."),
 ) -> None:
     """Run the whole comparison for one domain: base eval, expert data, SFT, pivots, PivotRL, E2E RL,
@@ -36,6 +41,9 @@ def experiment_cmd(
         cfg = load_experiment(config)
         if seeds:
             cfg.seeds = parse_seeds(seeds)
+        if sampler:
+            cfg.sampler = sampler
+        cfg.sampler_options = {**cfg.sampler_options, **parse_sampler_options(sampler_option)}
         check_ids(cfg)  # before the run folder exists
     except ConfigError as exc:  # the message names the file, the line and the field to fix
         raise CLIError(str(exc), hint=exc.hint) from None

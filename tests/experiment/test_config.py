@@ -155,3 +155,17 @@ def test_sampler_options_change_the_fingerprint_only_when_set():
     tuned = dataclasses.replace(plain, sampler_options={"dtype": "float32"})
     assert stage_inputs(tuned, "pivot", 0, {}, {})["sampler_options.dtype"] == "float32"
     assert stage_inputs(tuned, "profile", 0, {}, {})["sampler_options.dtype"] == "float32"
+
+
+def test_the_experiment_command_overrides_the_sampler_before_anything_runs(tmp_path, capsys):
+    from pathlib import Path
+
+    from pivotgym.cli import main
+
+    quickstart = Path(__file__).resolve().parents[2] / "examples" / "configs" / "quickstart.yaml"
+    out = tmp_path / "run"
+    assert main(["experiment", str(quickstart), "--out", str(out), "--sampler", "openai"]) == 1
+    assert "sampler: 'openai' cannot sample the models the run trains" in capsys.readouterr().err
+    assert main(["experiment", str(quickstart), "--out", str(out), "--sampler-option", "float32"]) == 1
+    assert "--sampler-option 'float32': write KEY=VALUE" in capsys.readouterr().err
+    assert not out.exists()
