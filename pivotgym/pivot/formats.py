@@ -63,14 +63,18 @@ __all__ = [
 
 # ------------------------------------------------------------------------------------------------ tools
 def tools_to_responses(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """OpenAI chat ``tools`` (``{"type": "function", "function": {...}}``) to the flat Responses form."""
+    """OpenAI chat ``tools`` (``{"type": "function", "function": {...}}``) to the flat Responses form.
+
+    A Responses function tool must say whether it is ``strict`` (the OpenAI type NeMo-Gym validates rows
+    with requires the key; the API's default is true); a tool that does not say is written as
+    ``strict: false``, since a schema with optional parameters is not strict-mode compliant."""
     out = []
     for tool in tools:
         fn = tool.get("function")
-        if isinstance(fn, Mapping):
-            out.append({"type": "function", **dict(fn)})
-        else:
-            out.append(dict(tool))
+        flat = {"type": "function", **dict(fn)} if isinstance(fn, Mapping) else dict(tool)
+        if flat.get("type", "function") == "function":
+            flat.setdefault("strict", False)
+        out.append(flat)
     return out
 
 

@@ -115,7 +115,8 @@ def test_import_nemotron_rows_with_tools_and_responses_items() -> None:
     assert state.turn == 1 and state.task_id == "w-1"
     assert state.expert["tool_calls"][0]["function"] == {"name": "get_weather", "arguments": '{"city": "Oslo"}'}
     assert trajectory.metadata["tools"] == tools_from_responses(tools)
-    assert tools_to_responses(trajectory.metadata["tools"]) == tools
+    # back to the Responses form; a tool that does not say whether it is strict is written as not strict
+    assert tools_to_responses(trajectory.metadata["tools"]) == [{**t, "strict": False} for t in tools]
     assert trajectory.metadata["nemo"]["pass_rate"] == 0.375
 
 
@@ -179,7 +180,7 @@ def test_imported_tools_survive_export_and_the_hf_dataset(pivot_registry: object
     [trajectory] = import_nemo_rows([row], env_id="arith/chain-v0")
     profile = _profiles_for([trajectory])[0]
     [again] = export_nemo_rows([profile], [trajectory])
-    assert again["responses_create_params"]["tools"] == tools
+    assert again["responses_create_params"]["tools"] == [{**tools[0], "strict": False}]
     dataset = to_hf_dataset([profile], [trajectory])
     assert tools_of_row(dataset[0]["tools_json"]) == tools_from_responses(tools)
 

@@ -1,0 +1,55 @@
+"""What every trainer adapter shares: judging a completion at a pivot state carried as dataset columns.
+
+A dataset row carries the exact state as JSON (``state``: a :class:`~pivotgym.types.Turn`) and the functions
+offered there (``tools_json``); :class:`StateJudge` rebuilds the :class:`~pivotgym.verify.VerifyContext` once
+per state and judges candidates with the env's verifier through a :class:`~pivotgym.verify.Judge`, as our own
+trainer's scorer does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from pivotgym.pivot.formats import tools_of_row, turn_from_state
+from pivotgym.types import Verdict
+from pivotgym.verify import Judge, VerifyContext
+
+__all__ = ["StateJudge"]
+
+
+class StateJudge:
+    """Judges candidate texts at states given as (``state`` JSON, ``tools_json``) with the env's verifier.
+
+    ``verifier`` is ``functional`` (the env's functional verifier), ``exact`` or a registered verifier name.
+    Contexts are kept per state (training revisits them); one judge belongs to one process.
+    """
+
+    def __init__(self, verifier: str = "functional", max_contexts: int | None = 256) -> None:
+        self.verifier = verifier
+        self.max_contexts = max_contexts
+        self._judge: Judge | None = None
+
+    def __getstate__(self) -> dict[str, Any]:  # cached envs stay in the process that made them
+        return {**self.__dict__, "_judge": None}
+
+    def _get_judge(self) -> Judge:
+        if self._judge is None:
+            from pivotgym.registry import get_registry
+
+            self._judge = Judge(lambda name: get_registry().make_verifier(name), max_contexts=self.max_contexts)
+        return self._judge
+
+    def verdict(self, state: str, tools_json: str | None, candidate: str) -> Verdict:
+        """The verdict on ``candidate`` at ``state`` (never raises for the verifier: a verifier error is an
+        undecided verdict, see :func:`pivotgym.verify.is_undecided`)."""
+        from pivotgym.registry import get_registry
+
+        turn = turn_from_state(state)
+        key = hashlib.sha256(f"{state}\x00{tools_json or ''}".encode()).hexdigest()
+        name = get_registry().verifier_name_for(turn.env_id, self.verifier)
+
+        def make() -> VerifyContext:
+            return VerifyContext(turn, tools=tools_of_row(tools_json))
+
+        return self._get_judge().verdict(name, key, make, candidate)
