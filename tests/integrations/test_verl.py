@@ -1,0 +1,101 @@
+"""verl: the parquet written from a pivot set reads back with pandas and pyarrow, and compute_score (verl's
+reward-function signature) scores the expert's action 1 and a wrong one 0 from each row's own state."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pivotgym.integrations.verl import compute_score, write_verl_parquet
+from pivotgym.jsonl import write_pivot_set, write_trajectories
+from pivotgym.pivot.formats import import_nemo_rows
+from pivotgym.types import PivotSet, Trajectory, TurnProfile
+
+
+def profiles(trajectories: list[Trajectory]) -> list[TurnProfile]:
+    return [
+        TurnProfile(
+            trajectory_id=t.id,
+            turn=turn.turn,
+            env_id=t.env_id,
+            task_id=t.task_id,
+            k=2,
+            rewards=[1.0, 0.0],
+            mean=0.5,
+            var=0.25,
+            reasons=["equivalent", "wrong"],
+            reference={},
+            verifier={},
+            key=f"{t.id}:{turn.turn}",
+        )
+        for t in trajectories
+        for turn in t.turns()
+    ]
+
+
+FOREIGN = {  # a NeMo-Gym row from elsewhere: judged against its own tools
+    "trajectory_id": 1,
+    "responses_create_params": {
+        "input": [{"role": "user", "content": "Book 2 nights in Oslo."}],
+        "tools": [
+            {
+                "type": "function",
+                "name": "book_room",
+                "description": "book a hotel room",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"city": {"type": "string"}, "nights": {"type": "integer"}},
+                    "required": ["city", "nights"],
+                },
+                "strict": False,
+            }
+        ],
+    },
+    "expected_action": {"type": "function_call", "name": "book_room", "arguments": '{"city": "Oslo", "nights": 2}'},
+}
+
+
+def test_parquet_round_trip_and_compute_score(tmp_path: Path) -> None:
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    from pivotgym.registry import make
+
+    trajectories = []
+    for env_id in ("general/navigate-v0", "tooluse/bfcl-parallel-v0"):
+        env = make(env_id)
+        trajectories += list(env.expert_trajectories(next(iter(env.splits)), limit=1))
+    trajectories += import_nemo_rows([FOREIGN], env_id="tooluse/bfcl-simple-v0")
+    pivots, trajs = tmp_path / "pivots.jsonl", tmp_path / "trajectories.jsonl"
+    write_pivot_set(pivots, PivotSet(rule={}, pivots=profiles(trajectories)))
+    write_trajectories(trajs, trajectories)
+    out = tmp_path / "verl" / "train.parquet"
+    assert write_verl_parquet(out, pivots, trajs) == 3
+
+    table = pq.read_table(out)
+    assert {"data_source", "prompt", "ability", "reward_model", "extra_info"} <= set(table.column_names)
+    frame = pd.read_parquet(out)
+    assert list(frame["data_source"]) == [t.env_id for t in trajectories]
+    wrong_answers = {"general/navigate-v0": None, "tooluse/bfcl-parallel-v0": "I cannot help with that."}
+    for _, row in frame.iterrows():
+        prompt = list(row["prompt"])
+        assert prompt[-1]["role"] == "user" and all(set(m) == {"role", "content"} for m in prompt)
+        assert row["reward_model"]["style"] == "rule"
+        extra = dict(row["extra_info"])
+        expert = row["reward_model"]["ground_truth"]
+        right = compute_score(row["data_source"], expert, expert, extra)
+        assert (right["score"], right["undecided"]) == (1.0, 0.0), right
+        wrong = wrong_answers.get(row["data_source"]) or ("False" if expert.strip() == "True" else "True")
+        if row["data_source"] == "tooluse/bfcl-simple-v0":  # the foreign row: an argument of the wrong type
+            wrong = '<tool_call>{"name": "book_room", "arguments": {"city": "Oslo", "nights": "two"}}</tool_call>'
+            assert json.loads(extra["tools_json"])[0]["function"]["name"] == "book_room"
+        scored = compute_score(row["data_source"], wrong, expert, extra)
+        assert (scored["score"], scored["undecided"]) == (0.0, 0.0), (wrong, scored)
+        assert set(scored) == set(right) == {"score", "undecided", "reason"}
+
+
+def test_a_row_without_our_state_is_an_error() -> None:
+    with pytest.raises(ValueError, match="extra_info.state"):
+        compute_score("openai/gsm8k", "42", "42", {"index": 0})
