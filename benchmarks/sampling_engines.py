@@ -11,10 +11,10 @@ Two workloads on the bundled model (default SmolLM2-135M) and the test split of 
 
 Each engine warms up on one short call first; vLLM's prefix cache is reset before each timed workload (the
 server runs with ``VLLM_SERVER_DEV_MODE=1`` for its ``/reset_prefix_cache``). Every backend runs with its own
-defaults (vLLM on the CPU: fp32, eager, no chunked prefill, 2 GiB KV cache). The vLLM processes get as many
-threads as torch uses here (``OMP_NUM_THREADS``; vLLM would otherwise drop to one thread per engine on a 2-core
-machine) unless OMP_NUM_THREADS is set. Printed: states/s of each engine and its ratio to the transformers
-sampler, measured in the same run.
+defaults (vLLM on the CPU: fp32, eager, no chunked prefill, 2 GiB KV cache), and vLLM its own thread count
+(on 2 cores it runs its engine on one thread and keeps the other for its front end; ``--vllm-threads`` sets
+OMP_NUM_THREADS). Printed: states/s of each engine and its ratio to the transformers sampler, measured in the
+same run.
 
     python benchmarks/sampling_engines.py              # needs a vLLM interpreter: `make vllm` (.venv-vllm)
     python benchmarks/sampling_engines.py --json
@@ -64,23 +64,28 @@ def reset_cache(sampler: Any) -> None:
 
 def run_workloads(sampler: Any, args: argparse.Namespace) -> dict[str, Any]:
     """Warm up, then time both workloads on ``sampler``; returns seconds, states and tokens of each."""
-    from functools import partial
-
-    from pivotgym.eval.rollout import run_episodes
-    from pivotgym.registry import make
     from pivotgym.sampling.base import SamplingParams, sample_seeded
 
     prompts = profiling_prompts(args.env, args.split, args.states)
     warm = SamplingParams(temperature=1.0, max_new_tokens=4)
     sample_seeded(sampler, prompts[:2], 2, warm, [0, 1])
     out: dict[str, Any] = {"describe": sampler.describe()}
+    if "profiling" in args.workloads:
+        out["profiling"] = profiling(sampler, prompts, args)
+    if "episodes" in args.workloads:
+        out["episodes"] = episodes(sampler, args)
+    return out
+
+
+def profiling(sampler: Any, prompts: list[Any], args: argparse.Namespace) -> dict[str, Any]:
+    from pivotgym.sampling.base import SamplingParams, sample_seeded
 
     reset_cache(sampler)
     params = SamplingParams(temperature=1.0, max_new_tokens=args.profile_tokens)
     start = time.perf_counter()
     groups = sample_seeded(sampler, prompts, args.k, params, [1000 + i for i in range(len(prompts))])
     seconds = time.perf_counter() - start
-    out["profiling"] = {
+    return {
         "states": len(prompts),
         "samples": sum(len(g) for g in groups),
         "new_tokens": sum(len(c.token_ids) for g in groups for c in g),
@@ -88,11 +93,19 @@ def run_workloads(sampler: Any, args: argparse.Namespace) -> dict[str, Any]:
         "states_per_s": round(len(prompts) / seconds, 3),
     }
 
+
+def episodes(sampler: Any, args: argparse.Namespace) -> dict[str, Any]:
+    from functools import partial
+
+    from pivotgym.eval.rollout import run_episodes
+    from pivotgym.registry import make
+    from pivotgym.sampling.base import SamplingParams
+
     reset_cache(sampler)
     tasks = episode_tasks(args.env, args.split)
     params = SamplingParams(temperature=1.0, max_new_tokens=args.episode_tokens)
     start = time.perf_counter()
-    episodes = run_episodes(
+    groups = run_episodes(
         sampler,
         partial(make, args.env),
         tasks,
@@ -102,9 +115,9 @@ def run_workloads(sampler: Any, args: argparse.Namespace) -> dict[str, Any]:
         max_turns=args.max_turns,
     )
     seconds = time.perf_counter() - start
-    flat = [e for group in episodes for e in group]
+    flat = [e for group in groups for e in group]
     states = sum(e.num_turns for e in flat)  # one sampled state per assistant turn
-    out["episodes"] = {
+    return {
         "episodes": len(flat),
         "states": states,
         "new_tokens": sum(e.tokens for e in flat),
@@ -112,7 +125,6 @@ def run_workloads(sampler: Any, args: argparse.Namespace) -> dict[str, Any]:
         "states_per_s": round(states / seconds, 3),
         "mean_score": round(sum(e.score for e in flat) / max(1, len(flat)), 3),
     }
-    return out
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -120,20 +132,16 @@ def worker(args: argparse.Namespace) -> None:
     from pivotgym.sampling.vllm import VLLMSampler
 
     start = time.perf_counter()
-    sampler = VLLMSampler(args.model)
+    sampler = VLLMSampler(args.model, engine_kwargs=json.loads(args.engine_kwargs), warm_prefixes=not args.no_warm)
     started = time.perf_counter() - start
     result = run_workloads(sampler, args)
     result["start_seconds"] = round(started, 1)
     Path(args.out).write_text(json.dumps(result))
 
 
-def thread_env() -> dict[str, str]:
-    """``OMP_NUM_THREADS`` for the vLLM processes: torch's thread count here, unless already set."""
-    if os.environ.get("OMP_NUM_THREADS"):
-        return {}
-    import torch
-
-    return {"OMP_NUM_THREADS": str(torch.get_num_threads())}
+def thread_env(threads: int | None) -> dict[str, str]:
+    """``OMP_NUM_THREADS`` for the vLLM processes when ``--vllm-threads`` is given (else vLLM's own choice)."""
+    return {"OMP_NUM_THREADS": str(threads)} if threads else {}
 
 
 def main() -> None:
@@ -148,6 +156,10 @@ def main() -> None:
     parser.add_argument("--episode-tokens", type=int, default=24)
     parser.add_argument("--max-turns", type=int, default=6)
     parser.add_argument("--engines", default="hf,vllm,server", help="comma-separated subset of hf,vllm,server")
+    parser.add_argument("--workloads", default="profiling,episodes", help="comma-separated: profiling,episodes")
+    parser.add_argument("--engine-kwargs", default="{}", help="JSON: vLLM engine arguments over the defaults")
+    parser.add_argument("--vllm-threads", type=int, default=None, help="OMP_NUM_THREADS for vLLM (its own choice)")
+    parser.add_argument("--no-warm", action="store_true", help="vLLM: no prefix-cache warm-up (warm_prefixes=False)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -159,6 +171,7 @@ def main() -> None:
     from pivotgym.sampling.vllm import VLLMServer, find_vllm_python
 
     engines = args.engines.split(",")
+    workloads = args.workloads.split(",")
     python = find_vllm_python(ROOT)
     if python is None and set(engines) & {"vllm", "server"}:
         sys.exit("no vLLM interpreter: run `make vllm` (builds .venv-vllm) or set PIVOTGYM_VLLM_PYTHON")
@@ -168,7 +181,7 @@ def main() -> None:
 
         figures["hf"] = run_workloads(HFSampler(args.model), args)
         print(f"# hf: {figures['hf']}", file=sys.stderr, flush=True)
-    env = {**os.environ, **thread_env(), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, **thread_env(args.vllm_threads), "HF_HUB_OFFLINE": "1"}
     if "vllm" in engines:
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "vllm.json"
@@ -180,17 +193,17 @@ def main() -> None:
             figures["vllm"] = json.loads(out.read_text())
         print(f"# vllm: {figures['vllm']}", file=sys.stderr, flush=True)
     if "server" in engines:
-        from pivotgym.sampling.openai import OpenAISampler
-
         saved = dict(os.environ)
         os.environ.update({k: v for k, v in env.items() if k in ("OMP_NUM_THREADS", "HF_HUB_OFFLINE")})
         os.environ["VLLM_SERVER_DEV_MODE"] = "1"  # /reset_prefix_cache
         try:
             with tempfile.TemporaryDirectory() as tmp:
                 start = time.perf_counter()
-                with VLLMServer(args.model, python=python, log=Path(tmp) / "server.log") as server:
+                engine = json.loads(args.engine_kwargs)
+                log = Path(tmp) / "server.log"
+                with VLLMServer(args.model, python=python, log=log, engine_kwargs=engine) as server:
                     started = time.perf_counter() - start
-                    figures["server"] = run_workloads(OpenAISampler(args.model, base_url=server.base_url), args)
+                    figures["server"] = run_workloads(server.client(warm_prefixes=not args.no_warm), args)
                     figures["server"]["start_seconds"] = round(started, 1)
         finally:
             os.environ.clear()
@@ -200,7 +213,7 @@ def main() -> None:
     summary: dict[str, Any] = {"model": args.model, "env": args.env, "k": args.k, "engines": figures}
     if "hf" in figures:
         for f in figures.values():
-            for workload in ("profiling", "episodes"):
+            for workload in workloads:
                 base = figures["hf"][workload]["states_per_s"]
                 f[workload]["ratio_to_hf"] = round(f[workload]["states_per_s"] / base, 2)
     if args.json:
@@ -209,7 +222,7 @@ def main() -> None:
     print(f"model {args.model}; env {args.env} ({args.split}); K={args.k}, T=1, {args.profile_tokens} new tokens")
     for name, f in figures.items():
         d = f["describe"]
-        for workload in ("profiling", "episodes"):
+        for workload in workloads:
             w = f[workload]
             ratio = f"  {w['ratio_to_hf']:.2f}x hf" if "ratio_to_hf" in w else ""
             print(

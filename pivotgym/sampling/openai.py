@@ -45,7 +45,9 @@ class OpenAISampler:
     ``/v1/models``). ``base_url`` defaults to ``$OPENAI_BASE_URL`` or a local vLLM server on port 8000;
     ``tokenizer`` is a tokenizer object or a model name/folder to load one from (default: the model itself
     when it is a bundled alias or a local folder). ``dtype`` is what the server runs (the API does not say),
-    recorded by :meth:`describe` only.
+    recorded by :meth:`describe` only. ``warm_prefixes``: when some prompts of a call extend others, the longest
+    of each such family is first sent alone for one token, so a server's prefix cache (vLLM's) holds the shared
+    history before the real requests arrive side by side.
     """
 
     backend = "openai"
@@ -60,12 +62,14 @@ class OpenAISampler:
         timeout: float = 600.0,
         concurrency: int = 16,
         dtype: str | None = None,
+        warm_prefixes: bool = True,
     ) -> None:
         import httpx
 
         self.model_name = str(model)
         self.served_model = served_model
         self.dtype = dtype
+        self.warm_prefixes = warm_prefixes
         self._served_models: list[str] | None = None
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
         key = api_key or os.environ.get("OPENAI_API_KEY")
@@ -211,6 +215,14 @@ class OpenAISampler:
         asked = 1 if params.temperature == 0 else n
         url = self.base_url + "/completions"
         self.served_name()  # once, before the threads
+        workers = min(self.concurrency, max(1, len(encoded)))
+        if self.warm_prefixes:
+            from pivotgym.sampling.vllm import shared_prefix_hosts
+
+            warm = SamplingParams(temperature=0.0, max_new_tokens=1)
+            hosts = shared_prefix_hosts(encoded)
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                list(pool.map(lambda h: self._post(url, self.request_body(encoded[h], 1, warm)), hosts))
 
         def one(ids: list[int], prompt_params: SamplingParams) -> list[Completion]:
             data = self._post(url, self.request_body(ids, asked, prompt_params))
@@ -219,7 +231,7 @@ class OpenAISampler:
                 raise SamplerError(f"{url} returned {len(choices)} choices for n={asked}")
             return repeat_greedy([self._completion(choice, ids, prompt_params) for choice in choices], n)
 
-        with ThreadPoolExecutor(max_workers=min(self.concurrency, max(1, len(encoded)))) as pool:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
             return list(pool.map(one, encoded, per_prompt))
 
     def _completion(self, choice: dict[str, Any], prompt_ids: list[int], params: SamplingParams) -> Completion:

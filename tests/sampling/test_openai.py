@@ -221,3 +221,19 @@ def test_the_served_name_is_found_for_a_bundled_alias_served_under_its_folder(ti
     other = OpenAISampler(DEFAULT_MODEL, base_url=server.url, tokenizer=tiny[1])
     with pytest.raises(SamplerError, match=r"HTTP 404.*serves \['something-else'\].*--served-model-name"):
         other.sample([CHAT], params=SamplingParams(max_new_tokens=2, seed=0))
+
+
+def test_prompts_that_extend_others_warm_the_cache_with_their_longest_first(tiny, server):
+    client = OpenAISampler("tiny", base_url=server.url, tokenizer=tiny[1])
+    turn1 = client.encode(CHAT)
+    turn2 = turn1 + [28, 29, 30]  # the next turn's prompt extends the first
+    other = client.encode([{"role": "user", "content": "unrelated"}])
+    out = client.sample([turn1, turn2, other], n=2, params=SamplingParams(max_new_tokens=3, seed=0))
+    assert [len(g) for g in out] == [2, 2, 2]
+    sent = [r["body"] for r in server.requests if r["path"] == "/v1/completions"]
+    assert (sent[0]["prompt"], sent[0]["max_tokens"], sent[0]["n"]) == (turn2, 1, 1)  # the host, alone, first
+    assert sorted(map(len, (b["prompt"] for b in sent[1:]))) == sorted(map(len, [turn1, turn2, other]))
+    plain = OpenAISampler("tiny", base_url=server.url, tokenizer=tiny[1], warm_prefixes=False)
+    before = len(server.requests)
+    plain.sample([turn1, turn2], params=SamplingParams(max_new_tokens=2, seed=0))
+    assert sum(r["path"] == "/v1/completions" for r in server.requests[before:]) == 2

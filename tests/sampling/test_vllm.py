@@ -179,9 +179,8 @@ def server(tmp_path_factory) -> Iterator[VLLMServer]:
 
 @needs_vllm
 def test_openai_backend_on_a_vllm_server_matches_the_transformers_sampler(server, reference, smollm2):
-    from pivotgym.sampling.openai import OpenAISampler
-
-    client = OpenAISampler(MODEL, base_url=server.base_url)
+    client = server.client()
+    assert client.describe()["dtype"] == "float32" and client.base_url == server.base_url
     results = {}
     for name, prompts, n, params, seeds in CALLS:
         if seeds is None:
