@@ -193,6 +193,8 @@ def main() -> None:
             figures["vllm"] = json.loads(out.read_text())
         print(f"# vllm: {figures['vllm']}", file=sys.stderr, flush=True)
     if "server" in engines:
+        from pivotgym.sampling.openai import OpenAISampler
+
         saved = dict(os.environ)
         os.environ.update({k: v for k, v in env.items() if k in ("OMP_NUM_THREADS", "HF_HUB_OFFLINE")})
         os.environ["VLLM_SERVER_DEV_MODE"] = "1"  # /reset_prefix_cache
@@ -203,7 +205,8 @@ def main() -> None:
                 log = Path(tmp) / "server.log"
                 with VLLMServer(args.model, python=python, log=log, engine_kwargs=engine) as server:
                     started = time.perf_counter() - start
-                    figures["server"] = run_workloads(server.client(warm_prefixes=not args.no_warm), args)
+                    client = OpenAISampler.for_server(server, warm_prefixes=not args.no_warm)
+                    figures["server"] = run_workloads(client, args)
                     figures["server"]["start_seconds"] = round(started, 1)
         finally:
             os.environ.clear()

@@ -85,6 +85,12 @@ class OpenAISampler:
         self.tokenizer = tokenizer
         self._warned = False
 
+    @classmethod
+    def for_server(cls, server: Any, **kwargs: Any) -> OpenAISampler:
+        """A client of a :class:`~pivotgym.sampling.vllm.VLLMServer`: its model, URL and dtype."""
+        kwargs.setdefault("dtype", server.engine_kwargs.get("dtype"))
+        return cls(server.model, base_url=server.base_url, **kwargs)
+
     def describe(self) -> dict[str, Any]:
         """``{"model", "revision", "backend", "base_url", "dtype"}`` (``dtype`` as given; None when unknown)."""
         return {

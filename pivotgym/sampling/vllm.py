@@ -24,7 +24,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 from pivotgym.sampling.base import (
     Prompt,
@@ -36,9 +36,6 @@ from pivotgym.sampling.base import (
 )
 from pivotgym.sampling.models import DEFAULT_MODEL, resolve_model
 from pivotgym.types import Completion
-
-if TYPE_CHECKING:
-    from pivotgym.sampling.openai import OpenAISampler
 
 #: GiB of KV cache a CPU engine gets when ``VLLM_CPU_KVCACHE_SPACE`` is unset (vLLM's own default takes most
 #: of the RAM and refuses to start on a shared machine). 2 GiB hold ~46k tokens of SmolLM2-135M in fp32 (vllm-cpu 0.32).
@@ -273,7 +270,8 @@ class VLLMServer:
 
     Started with ``python -m vllm.entrypoints.openai.api_server`` (vllm-cpu's ``vllm serve`` entry point fails:
     its distribution is not named ``vllm``) under ``--served-model-name MODEL``, so an
-    :class:`~pivotgym.sampling.openai.OpenAISampler` for the same ``model`` finds it by name. ``python`` is an
+    :class:`~pivotgym.sampling.openai.OpenAISampler` for the same ``model`` finds it by name
+    (``OpenAISampler.for_server(server)``). ``python`` is an
     interpreter with vLLM (default :func:`find_vllm_python`); ``cpu`` says which defaults apply (default: the
     platform seen from here). Use as a context manager; :meth:`stop` ends the whole process group.
     """
@@ -306,13 +304,6 @@ class VLLMServer:
     @property
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}/v1"
-
-    def client(self, **kwargs: Any) -> OpenAISampler:
-        """An :class:`~pivotgym.sampling.openai.OpenAISampler` for this server (its URL, model name and dtype)."""
-        from pivotgym.sampling.openai import OpenAISampler
-
-        kwargs.setdefault("dtype", self.engine_kwargs.get("dtype"))
-        return OpenAISampler(self.model, base_url=self.base_url, **kwargs)
 
     def command(self) -> list[str]:
         return [

@@ -179,7 +179,9 @@ def server(tmp_path_factory) -> Iterator[VLLMServer]:
 
 @needs_vllm
 def test_openai_backend_on_a_vllm_server_matches_the_transformers_sampler(server, reference, smollm2):
-    client = server.client()
+    from pivotgym.sampling.openai import OpenAISampler
+
+    client = OpenAISampler.for_server(server)
     assert client.describe()["dtype"] == "float32" and client.base_url == server.base_url
     results = {}
     for name, prompts, n, params, seeds in CALLS:
