@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from pivotgym import AgentEnv, InvalidAction, StepOutcome, Task
-from pivotgym.types import message
+from pivotgym.types import Trajectory, TurnProfile, message
 
 
 class CounterEnv(AgentEnv):
@@ -53,3 +53,26 @@ def cli_env(site: Path, **extra: str) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env.update(extra)
     return env
+
+
+def mixed_profiles(trajectories: list[Trajectory]) -> list[TurnProfile]:
+    """One profile row per turn of ``trajectories`` with mixed rewards (K=2: one credited sample, one wrong), as a
+    pivot set or an export needs them."""
+    return [
+        TurnProfile(
+            trajectory_id=t.id,
+            turn=turn.turn,
+            env_id=t.env_id,
+            task_id=t.task_id,
+            k=2,
+            rewards=[1.0, 0.0],
+            mean=0.5,
+            var=0.25,
+            reasons=["equivalent", "wrong"],
+            reference={},
+            verifier={},
+            key=f"{t.id}:{turn.turn}",
+        )
+        for t in trajectories
+        for turn in t.turns()
+    ]

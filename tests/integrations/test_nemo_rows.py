@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from core_helpers import mixed_profiles
 
 from pivotgym.pivot.formats import export_nemo_rows, import_nemo_rows
-from pivotgym.types import Trajectory, TurnProfile
+from pivotgym.types import Trajectory
 
 HERE = Path(__file__).parent
 CHECK = HERE / "nemo_gym_rows_check.py"
@@ -49,27 +50,6 @@ def validate(rows: list[dict[str, Any]], tmp_path: Path) -> list[dict[str, Any]]
     return [json.loads(line) for line in done.stdout.splitlines()]
 
 
-def profiles(trajectories: list[Trajectory]) -> list[TurnProfile]:
-    return [
-        TurnProfile(
-            trajectory_id=t.id,
-            turn=turn.turn,
-            env_id=t.env_id,
-            task_id=t.task_id,
-            k=2,
-            rewards=[0.0, 1.0],
-            mean=0.5,
-            var=0.25,
-            reasons=["wrong", "equivalent"],
-            reference={},
-            verifier={},
-            key=f"{t.id}:{turn.turn}",
-        )
-        for t in trajectories
-        for turn in t.turns()
-    ]
-
-
 def exported_rows() -> tuple[list[Trajectory], list[dict[str, Any]]]:
     from pivotgym.registry import make
 
@@ -77,7 +57,7 @@ def exported_rows() -> tuple[list[Trajectory], list[dict[str, Any]]]:
     for env_id in ENVS:
         env = make(env_id)
         trajectories += list(env.expert_trajectories(next(iter(env.splits)), limit=1))
-    rows = json.loads(json.dumps(export_nemo_rows(profiles(trajectories), trajectories)))
+    rows = json.loads(json.dumps(export_nemo_rows(mixed_profiles(trajectories), trajectories)))
     return trajectories, rows
 
 
@@ -141,7 +121,7 @@ def test_a_foreign_batch_row_without_ref_message_round_trips() -> None:
         ("get_weather", {"city": "Paris"}),
         ("get_weather", {"city": "Rome"}),
     ]
-    [row] = export_nemo_rows(profiles([trajectory]), [trajectory])
+    [row] = export_nemo_rows(mixed_profiles([trajectory]), [trajectory])
     assert row["responses_create_params"]["tools"] == FOREIGN_BATCH["responses_create_params"]["tools"]
     assert [(c["name"], c["arguments"]) for c in row["expected_action"]["calls"]] == [
         (c["name"], c["arguments"]) for c in FOREIGN_BATCH["expected_action"]["calls"]
@@ -151,7 +131,7 @@ def test_a_foreign_batch_row_without_ref_message_round_trips() -> None:
 def test_exported_rows_validate_against_nemo_gyms_own_models(tmp_path: Path) -> None:
     _, rows = exported_rows()
     [trajectory] = import_nemo_rows([FOREIGN_BATCH], env_id="tooluse/bfcl-parallel-v0")
-    rows += export_nemo_rows(profiles([trajectory]), [trajectory])
+    rows += export_nemo_rows(mixed_profiles([trajectory]), [trajectory])
     verdicts = validate(rows, tmp_path)
     assert len(verdicts) == len(rows)
     bad = [(r["expected_action"]["type"], v["error"][:400]) for r, v in zip(rows, verdicts) if not v["ok"]]

@@ -7,33 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
+from core_helpers import mixed_profiles
 
 from pivotgym.integrations.verl import compute_score, write_verl_parquet
 from pivotgym.jsonl import write_pivot_set, write_trajectories
 from pivotgym.pivot.formats import import_nemo_rows
-from pivotgym.types import PivotSet, Trajectory, TurnProfile
-
-
-def profiles(trajectories: list[Trajectory]) -> list[TurnProfile]:
-    return [
-        TurnProfile(
-            trajectory_id=t.id,
-            turn=turn.turn,
-            env_id=t.env_id,
-            task_id=t.task_id,
-            k=2,
-            rewards=[1.0, 0.0],
-            mean=0.5,
-            var=0.25,
-            reasons=["equivalent", "wrong"],
-            reference={},
-            verifier={},
-            key=f"{t.id}:{turn.turn}",
-        )
-        for t in trajectories
-        for turn in t.turns()
-    ]
-
+from pivotgym.types import PivotSet
 
 FOREIGN = {  # a NeMo-Gym row from elsewhere: judged against its own tools
     "trajectory_id": 1,
@@ -69,7 +48,7 @@ def test_parquet_round_trip_and_compute_score(tmp_path: Path) -> None:
         trajectories += list(env.expert_trajectories(next(iter(env.splits)), limit=1))
     trajectories += import_nemo_rows([FOREIGN], env_id="tooluse/bfcl-simple-v0")
     pivots, trajs = tmp_path / "pivots.jsonl", tmp_path / "trajectories.jsonl"
-    write_pivot_set(pivots, PivotSet(rule={}, pivots=profiles(trajectories)))
+    write_pivot_set(pivots, PivotSet(rule={}, pivots=mixed_profiles(trajectories)))
     write_trajectories(trajs, trajectories)
     out = tmp_path / "verl" / "train.parquet"
     assert write_verl_parquet(out, pivots, trajs) == 3
