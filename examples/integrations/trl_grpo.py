@@ -22,30 +22,10 @@ from typing import Any
 
 def demo_states(env_id: str, n: int) -> Any:
     """The first ``n`` expert turns of ``env_id`` as states, with placeholder profile rows (unprofiled)."""
+    from pivotgym.integrations.common import expert_states
     from pivotgym.integrations.trl import pivot_dataset
-    from pivotgym.registry import make
-    from pivotgym.types import TurnProfile
 
-    env = make(env_id)
-    trajectories = list(env.expert_trajectories(next(iter(env.splits)), limit=n))
-    rows = [
-        TurnProfile(
-            trajectory_id=t.id,
-            turn=0,
-            env_id=t.env_id,
-            task_id=t.task_id,
-            k=0,
-            rewards=[],
-            mean=0.0,
-            var=0.0,
-            reasons=[],
-            reference={"note": "unprofiled demo state"},
-            verifier={},
-            key=t.id,
-        )
-        for t in trajectories
-    ]
-    return pivot_dataset(rows, trajectories)
+    return pivot_dataset(*expert_states(env_id, n))
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

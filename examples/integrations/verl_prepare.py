@@ -42,28 +42,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         pivots: Any = args.pivots
         trajectories: Any = args.trajectories
     else:
-        from pivotgym.registry import make
-        from pivotgym.types import TurnProfile
+        from pivotgym.integrations.common import expert_states
 
-        env = make(args.demo_env)
-        trajectories = list(env.expert_trajectories(next(iter(env.splits)), limit=args.demo_states))
-        pivots = [
-            TurnProfile(
-                trajectory_id=t.id,
-                turn=0,
-                env_id=t.env_id,
-                task_id=t.task_id,
-                k=0,
-                rewards=[],
-                mean=0.0,
-                var=0.0,
-                reasons=[],
-                reference={"note": "unprofiled demo state"},
-                verifier={},
-                key=t.id,
-            )
-            for t in trajectories
-        ]
+        pivots, trajectories = expert_states(args.demo_env, args.demo_states)
     n = write_verl_parquet(args.out, pivots, trajectories, split=args.split)
     frame = pd.read_parquet(args.out)
     checks = []

@@ -12,10 +12,10 @@ import hashlib
 from typing import Any
 
 from pivotgym.pivot.formats import tools_of_row, turn_from_state
-from pivotgym.types import Verdict
+from pivotgym.types import Trajectory, TurnProfile, Verdict
 from pivotgym.verify import Judge, VerifyContext
 
-__all__ = ["StateJudge"]
+__all__ = ["StateJudge", "expert_states"]
 
 
 class StateJudge:
@@ -53,3 +53,31 @@ class StateJudge:
             return VerifyContext(turn, tools=tools_of_row(tools_json))
 
         return self._get_judge().verdict(name, key, make, candidate)
+
+
+def expert_states(env_id: str, n: int) -> tuple[list[TurnProfile], list[Trajectory]]:
+    """The first turn of ``n`` expert trajectories of ``env_id`` (its first split) as placeholder profile
+    rows (unprofiled: no samples, mean 0) and those trajectories: states for trying an adapter without a
+    profiling run."""
+    from pivotgym.registry import make
+
+    env = make(env_id)
+    trajectories = list(env.expert_trajectories(next(iter(env.splits)), limit=n))
+    rows = [
+        TurnProfile(
+            trajectory_id=t.id,
+            turn=0,
+            env_id=t.env_id,
+            task_id=t.task_id,
+            k=0,
+            rewards=[],
+            mean=0.0,
+            var=0.0,
+            reasons=[],
+            reference={"note": "unprofiled demo state"},
+            verifier={},
+            key=t.id,
+        )
+        for t in trajectories
+    ]
+    return rows, trajectories
