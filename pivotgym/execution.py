@@ -52,7 +52,8 @@ EXECUTORS = ("process", "ray", "serial")
 class TaskResult:
     """The outcome of one task: ``ok`` with ``value``, or a failure with ``error`` saying why.
 
-    ``error`` starts with a tag: ``timeout:``, ``crashed:`` (the worker died) or ``exception:``.
+    ``error`` starts with a tag: ``timeout:``, ``crashed:`` (the worker died; the Ray executor sends such a
+    task once more first) or ``exception:``.
     """
 
     index: int
@@ -514,6 +515,7 @@ class RayExecutor(Executor):
         # tasks an ending worker sent back (_RAY_RETRY): (when to send again, index), once that worker is gone
         delayed: list[tuple[float, int]] = []
         tries: dict[int, int] = {}
+        recrashed: set[int] = set()  # tasks whose worker died under them once already
 
         def finish(result: TaskResult) -> None:
             results[result.index] = result
@@ -559,8 +561,20 @@ class RayExecutor(Executor):
                         error = f"crashed: met an ending worker {_RAY_RETRIES + 1} times"
                     finish(TaskResult(index, ok, value, error, elapsed))
                 except Exception as exc:  # noqa: BLE001 - WorkerCrashedError and friends
+                    if index not in recrashed:
+                        # Ray may have leased the task to a worker that a timeout was ending (the task
+                        # dies with it, unrun): send it once more, as Ray's own retries of system failures do
+                        recrashed.add(index)
+                        pending.appendleft(index)
+                        continue
                     finish(
-                        TaskResult(index, False, None, f"crashed: {type(exc).__name__}: {exc}"[:2000], now - started)
+                        TaskResult(
+                            index,
+                            False,
+                            None,
+                            f"crashed: its worker died twice; {type(exc).__name__}: {exc}"[:2000],
+                            now - started,
+                        )
                     )
             if backstop is not None:
                 for ref, (index, started) in list(in_flight.items()):
