@@ -75,9 +75,9 @@ def system_dirs() -> list[str]:
     return dirs
 
 
-def visible_roots(ro_binds: Sequence[str] = ()) -> list[str]:
+def visible_roots(ro_binds: Sequence[str] = (), python_roots: Sequence[str] | None = None) -> list[str]:
     """The host directories a bwrap command sees, each at its own path (the work dir and mounts aside)."""
-    return [*system_dirs(), *python_paths(), *ro_binds]
+    return [*system_dirs(), *(python_paths() if python_roots is None else python_roots), *ro_binds]
 
 
 def chown_tree(root: Path, uid: int, gid: int) -> None:
@@ -94,10 +94,13 @@ def chown_tree(root: Path, uid: int, gid: int) -> None:
 
 @dataclass
 class BwrapSandbox(Sandbox):
-    """Run commands under bubblewrap. ``ro_binds`` adds host paths visible read-only (same path inside)."""
+    """Run commands under bubblewrap. ``ro_binds`` adds host paths visible read-only (same path inside).
+    ``python_roots`` replaces the Python trees shown (default :func:`python_paths`: this interpreter and its
+    environment) by an allow-listed runtime's, so the command sees no package of the host's environment."""
 
     limits: Limits = field(default_factory=Limits)
     ro_binds: Sequence[str] = ()
+    python_roots: Sequence[str] | None = None
     executable: str | None = None
     uid: int = UNPRIVILEGED_UID
     name = "bwrap"
@@ -149,7 +152,7 @@ class BwrapSandbox(Sandbox):
         tmp_size = limits.file_size_bytes or (256 << 20)
         args += ["--size", str(tmp_size), "--tmpfs", "/tmp"]
         binds = [str(Path("/etc") / n) for n in ETC_FILES if (Path("/etc") / n).exists()]
-        binds += [*python_paths(), *self.ro_binds]
+        binds += [*(python_paths() if self.python_roots is None else self.python_roots), *self.ro_binds]
         # bwrap would create missing parents of mount points with mode 0700, which the unprivileged
         # sandbox user could not traverse: create them explicitly, world-traversable
         parents = sorted(
@@ -166,7 +169,7 @@ class BwrapSandbox(Sandbox):
         for path in binds:
             args += ["--ro-bind", path, path]
         # after the binds they blank out, before the work dir and the mounts (which live elsewhere)
-        for path, is_dir in hidden_targets(hide, [*visible_roots(self.ro_binds), *binds]):
+        for path, is_dir in hidden_targets(hide, [*visible_roots(self.ro_binds, self.python_roots), *binds]):
             if is_dir:
                 args += ["--perms", "0555", "--size", "4096", "--tmpfs", path, "--remount-ro", path]
             else:
