@@ -43,7 +43,7 @@ per class.
 
 from __future__ import annotations
 
-import json
+import errno
 import os
 import secrets
 import shutil
@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pivotgym.sandbox import Limits, Mount, Sandbox, fork_dir, get_sandbox, remove_dir
+from pivotgym.sandbox import Limits, Mount, RunResult, Sandbox, fork_dir, get_sandbox, remove_dir
 from pivotgym.sandbox.bwrap import MOUNT_POINT
 from pivotgym_swe.leaks import answer_paths
 
@@ -75,12 +75,10 @@ JUDGE_LIMITS = Limits(
     memory_bytes=4 << 30,
     max_processes=64,
     file_size_bytes=64 << 20,
-    output_bytes=64 << 10,
+    output_bytes=8 << 20,  # the outcome channel is the process's stdout
     total_memory_bytes=4 << 30,
     disk_bytes=512 << 20,
 )
-RESULT_MOUNT = "/judge"
-RESULT_MAX_BYTES = 32 << 20
 RUNNER = (Path(__file__).with_name("judge_runner.py")).read_text(encoding="utf-8")
 RUNNER_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTEST_ADDOPTS": "", "PY_COLORS": "0"}
 
@@ -95,6 +93,9 @@ class TestRun:
     timed_out: bool = False
     error: str = ""
     tampered: list[str] = field(default_factory=list)
+    #: no trustworthy outcome for reasons outside the code under test (the sandbox could not start, the
+    #: process limit was hit before the runner ran, the repository could not be copied): verification failed
+    infrastructure_failure: bool = False
 
     def passed(self, node: str) -> bool:
         return self.outcomes.get(node) == "passed"
@@ -106,6 +107,7 @@ class TestRun:
             "timed_out": self.timed_out,
             "error": self.error,
             "tampered": self.tampered,
+            "infrastructure_failure": self.infrastructure_failure,
         }
 
 
@@ -152,87 +154,114 @@ def run_pytest(
     deselect: Sequence[str] = (),
     pristine: Path | None = None,
     hide: Sequence[str] = (),
+    python: str | None = None,
 ) -> TestRun:
     """Run pytest on ``targets`` (node ids or paths) in ``workdir`` inside the sandbox.
 
     With ``pristine``, its test paths are mounted read-only over the work dir (bwrap, docker) and the top-level
     packages it provides are imported from the work dir only. ``hide`` lists host paths the run must not
-    read (:func:`pivotgym_swe.leaks.answer_paths`: copies of the unmutated project, reference solutions). The
-    outcome comes from the runner's result file on a separate mount, never from the process's output (see the
-    module docstring)."""
+    read (:func:`pivotgym_swe.leaks.answer_paths`). ``python`` is the interpreter inside the sandbox (default:
+    this one). The outcome is read from the runner's channel (see :func:`read_channel`), never from what the
+    tests print."""
     sandbox = sandbox or get_sandbox()
     isolated = sandbox.name in ("bwrap", "docker")
-    outdir = Path(tempfile.mkdtemp(prefix="pivotgym-judge-out-"))
-    try:
-        outdir.chmod(0o755)
-        result_path = f"{RESULT_MOUNT}/result.json" if isolated else str(outdir / "result.json")
-        root = MOUNT_POINT if isolated else str(workdir)
-        names = ",".join(top_level_names(pristine or workdir))
-        argv = [sys.executable, "-I", "-c", RUNNER, result_path, root, names, *targets]
-        for node in deselect:
-            argv += ["--deselect", node]
-        mounts = [Mount(str(outdir), RESULT_MOUNT, writable=True)] if isolated else []
-        if pristine is not None and isolated:
-            mounts += test_mounts(pristine)
-        nonce = secrets.token_hex(16)
-        result = sandbox.run(
-            argv, workdir, limits=limits or JUDGE_LIMITS, stdin=nonce + "\n", env=RUNNER_ENV, mounts=mounts, hide=hide
-        )
-        record, problem = _read_record(outdir / "result.json", nonce)
-    finally:
-        remove_dir(outdir)
+    root = MOUNT_POINT if isolated else str(workdir)
+    names = ",".join(top_level_names(pristine or workdir))
+    argv = [python or sys.executable, "-I", "-c", RUNNER, root, names, *targets]
+    for node in deselect:
+        argv += ["--deselect", node]
+    mounts = test_mounts(pristine) if pristine is not None and isolated else []
+    nonce = secrets.token_hex(16)
+    result = sandbox.run(
+        argv, workdir, limits=limits or JUDGE_LIMITS, stdin=nonce + "\n", env=RUNNER_ENV, mounts=mounts, hide=hide
+    )
+    channel = read_channel(result.stdout, nonce)
     run = TestRun(exit_code=result.returncode, timed_out=result.timed_out)
+    run.outcomes, run.failures, run.tampered = channel.outcomes, channel.failures, channel.tampered
+    if channel.end is not None:
+        run.exit_code = channel.end
     if result.timed_out:
         run.error = "timed out"
+    elif channel.refused:
+        run.error = f"the judge ended the run: the code under test attempted {channel.refused}"
     elif result.limit_hit:
         run.error = result.limit_message
-    elif record is None:
-        run.error = f"no test report ({problem}; exit {result.returncode}): " + result.stderr[-500:]
+    elif channel.end is None:
+        run.error = f"no end record from the test process (exit {result.returncode}): " + result.stderr[-500:]
+        run.infrastructure_failure = not channel.records and _could_not_start(result)
     elif result.returncode != 0:
-        run.error = f"the test process exited {result.returncode} after its report"
-    if record is None:
-        return run
-    run.exit_code = record["exit"]
-    for node, (outcome, text) in record["results"].items():
-        run.outcomes[node] = outcome
-        if text:
-            run.failures[node] = text
-    run.tampered = list(record["tampered"])
+        run.error = f"the test process exited {result.returncode} after its end record"
     if run.tampered and not run.error:
-        run.error = "the code under test replaced parts of the test framework: " + ", ".join(run.tampered[:8])
+        run.error = "the code under test tampered with the judge: " + ", ".join(run.tampered[:8])
     return run
 
 
-def _read_record(path: Path, nonce: str) -> tuple[dict[str, Any] | None, str]:
-    """The runner's record, or (None, why not). Opened without following links, regular file, bounded."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None, "no result file"
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > RESULT_MAX_BYTES:
-            return None, "result file is not a regular file of sane size"
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            data = fh.read(RESULT_MAX_BYTES + 1)
-    finally:
-        os.close(fd)
-    try:
-        record = json.loads(data)
-        ok = (
-            isinstance(record, dict)
-            and record.get("nonce") == nonce
-            and isinstance(record.get("exit"), int)
-            and isinstance(record.get("results"), dict)
-            and isinstance(record.get("tampered"), list)
-            and all(
-                isinstance(k, str) and isinstance(v, list) and len(v) == 2 and all(isinstance(x, str) for x in v)
-                for k, v in record["results"].items()
-            )
-        )
-    except (ValueError, RecursionError):
-        ok = False
-    return (record, "") if ok else (None, "malformed or foreign result record")
+@dataclass
+class Channel:
+    """What the runner's outcome channel said. ``records`` counts the authentic records."""
+
+    outcomes: dict[str, str] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)
+    tampered: list[str] = field(default_factory=list)
+    refused: str = ""
+    end: int | None = None
+    records: int = 0
+
+
+def read_channel(stdout: str, nonce: str) -> Channel:
+    """Parse the runner's records: ``nonce TAB kind TAB hex(field)...`` per line.
+
+    A test counts as passed only if every record of it says so and the test function was not seen to raise;
+    a line without the nonce (or anything after the end record) is evidence of tampering, not data."""
+    channel = Channel()
+    raised: set[str] = set()
+    for line in stdout.splitlines():
+        head, _, rest = line.partition("\t")
+        kind, _, rest = rest.partition("\t")
+        try:
+            fields = [bytes.fromhex(f).decode("utf-8", "replace") for f in rest.split("\t")] if rest else []
+        except ValueError:
+            fields = None  # type: ignore[assignment]
+        if head != nonce or fields is None or channel.end is not None or channel.refused:
+            channel.tampered.append("a line in the outcome channel that the judge did not write")
+            continue
+        channel.records += 1
+        if kind == "test" and len(fields) == 4:
+            node, when, outcome, text = fields
+            prev = channel.outcomes.get(node)
+            if when == "call" or outcome != "passed":
+                if prev is None or prev == "passed" or outcome == "failed":
+                    channel.outcomes[node] = outcome
+                    if text:
+                        channel.failures[node] = text
+        elif kind == "raised" and len(fields) == 1:
+            raised.add(fields[0])
+        elif kind == "tampered" and len(fields) == 1:
+            channel.tampered.append(fields[0])
+        elif kind == "refused" and len(fields) == 1:
+            channel.refused = fields[0]
+        elif kind == "end" and len(fields) == 1 and fields[0].lstrip("-").isdigit():
+            channel.end = int(fields[0])
+        else:
+            channel.tampered.append(f"a malformed {kind[:20]!r} record")
+    for node in raised:
+        if channel.outcomes.get(node) == "passed":
+            channel.outcomes[node] = "failed"
+            channel.tampered.append(f"report of {node} says passed but the test raised")
+    channel.tampered = list(dict.fromkeys(channel.tampered))
+    return channel
+
+
+def _could_not_start(result: RunResult) -> bool:
+    """Whether a run that wrote nothing failed before the runner could start (not the code under test's doing):
+    the sandbox could not exec or fork (exit 126/127, EAGAIN), or the process limit was hit."""
+    text = result.stderr[-2000:]
+    return (
+        result.returncode in (126, 127)
+        or result.limit_hit == "processes"
+        or "Resource temporarily unavailable" in text
+        or "Cannot fork" in text
+    )
 
 
 def is_test_path(rel: str) -> bool:
@@ -328,7 +357,12 @@ def judge(workdir: Path, instance: dict[str, Any], pristine: Path, *, sandbox: S
             fork = fork_dir(workdir, scratch / "repo")
             restore_tests(fork, pristine)
         except (OSError, shutil.Error) as exc:  # e.g. a non-root host and a directory the agent made unreadable
-            run = TestRun(error=f"the repository could not be copied for judging: {str(exc)[:300]}")
+            # the host running out of room is infrastructure; a tree the agent made uncopyable is the agent's doing
+            host_trouble = getattr(exc, "errno", None) in (errno.ENOSPC, errno.EMFILE, errno.ENFILE, errno.ENOMEM)
+            run = TestRun(
+                error=f"the repository could not be copied for judging: {str(exc)[:300]}",
+                infrastructure_failure=host_trouble,
+            )
         else:
             run = run_pytest(
                 fork,
