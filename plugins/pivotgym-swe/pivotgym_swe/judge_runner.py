@@ -5,8 +5,8 @@ The design (the threat model is in ``testing.py`` and docs/architecture.md) is t
 code can reach decides the verdict:
 
 1. **A gatekeeper first.** Before anything else, an audit hook (``sys.addaudithook``; it cannot be removed)
-   is installed. Everything secret lives only in its closure: the nonce (read from stdin, which then becomes
-   /dev/null) and the outcome channel (the process's original stdout, moved to a private descriptor; fd 1 then
+   is installed. Everything secret lives only in its closure: the record key (read from stdin, which then
+   becomes /dev/null) and the outcome channel (the process's original stdout, moved to a private descriptor; fd 1 then
    points at stderr, so nothing the tests print reaches the channel). The hook function is referenced by
    the interpreter alone: no module, class or object graph reaches it, and the ways to reach it anyway
    (frames, ``gc``, tracing) are what it refuses.
@@ -21,9 +21,11 @@ code can reach decides the verdict:
    pytest/pluggy, or one of the pristine test files; anything else (the repository, ``exec`` strings) is not.
 3. **Outcomes are streamed as they happen.** The pytest plugin below hands each report to the hook through
    ``sys.audit``; the hook accepts it only from this runner's own reporting code, on the main thread, with
-   no untrusted frame on the stack, and writes one line (nonce, test id, phase, outcome; hex-encoded, no
-   ``json``) to the channel at once. Rewriting state afterwards changes nothing already written, and the host
-   counts a test as passed only if every record of it says so. The run ends with an ``end`` record written by
+   no untrusted frame on the stack, and writes one line (sequence number, test id, phase, outcome, all
+   hex-encoded, no ``json``, and a keyed BLAKE2 MAC of the line) to the channel at once: a record read off
+   the channel cannot be replayed, reordered or forged, and a dropped one leaves a gap. Rewriting state
+   afterwards changes nothing already written, and the host counts a test as passed only if every record of
+   it says so. The run ends with an ``end`` record written by
    the hook, which then ``os._exit``s: ``atexit`` handlers and threads never run after it.
 4. **The repository cannot shadow anything.** Its own top-level packages come from the repository or not at
    all (never from an installed copy); standard-library names always come from the standard library (a
@@ -38,11 +40,15 @@ code can reach decides the verdict:
 def _main() -> None:  # noqa: C901, PLR0915 - one linear script, kept in one function so nothing lands in __main__
     import os
     import sys
+    from types import ModuleType
     from typing import Any
 
     write, exit_now, get_ident = os.write, os._exit, __import__("_thread").get_ident
     main_thread = get_ident()
-    nonce = sys.stdin.readline().strip().encode()
+    secret = bytes.fromhex(sys.stdin.readline().strip())
+    from _blake2 import blake2b  # the C type itself: a module attribute could be swapped, this cannot
+
+    sequence = [0]
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
@@ -52,8 +58,16 @@ def _main() -> None:  # noqa: C901, PLR0915 - one linear script, kept in one fun
     os.dup2(2, 1)  # what the tests print goes to stderr; the channel is ours alone
 
     def emit(kind: str, *fields: str) -> None:
-        line = b"\t".join([nonce, kind.encode(), *(f.encode("utf-8", "replace").hex().encode() for f in fields)])
-        data = line + b"\n"
+        """One record: sequence number, kind, hex fields, and a MAC keyed by the secret from stdin. Whoever
+        reads the channel learns nothing that lets them write a record the host accepts."""
+        body = [
+            str(sequence[0]).encode(),
+            kind.encode(),
+            *(f.encode("utf-8", "replace").hex().encode() for f in fields),
+        ]
+        sequence[0] += 1
+        line = b"\t".join(body)
+        data = line + b"\t" + blake2b(line, key=secret, digest_size=16).hexdigest().encode() + b"\n"
         while data:
             data = data[write(channel, data) :]
 
@@ -318,6 +332,17 @@ def _main() -> None:  # noqa: C901, PLR0915 - one linear script, kept in one fun
             # "passed", even one that restores the patch before anyone looks, disagrees with it)
             if "runtest" in vars(item):  # the classes' own runtest are watched by the snapshot
                 tell("tampered", f"the test item {item.nodeid} carries its own runtest")
+            # the test function comes from the pristine file, in the module pytest imported from it (a module
+            # swapped into sys.modules while the test file imported the repository is not that module)
+            module, path = getattr(item, "module", None), str(item.path)
+            fn = getattr(item, "obj", None)
+            for _ in range(8):  # decorators (mock.patch, functools.wraps) keep the test as __wrapped__
+                fn = getattr(fn, "__wrapped__", None) or fn
+            code = getattr(fn, "__code__", None)
+            if type(module) is not ModuleType or getattr(module.__spec__, "origin", None) != path:
+                tell("tampered", f"the module of {item.nodeid} is not the one imported from its file")
+            elif code is not None and code.co_filename != path:
+                tell("tampered", f"the function of {item.nodeid} is not defined in its test file")
             try:
                 return (yield)
             except BaseException:

@@ -44,6 +44,8 @@ per class.
 from __future__ import annotations
 
 import errno
+import hashlib
+import hmac
 import os
 import secrets
 import shutil
@@ -171,11 +173,11 @@ def run_pytest(
     for node in deselect:
         argv += ["--deselect", node]
     mounts = test_mounts(pristine) if pristine is not None and isolated else []
-    nonce = secrets.token_hex(16)
+    key = secrets.token_bytes(32)
     result = sandbox.run(
-        argv, workdir, limits=limits or JUDGE_LIMITS, stdin=nonce + "\n", env=RUNNER_ENV, mounts=mounts, hide=hide
+        argv, workdir, limits=limits or JUDGE_LIMITS, stdin=key.hex() + "\n", env=RUNNER_ENV, mounts=mounts, hide=hide
     )
-    channel = read_channel(result.stdout, nonce)
+    channel = read_channel(result.stdout, key)
     run = TestRun(exit_code=result.returncode, timed_out=result.timed_out)
     run.outcomes, run.failures, run.tampered = channel.outcomes, channel.failures, channel.tampered
     if channel.end is not None:
@@ -208,21 +210,26 @@ class Channel:
     records: int = 0
 
 
-def read_channel(stdout: str, nonce: str) -> Channel:
-    """Parse the runner's records: ``nonce TAB kind TAB hex(field)...`` per line.
+def read_channel(stdout: str, key: bytes) -> Channel:
+    """Parse the runner's records: ``seq TAB kind TAB hex(field)... TAB mac`` per line.
 
-    A test counts as passed only if every record of it says so and the test function was not seen to raise;
-    a line without the nonce (or anything after the end record) is evidence of tampering, not data."""
+    Only records whose keyed MAC checks and whose sequence numbers run 0, 1, 2, ... without a gap count. A test
+    counts as passed only if every record of it says so and the test function was not seen to raise; any other
+    line (or anything after the end record) is evidence of tampering, not data."""
     channel = Channel()
     raised: set[str] = set()
     for line in stdout.splitlines():
-        head, _, rest = line.partition("\t")
+        body, _, mac = line.rpartition("\t")
+        expected = hashlib.blake2b(body.encode(), key=key, digest_size=16).hexdigest()
+        seq, _, rest = body.partition("\t")
         kind, _, rest = rest.partition("\t")
+        fields: list[str] | None
         try:
             fields = [bytes.fromhex(f).decode("utf-8", "replace") for f in rest.split("\t")] if rest else []
         except ValueError:
-            fields = None  # type: ignore[assignment]
-        if head != nonce or fields is None or channel.end is not None or channel.refused:
+            fields = None
+        authentic = hmac.compare_digest(mac, expected) and seq == str(channel.records)
+        if not authentic or fields is None or channel.end is not None or channel.refused:
             channel.tampered.append("a line in the outcome channel that the judge did not write")
             continue
         channel.records += 1
