@@ -60,6 +60,7 @@ from typing import Any
 from pivotgym.sandbox import Limits, Mount, RunResult, Sandbox, fork_dir, get_sandbox, remove_dir
 from pivotgym.sandbox.bwrap import MOUNT_POINT
 from pivotgym_swe.leaks import answer_paths
+from pivotgym_swe.patch_check import Rejection, check_patch
 
 CONFIG_FILES = (
     "conftest.py",
@@ -345,6 +346,7 @@ class Judgement:
     fail_to_pass: dict[str, bool]
     pass_to_pass: dict[str, bool]
     run: TestRun
+    rejections: list[Rejection] = field(default_factory=list)  # why the static patch check refused the state
 
     @property
     def summary(self) -> str:
@@ -355,10 +357,15 @@ class Judgement:
         )
 
 
-def judge(workdir: Path, instance: dict[str, Any], pristine: Path, *, sandbox: Sandbox | None = None) -> Judgement:
-    """Our own verdict on a state: fork it, restore the tests, run FAIL_TO_PASS + PASS_TO_PASS."""
+def judge(
+    workdir: Path, instance: dict[str, Any], pristine: Path, *, sandbox: Sandbox | None = None, patch_check: bool = True
+) -> Judgement:
+    """Our own verdict on a state: fork it, refuse it if the static patch check does
+    (:mod:`pivotgym_swe.patch_check`; ``patch_check=False`` only to test the layers behind it), restore the
+    tests, run FAIL_TO_PASS + PASS_TO_PASS under the gatekeeping runner."""
     f2p, p2p = list(instance["FAIL_TO_PASS"]), list(instance["PASS_TO_PASS"])
     scratch = Path(tempfile.mkdtemp(prefix="pivotgym-judge-"))
+    rejections: list[Rejection] = []
     try:
         try:
             fork = fork_dir(workdir, scratch / "repo")
@@ -371,15 +378,20 @@ def judge(workdir: Path, instance: dict[str, Any], pristine: Path, *, sandbox: S
                 infrastructure_failure=host_trouble,
             )
         else:
-            run = run_pytest(
-                fork,
-                sorted(set(f2p + p2p)),
-                sandbox=sandbox,
-                pristine=pristine,
-                hide=answer_paths(instance.get("source")),
-            )
+            rejections = check_patch(fork, pristine, is_test_path) if patch_check else []
+            if rejections:
+                reasons = "; ".join(str(r) for r in rejections[:5])
+                run = TestRun(error=f"the patch check refused the change ({len(rejections)}): {reasons}")
+            else:
+                run = run_pytest(
+                    fork,
+                    sorted(set(f2p + p2p)),
+                    sandbox=sandbox,
+                    pristine=pristine,
+                    hide=answer_paths(instance.get("source")),
+                )
     finally:
         remove_dir(scratch)
     f = {n: run.passed(n) for n in f2p}
     p = {n: run.passed(n) for n in p2p}
-    return Judgement(bool(f) and all(f.values()) and all(p.values()) and not run.error, f, p, run)
+    return Judgement(bool(f) and all(f.values()) and all(p.values()) and not run.error, f, p, run, rejections)
