@@ -20,25 +20,22 @@ judge is built so that a verdict of "passed" needs the tests themselves to pass:
   repository), and only the pristine ``conftest.py`` files. pytest is imported before the repository joins
   ``sys.path``, and an import guard serves the repository's own top-level packages from the repository only,
   so deleting the buggy package cannot fall back to an installed copy of the project.
-* **An outcome channel the tests do not share.** :mod:`pivotgym_swe.judge_runner` reads a nonce from stdin
-  and opens the result file on a separate mount (``/judge``, not in the repository) before any repository code
-  runs; per-test outcomes live in its locals, not in ``__main__``; it writes one record and ``os._exit``s at
-  once, so ``atexit`` handlers and leftover threads of the code under test never run after it. Output
-  printed by the tests is never parsed. A missing, malformed or foreign (wrong nonce) record, a run that did
-  not exit 0 after writing, or a timeout is "not solved".
+* **A static patch check first** (:mod:`pivotgym_swe.patch_check`): new modules, new import-time code, new
+  imports of introspection/process modules and escape hatches in changed functions are refused with a reason
+  before anything runs.
+* **A gatekeeper in the test process** (:mod:`pivotgym_swe.judge_runner`): an audit hook installed first holds
+  the record key (from stdin) and the outcome channel (the original stdout); it ends the process on
+  tracing, ``gc`` walks, ``ctypes``, forks, ``/proc/self``, and on frame access from repository code; each
+  test's outcome is written as it happens, with a sequence number and a keyed MAC (:func:`read_channel`).
+  Printed output is never parsed.
 * **No answer in sight.** The run hides every host copy of the unmutated project and of reference
-  solutions the sandbox would otherwise show (:mod:`pivotgym_swe.leaks`), so a buggy module that loads the
-  installed original while it is judged finds nothing to load.
-* **Tamper evidence.** The runner records every function and class of pytest, ``_pytest``, pluggy, ``json``
-  and ``builtins`` before the repository is importable and checks them on every test report and at the end;
-  any replacement (a patched ``TestReport``, runner, hook caller or encoder) fails the whole run.
+  solutions the sandbox would otherwise show (:mod:`pivotgym_swe.leaks`).
+* **Tamper evidence.** pytest's, ``_pytest``'s, pluggy's, ``json``'s and ``builtins``' functions and classes are
+  recorded before the repository is importable and checked on every report and at the end.
 
-Residual risk, stated plainly: the code under test shares the test process with the tests, so code written
-*against this judge* (walking frames to find the nonce and the result fd, or rewriting test functions through
-``sys.settrace``) can still forge an outcome; none of the generic tricks (report patching, ``__main__``
-results, ``atexit`` prints, exit codes, plugins, config, ``sitecustomize``/``.pth``, conftest injection, test
-rewrites, package shadowing) gets through. The test suite ``tests/test_reward_hacking.py`` holds one attack
-per class.
+The threat model, what each layer stops and the residual risk are in docs/architecture.md ("Untrusted code");
+``tests/test_judge_attacks.py`` holds one attack per class against each layer alone, and
+``tests/test_reward_hacking.py`` the generic ones through ``env.step``.
 """
 
 from __future__ import annotations
