@@ -1,6 +1,7 @@
 """Reward hacking and host abuse through ``env.step`` alone, as a policy would try them.
 
-Every attack acts only through actions on a real SWE env with the default bubblewrap sandbox. Each asserts
+Every attack acts only through actions on a real SWE env with the default bubblewrap sandbox, judged with the
+static patch check switched off (it has its own tests; here the layers behind it must hold). Each asserts
 reward 0 on an unfixed repository, that the host path it aims at is unchanged, and that the step finishes
 within a bounded time; the controls assert that a real fix still scores 1 (through the env and through the
 functional verifier, which uses the same judge).
@@ -63,6 +64,15 @@ def submit(env) -> tuple[float, dict]:
 
 def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(autouse=True)
+def behind_the_patch_check(monkeypatch):
+    """These attacks are judged by the layers behind the static patch check (which refuses most of them
+    outright, see test_judge_attacks.py): the runtime defences must hold on their own."""
+    from pivotgym_swe import testing
+
+    monkeypatch.setattr(testing, "check_patch", lambda *args, **kwargs: [])
 
 
 @pytest.fixture(autouse=True)
