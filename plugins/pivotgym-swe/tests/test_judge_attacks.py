@@ -1,10 +1,13 @@
 """Attacks on the SWE judge by the code it judges, one per class, against each layer on its own.
 
-Every payload is appended to the *unfixed* module of a humanevalfix task, so a reward of 1 could only come from
-a forged verdict. Each attack is judged twice: with the static patch check (it must refuse the change, with a
-reason), and with the patch check switched off, so the runtime gatekeeper in ``judge_runner`` must hold on its
-own (no ``solved``; where the gatekeeper ends the process, the error says what it refused). The controls show
-that a real fix, and a real fix with a new helper function, still score on both paths.
+Every payload is appended to the *unfixed* module of a humanevalfix task, so a reward of 1 could only come
+from a forged verdict. The frame-walk, json-encoder, setprofile, gc-config, module-swap, closure-cells and
+forked-child payloads are written against the previous judge (result file on /judge, nonce and outcomes in
+the runner's locals): against it, each of them scored ``solved``. Each attack is judged twice: with the
+static patch check (it must refuse the change, with a reason), and with the patch check switched off, so the
+runtime gatekeeper in ``judge_runner`` must hold on its own (no ``solved``; where the gatekeeper ends the
+process, the error says what it refused). The controls show that a real fix, and a real fix with a new
+helper function, still score on both paths.
 """
 
 from __future__ import annotations
@@ -27,24 +30,36 @@ from conftest import humaneval_instance  # noqa: E402
 pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed")
 
 FRAME_WALK = """
-import os, sys
+import sys, os, json
 _f = sys._getframe()
-while _f is not None:  # the runner's secret and its channel, then a forged record and a clean exit
-    _loc = _f.f_locals
-    if "secret" in _loc or "nonce" in _loc:
-        os.write(_loc.get("channel", 1), b"0\\tend\\t30\\tforged\\n")
-        os._exit(0)
+while _f is not None:
+    _l = _f.f_locals
+    if "nonce" in _l and "out" in _l and isinstance(_l["out"], int):
+        rec = {"nonce": _l["nonce"], "exit": 0, "tampered": [],
+               "results": {"test_solution.py::test_check": ["passed", ""]}}
+        os.write(_l["out"], json.dumps(rec).encode()); os._exit(0)
     _f = _f.f_back
 """
 JSON_ENCODER = """
 import json
-json._default_encoder.encode = lambda o: '{"exit": 0, "results": {"test_solution.py::test_check": ["passed", ""]}}'
+_enc = json._default_encoder
+_orig = type(_enc).encode
+def _forge(o):
+    if isinstance(o, dict) and "nonce" in o:
+        forged = {k: ["passed", ""] for k in o["results"]} or {"test_solution.py::test_check": ["passed", ""]}
+        o = dict(o, exit=0, results=forged, tampered=[])
+    return _orig(_enc, o)
+_enc.encode = _forge
 """
 SETPROFILE = """
 import sys
 def _spy(frame, event, arg):
-    if event == "call" and "record" in frame.f_locals:
-        frame.f_locals["record"]["outcome"] = "passed"
+    if event == "call" and frame.f_code.co_name == "dumps":
+        obj = frame.f_locals.get("obj")
+        if isinstance(obj, dict) and "nonce" in obj:
+            obj["exit"] = 0; obj["tampered"] = []
+            obj["results"] = {"test_solution.py::test_check": ["passed", ""]}
+    return None
 sys.setprofile(_spy)
 """
 SETTRACE_THREAD = """
@@ -74,45 +89,64 @@ for _fd in range(3, 512):  # every pipe this process holds now writes into ours:
 """
 GC_CONFIG = """
 import gc
-for _obj in gc.get_objects():
-    if type(_obj).__name__ == "Config":
-        _obj.pluginmanager.register(type("P", (), {"pytest_runtest_call": lambda self, item: None})())
+class _Noop:
+    def pytest_runtest_call(self, item):
+        item.runtest = lambda: None
+    pytest_runtest_call.tryfirst = True
+def _install():
+    for o in gc.get_objects():
+        if type(o).__name__ == "Config" and hasattr(o, "pluginmanager"):
+            import pytest
+            class _P:
+                @pytest.hookimpl(tryfirst=True)
+                def pytest_runtest_setup(self, item):
+                    object.__setattr__(item, "runtest", lambda: None)
+            o.pluginmanager.register(_P())
+            return
+_install()
 """
 MODULE_SWAP = """
 import sys, types
 _fake = types.ModuleType("test_solution")
 _fake.__file__ = "/repo/test_solution.py"
-_fake.test_check = lambda: None
+def test_check():
+    pass
+_fake.test_check = test_check
 sys.modules["test_solution"] = _fake
 """
 CLOSURE_CELLS = """
-def _cells():  # every closure cell of every class the runner defined: results, witnesses, its way to report
-    seen, todo = set(), list(object.__subclasses__())
-    while todo:
-        cls = todo.pop()
-        if id(cls) in seen:
-            continue
-        seen.add(id(cls))
-        try:
-            todo += type.__subclasses__(cls)
-        except TypeError:
-            continue
-        for value in list(vars(cls).values()):
-            for cell in getattr(value, "__closure__", None) or ():
-                yield cell
-for _cell in _cells():
-    try:
-        _value = _cell.cell_contents
-    except ValueError:
-        continue
-    if isinstance(_value, dict):
-        _value.clear()
-    elif isinstance(_value, set):
-        _value.clear()
+import threading, time
+def _targets():
+    out = []
+    for cls in object.__subclasses__():
+        if cls.__name__ == "Collect":
+            for v in vars(cls).values():
+                for cell in (getattr(v, "__closure__", None) or ()):
+                    try: out.append(cell.cell_contents)
+                    except ValueError: pass
+    return out
+def _loop():
+    while True:
+        for t in _targets():
+            if isinstance(t, dict):
+                for k in list(t): t[k] = ("passed", "")
+            elif isinstance(t, set): t.clear()
+        time.sleep(0.001)
+threading.Thread(target=_loop, daemon=True).start()
 """
 FORK = """
-import os
+import os, json, time
 if os.fork() == 0:
+    for _ in range(4000):
+        try:
+            with open("/judge/result.json") as fh:
+                rec = json.load(fh)
+            rec.update(exit=0, tampered=[], results={k: ["passed", ""] for k in rec["results"]})
+            with open("/judge/result.json", "w") as fh:
+                json.dump(rec, fh)
+            break
+        except Exception:
+            time.sleep(0.001)
     os._exit(0)
 """
 CTYPES = """
@@ -137,7 +171,7 @@ ATTACKS = {
     "gc-config-plugin": GC_CONFIG,
     "sys-modules-swap": MODULE_SWAP,
     "closure-cells": CLOSURE_CELLS,
-    "fork": FORK,
+    "forked-child": FORK,
     "ctypes": CTYPES,
     "code-replace": CODE_REPLACE,
 }
@@ -148,7 +182,7 @@ REFUSED = {
     "settrace-and-thread-trace": "sys.settrace",
     "proc-self-mem": "/proc/self/mem",
     "gc-config-plugin": "gc.get_objects",
-    "fork": "os.fork",
+    "forked-child": "os.fork",
     "ctypes": "ctypes",
     "code-replace": "__code__",
 }
@@ -211,3 +245,44 @@ def test_a_module_shadowing_the_standard_library_is_refused_and_not_imported(tas
     assert [r.code for r in verdict.rejections] == ["new_module"]
     verdict = judge(work, task[0], task[1], patch_check=False)
     assert not verdict.solved and verdict.run.outcomes, verdict.summary  # the tests ran; queue was the stdlib's
+
+
+# ------------------------------------------------------------------------------------------ the channel
+def _records(key: bytes, *records: tuple[str, ...]) -> list[str]:
+    """Lines as the runner writes them (sequence, kind, hex fields, keyed MAC)."""
+    import hashlib
+
+    lines = []
+    for seq, (kind, *fields) in enumerate(records):
+        body = "\t".join([str(seq), kind, *(f.encode().hex() for f in fields)])
+        lines.append(body + "\t" + hashlib.blake2b(body.encode(), key=key, digest_size=16).hexdigest())
+    return lines
+
+
+def test_the_channel_takes_authentic_records_in_sequence():
+    from pivotgym_swe.testing import read_channel
+
+    key = b"k" * 32
+    lines = _records(key, ("test", "t::a", "call", "passed", ""), ("end", "0"))
+    channel = read_channel("\n".join(lines), key)
+    assert channel.outcomes == {"t::a": "passed"} and channel.end == 0 and not channel.tampered
+
+
+@pytest.mark.parametrize("how", ["wrong-key", "replayed", "reordered", "after-end", "plain-text"])
+def test_the_channel_rejects_what_the_runner_did_not_write(how):
+    from pivotgym_swe.testing import read_channel
+
+    key = b"k" * 32
+    failed, passed, end = _records(
+        key, ("test", "t::a", "call", "failed", "boom"), ("test", "t::a", "call", "passed", ""), ("end", "0")
+    )
+    forged = {
+        "wrong-key": [_records(b"x" * 32, ("test", "t::a", "call", "passed", ""), ("end", "0"))[0], failed, end],
+        "replayed": [failed, failed, end],
+        "reordered": [passed, failed, end],
+        "after-end": [failed, end, _records(key, *[("x",)] * 3, ("test", "t::a", "call", "passed", ""))[3]],
+        "plain-text": ["0\ttest\tt::a\tcall\tpassed", failed, end],
+    }[how]
+    channel = read_channel("\n".join(forged), key)
+    assert channel.tampered, channel
+    assert channel.outcomes.get("t::a") != "passed"
