@@ -7,8 +7,9 @@
 3. forking a work dir (the toolz tree): plain copy vs hard links, and against the test run it precedes;
 4. what the judge's isolation costs per judged submission (a real toolz task, FAIL_TO_PASS + PASS_TO_PASS):
    ``python -m pytest`` with the judge's options on a fork as a bare subprocess (the baseline), the trusted
-   runner as a bare subprocess, the runner under bwrap, and the whole hardened ``judge()`` (fork, test
-   restore, read-only test mounts, result mount, memory cgroup, disk watch, tamper checks).
+   runner (audit-hook gatekeeper, MAC'd records) as a bare subprocess, the runner under bwrap, the static
+   patch check alone, and the whole hardened ``judge()`` (fork, patch check, test restore, read-only test
+   mounts, memory cgroup, disk watch, tamper checks).
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from pivotgym.sandbox import Mount, fork_dir, get_sandbox, remove_dir
+from pivotgym.sandbox import fork_dir, get_sandbox, remove_dir
+
+KEY = "00" * 32 + "\n"  # the runner's record key (any 32 bytes, hex); the records are not read here
 
 
 def timed(fn, repeat: int) -> float:  # noqa: ANN001
@@ -70,11 +73,9 @@ def main() -> None:
     env = {**os.environ, **RUNNER_ENV}
 
     def bare() -> None:
-        out = tmp / "bare-result.json"
-        out.unlink(missing_ok=True)
         subprocess.run(
-            [sys.executable, "-I", "-c", RUNNER, str(out), str(work), names, target],
-            input="n\n",
+            [sys.executable, "-I", "-c", RUNNER, str(work), names, target],
+            input=KEY,
             capture_output=True,
             text=True,
             cwd=work,
@@ -83,17 +84,8 @@ def main() -> None:
         )
 
     def boxed() -> None:
-        out = tmp / "box-out"
-        remove_dir(out) if out.exists() else None
-        out.mkdir(mode=0o755)
-        r = box.run(
-            [sys.executable, "-I", "-c", RUNNER, "/judge/result.json", "/repo", names, target],
-            work,
-            stdin="n\n",
-            env=RUNNER_ENV,
-            mounts=[Mount(str(out), "/judge", writable=True)],
-        )
-        assert r.returncode == 0 and (out / "result.json").is_file(), r.output
+        r = box.run([sys.executable, "-I", "-c", RUNNER, "/repo", names, target], work, stdin=KEY, env=RUNNER_ENV)
+        assert r.returncode == 0 and r.stdout, r.output
 
     bare()
     t_bare, t_box = timed(bare, 5), timed(boxed, 5)
@@ -114,8 +106,9 @@ def main() -> None:
 
 def judge_costs(box, tmp: Path) -> None:  # noqa: ANN001
     """Section 4: the hardened judge against plain pytest on the same targets, one real toolz task."""
+    from pivotgym_swe.patch_check import check_patch
     from pivotgym_swe.tasks import load_task_set, materialize, pristine_tree, task_file
-    from pivotgym_swe.testing import RUNNER, RUNNER_ENV, judge, top_level_names
+    from pivotgym_swe.testing import RUNNER, RUNNER_ENV, is_test_path, judge, top_level_names
 
     instance = next(r for r in load_task_set(str(task_file("toolz"))) if r["split"] == "train")
     targets = sorted(set(instance["FAIL_TO_PASS"] + instance["PASS_TO_PASS"]))
@@ -155,8 +148,8 @@ def judge_costs(box, tmp: Path) -> None:  # noqa: ANN001
     def runner_bare() -> None:
         fork = fork_dir(work, tmp / f"rb{next(counter)}")
         subprocess.run(
-            [sys.executable, "-I", "-c", RUNNER, str(fork / ".result.json"), str(fork), names, *targets],
-            input="n\n",
+            [sys.executable, "-I", "-c", RUNNER, str(fork), names, *targets],
+            input=KEY,
             capture_output=True,
             text=True,
             cwd=fork,
@@ -165,15 +158,10 @@ def judge_costs(box, tmp: Path) -> None:  # noqa: ANN001
 
     def runner_bwrap() -> None:
         fork = fork_dir(work, tmp / f"rw{next(counter)}")
-        out = tmp / f"rwo{next(counter)}"
-        out.mkdir(mode=0o755)
-        box.run(
-            [sys.executable, "-I", "-c", RUNNER, "/judge/result.json", "/repo", names, *targets],
-            fork,
-            stdin="n\n",
-            env=RUNNER_ENV,
-            mounts=[Mount(str(out), "/judge", writable=True)],
-        )
+        box.run([sys.executable, "-I", "-c", RUNNER, "/repo", names, *targets], fork, stdin=KEY, env=RUNNER_ENV)
+
+    def patch_check() -> None:
+        check_patch(work, pristine, is_test_path)
 
     verdict = judge(work, instance, pristine, sandbox=box)
     assert verdict.run.outcomes and not verdict.run.error, verdict.summary
@@ -183,6 +171,7 @@ def judge_costs(box, tmp: Path) -> None:  # noqa: ANN001
         ("pytest, same options, bare subprocess (baseline)", plain_pytest),
         ("trusted runner, bare subprocess", runner_bare),
         ("trusted runner under bwrap", runner_bwrap),
+        ("static patch check alone", patch_check),
         ("hardened judge() end to end", lambda: judge(work, instance, pristine, sandbox=box)),
     ]
     samples: dict[str, list[float]] = {label: [] for label, _ in variants}
