@@ -17,6 +17,11 @@ integers beyond Python's digit limit, lone surrogates). The parser never raises 
 byte-order mark is dropped, and JSON nesting is measured before it is decoded, so no input reaches a
 recursion limit.
 
+Every step is linear in the length of the text (the parser runs in the step's thread, and a regex engine
+that backtracks holds the GIL, so the step deadline could not fire): the regexes left have no nested
+quantifiers, fences are found by :mod:`pivotgym.parsing.fences`, and replies over :data:`MAX_ACTION_CHARS`
+(:attr:`ToolCallCodec.max_chars`) are refused before any of it.
+
 A domain that reads a narrower language makes its own :class:`ToolCallCodec` (no python syntax, fenced JSON
 inside prose, NaN refused, its own fix-it hint) and checks the calls against its tools afterwards.
 """
@@ -31,11 +36,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pivotgym.errors import ParseError
+from pivotgym.parsing.fences import json_fences, unfence
 from pivotgym.types import Message, ToolCall, tool_calls_of
 
 __all__ = [
     "DEFAULT_CODEC",
     "FORMAT_HINT",
+    "MAX_ACTION_CHARS",
     "MAX_NESTING",
     "MAX_PYTHON_CHARS",
     "TOOL_CALL_RE",
@@ -56,6 +63,9 @@ TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
 MAX_NESTING = 64
 #: python-syntax calls longer than this are not parsed (``ast`` work grows with the text)
 MAX_PYTHON_CHARS = 20_000
+#: the longest reply a codec reads by default (:attr:`ToolCallCodec.max_chars`); also the default of
+#: :attr:`pivotgym.env.AgentEnv.max_action_chars`, the cap every env applies before it parses an action
+MAX_ACTION_CHARS = 100_000
 FORMAT_HINT = (
     'Write each call as <tool_call>{"name": "function_name", "arguments": {"param": value}}</tool_call>, '
     "one block per call, or reply with a plain message."
@@ -63,8 +73,6 @@ FORMAT_HINT = (
 
 _BOM = "\ufeff"
 _CALL_START_RE = re.compile(r"^\[?\s*[A-Za-z_][\w.]*\(")
-_FENCE_RE = re.compile(r"^```[a-zA-Z0-9_-]*\s*\n?(.*?)\n?```$", re.DOTALL)
-_EMBEDDED_FENCE_RE = re.compile(r"```(?:json)?\s*([\[{].*?[\]}])\s*```", re.DOTALL)
 _NAME_RE = re.compile(r"^[A-Za-z_][\w.\-]*$")
 _PY_LITERAL_NAMES = {"true": True, "false": False, "null": None, "none": None}
 
@@ -121,19 +129,24 @@ class ToolCallCodec:
     reads python call syntax; ``fences_in_prose`` reads fenced JSON blocks inside prose as calls (by default
     only a reply that is one fenced block); ``json_constants`` accepts ``NaN``/``Infinity``;
     ``require_closing_tag`` refuses a ``<tool_call>`` without its ``</tool_call>`` (off: the block runs to
-    the end of the text, e.g. a reply cut by a stop string)."""
+    the end of the text, e.g. a reply cut by a stop string); ``max_chars`` refuses longer replies before any
+    parsing (None: no cap; every step of parsing is linear in the text, but a verifier that reads a
+    candidate directly, outside an env's step, should still not spend a second on a megabyte)."""
 
     hint: str = FORMAT_HINT
     python: bool = True
     fences_in_prose: bool = False
     json_constants: bool = True
     require_closing_tag: bool = True
+    max_chars: int | None = MAX_ACTION_CHARS
 
     # ------------------------------------------------------------------------------ reading
     def parse(self, text: Any, positional: PositionalNames | None = None) -> ParsedAction:
         """Read ``text`` as tool calls or a plain message. Raises :class:`ParseError` for unreadable calls."""
         if not isinstance(text, str):
             raise ParseError(f"an action must be text, got {type(text).__name__}. {self.hint}")
+        if self.max_chars is not None and len(text) > self.max_chars:
+            raise ParseError(f"the reply has {len(text)} characters; at most {self.max_chars} are read. {self.hint}")
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:
@@ -141,7 +154,7 @@ class ToolCallCodec:
         stripped = text.lstrip(_BOM).strip()
         if "<tool_call>" in stripped:
             return self._checked(self._parse_tagged(stripped))
-        body = _unfence(stripped).lstrip(_BOM)
+        body = unfence(stripped).lstrip(_BOM)
         if body.startswith(("{", "[")):
             try:
                 data = self.load_json(body, "the reply")
@@ -153,14 +166,14 @@ class ToolCallCodec:
                 raise
             return self._checked(ParsedAction(self._calls_from_json(data), "", "json"))
         if self.fences_in_prose:
-            blocks = _EMBEDDED_FENCE_RE.findall(stripped)
+            blocks = json_fences(stripped)
             if blocks:
                 calls = [
                     c
-                    for i, b in enumerate(blocks)
+                    for i, (_start, _end, b) in enumerate(blocks)
                     for c in self._calls_from_json(self.load_json(b, f"fenced block #{i + 1}"))
                 ]
-                prose = _EMBEDDED_FENCE_RE.sub("", stripped).strip()
+                prose = _cut(stripped, [(start, end) for start, end, _body in blocks]).strip()
                 return self._checked(ParsedAction(calls, prose, "json"))
         if not self.python:
             return ParsedAction([], stripped, "message")
@@ -217,7 +230,7 @@ class ToolCallCodec:
                 f"{opened - closed} <tool_call> block(s) without a closing </tool_call>; close every block. {self.hint}"
             )
         for i, match in enumerate(TOOL_CALL_RE.finditer(text)):
-            raw = _unfence(match.group(1).strip())
+            raw = unfence(match.group(1).strip())
             data = self.load_json(raw, f"tool call #{i + 1}")
             if isinstance(data, list):
                 calls.extend(self._calls_from_json(data))
@@ -302,9 +315,14 @@ def _short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _unfence(text: str) -> str:
-    match = _FENCE_RE.match(text)
-    return match.group(1).strip() if match else text
+def _cut(text: str, spans: Sequence[tuple[int, int]]) -> str:
+    """``text`` without the (ordered, disjoint) ``spans``."""
+    kept, pos = [], 0
+    for start, end in spans:
+        kept.append(text[pos:start])
+        pos = end
+    kept.append(text[pos:])
+    return "".join(kept)
 
 
 def _dotted(node: ast.AST) -> str | None:
