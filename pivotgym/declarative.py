@@ -51,6 +51,14 @@ from pivotgym.config import Source, check_section, did_you_mean
 from pivotgym.config import read_yaml as read_config_yaml
 from pivotgym.env import AgentEnv, InvalidAction, StepOutcome
 from pivotgym.errors import ConfigError
+from pivotgym.parsing.answers import (
+    MAX_CODE_CHARS,
+    defines_function,
+    extract_code,
+    normalize_answer,
+    python_problem,
+    read_choice,
+)
 from pivotgym.types import Message, Task, Verdict, message
 from pivotgym.verify import VerifyContext
 
@@ -447,71 +455,18 @@ def shuffle_choices(rows: Sequence[dict[str, Any]], env_id: str, seed: int = 0) 
 
 
 # ----------------------------------------------------------------------------------------- answers
-_WS = re.compile(r"\s+")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-
-
-def normalize_answer(text: str) -> str:
-    """Loose answer identity: case-folded, whitespace collapsed, surrounding quotes/punctuation dropped."""
-    return _WS.sub(" ", text).strip().strip(" .!\"'`").casefold()
 
 
 def format_choices(choices: Sequence[str]) -> str:
     return "\n".join(f"({LETTERS[i]}) {c}" for i, c in enumerate(choices))
 
 
-#: "The correct answer is (C)", "Answer: B", "the answer is option D" - a letter named as the answer
-_ANSWER_IS = re.compile(r"\banswer(?:\s+is)?\s*:?\s*(?:option\s+)?\(?((?-i:[A-Z]))\)?(?![A-Za-z])", re.IGNORECASE)
-
-
-#: a reply that is only a list of option letters: "A B C", "(A)(B)", "A, B or C"
-_LETTER_LIST = re.compile(r"^\s*\(?[A-Z]\)?(?:\s*(?:,|/|;|\bor\b|\band\b)?\s*\(?[A-Z]\)?)+\s*\.?\s*$")
-
-
-def _names_several_letters(text: str, n_choices: int) -> bool:
-    """Whether ``text`` names two or more different option letters: two different parenthesised letters
-    anywhere, or a bare list of letters."""
-    valid = set(LETTERS[:n_choices])
-    bracketed = set(re.findall(r"\(([A-Z])\)", text)) & valid
-    listed = set(re.findall(r"[A-Z]", text)) & valid if _LETTER_LIST.match(text) else set()
-    return len(bracketed) > 1 or len(listed) > 1
-
-
-def read_choice(text: str, choices: Sequence[str]) -> int | None:
-    """Which option a generated reply picks: the option text itself, or its letter (``B``, ``(B)``, ``B.``,
-    ``The correct answer is (B)``).
-
-    Returns None when the reply names no option or is ambiguous.
-    """
-    norm = normalize_answer(text)
-    options = [normalize_answer(c) for c in choices]
-    if norm in options:
-        return options.index(norm)
-    if _names_several_letters(text, len(choices)):
-        return None  # a hedge over several options is no answer, whichever of them is right
-    # an explicit "the answer is (C)" wins over a leading capital ("A man ... The answer is (C)")
-    m = _ANSWER_IS.search(text) or re.match(r"^\(?([A-Z])\)?(?:[.:)\s]|$)", text.strip())
-    if m and LETTERS.index(m.group(1)) < len(choices):
-        return LETTERS.index(m.group(1))
-    first = normalize_answer(text.strip().splitlines()[0]) if text.strip() else ""
-    hits = [i for i, o in enumerate(options) if o and (first.startswith(o) or first.endswith(o))]
-    return hits[0] if len(hits) == 1 else None
-
-
-_CODE_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
-
-
-def extract_code(text: str) -> str:
-    """The Python code of a reply: its first fenced block, or the whole reply when there is none."""
-    m = _CODE_BLOCK.search(text)
-    return m.group(1) if m else text
-
-
 def humaneval_program(row: dict[str, Any], reply: str) -> str:
     """The test program for a HumanEval reply. A reply that defines the entry point replaces the stub
     (the prompt is kept above it for its imports and helpers); otherwise it is taken as the function body."""
     code = extract_code(reply)
-    if re.search(rf"^\s*def\s+{re.escape(row['entry_point'])}\s*\(", code, re.MULTILINE):
+    if defines_function(code, row["entry_point"]):
         body = row["prompt"] + "    pass\n\n" + code
     else:
         body = row["prompt"] + code
@@ -683,9 +638,9 @@ class DeclarativeEnv(AgentEnv):
         """Score one reply on ``task``: (reward in [0, 1], details). Never raises on any string: a reply that
         cannot be an answer (not valid Unicode, code that does not compile) scores 0 with the reason."""
         kind = self.config.answer["type"]
-        problem = _unreadable(reply)
+        problem = self.too_long(reply) or _unreadable(reply)
         if problem is None and kind == "code":
-            problem = _compile_error(humaneval_program(task.data, reply))
+            problem = code_problem(task.data, reply)
         if problem is not None:
             return 0.0, {"error": problem}
         text = reply
@@ -705,6 +660,15 @@ class DeclarativeEnv(AgentEnv):
         passed, detail = run_python(humaneval_program(task.data, reply), self.config.timeout)
         return float(passed), {"detail": detail[:300]}
 
+    def too_long(self, reply: str) -> str | None:
+        """Why ``reply`` is over this env's action cap (``action_too_long: ...``), else None. :meth:`step` refuses
+        such a reply before parsing; :meth:`judge` and the verifier check it too, since they read replies
+        directly."""
+        if len(reply) <= self.max_action_chars:
+            return None
+        limit = self.max_action_chars
+        return f"action_too_long: the reply has {len(reply)} characters; {self.env_id} reads at most {limit}"
+
     def check_reply(self, task: Task, reply: str) -> None:
         """Raise :class:`InvalidAction` for a reply that gives no answer at all (as opposed to a wrong one):
         control characters, nothing matching ``answer.pattern``, no option named, code that does not parse."""
@@ -716,7 +680,14 @@ class DeclarativeEnv(AgentEnv):
         kind = self.config.answer["type"]
         pattern = self.config.answer.get("pattern")
         if kind == "code":
-            error = _compile_error(humaneval_program(task.data, reply))
+            code = extract_code(reply)
+            if len(code) > MAX_CODE_CHARS:
+                raise InvalidAction(
+                    f"The code has {len(code)} characters; at most {MAX_CODE_CHARS} are run. "
+                    "Reply with one shorter ```python block.",
+                    code="too_long",
+                )
+            error = code_problem(task.data, reply)
             if error is not None:
                 raise InvalidAction(
                     f"The code does not parse ({error}); reply with one ```python block.", code="malformed"
@@ -767,15 +738,14 @@ def _unreadable(reply: str) -> str | None:
     return None
 
 
-def _compile_error(program: str) -> str | None:
-    """Why ``program`` does not compile (None when it does). Catches what ``compile`` raises on hostile
-    input besides SyntaxError: RecursionError (``"(A)" * 10000``), MemoryError, and ValueError (NUL bytes,
-    integer literals past Python's digit limit)."""
-    try:
-        compile(program, "<reply>", "exec")
-    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
-        return f"{type(exc).__name__}: {str(exc)[:200]}"
-    return None
+def code_problem(row: dict[str, Any], reply: str) -> str | None:
+    """Why the HumanEval program of ``reply`` cannot be compiled on the host (None when it can): its code is
+    longer than :data:`~pivotgym.parsing.answers.MAX_CODE_CHARS`, or :func:`~pivotgym.parsing.answers.python_problem`
+    finds a syntax error, nesting too deep, or an error ``compile`` raises on hostile input."""
+    code = extract_code(reply)
+    if len(code) > MAX_CODE_CHARS:
+        return f"code_too_long: {len(code)} characters of code; at most {MAX_CODE_CHARS} are compiled"
+    return python_problem(humaneval_program(row, reply))
 
 
 class AnswerVerifier:
@@ -788,6 +758,9 @@ class AnswerVerifier:
     def verify(self, context: VerifyContext, candidate: str) -> Verdict:
         env = context.env()
         assert isinstance(env, DeclarativeEnv) and env.task is not None
+        too_long = env.too_long(candidate) if isinstance(candidate, str) else None
+        if too_long is not None:  # before anything reads it
+            return Verdict.fail(too_long, chars=len(candidate), limit=env.max_action_chars)
         reward, details = env.judge(env.task, candidate if isinstance(candidate, str) else "")
         if reward >= 1.0:
             return Verdict.ok("correct_answer", **details)

@@ -27,6 +27,15 @@ only shorten it. ``None`` (the default) states no limit of its own: the caller's
 :data:`DEFAULT_MAX_NEW_TOKENS`.
 Set it as a class attribute, or per instance with ``make(env_id, max_new_tokens=N)`` (or the registration's
 keyword arguments).
+
+The action cap: ``max_action_chars`` is the longest action text an env reads (default
+:data:`DEFAULT_MAX_ACTION_CHARS`, 100,000 characters: far above any turn of ``max_new_tokens``). A longer
+action is refused before :meth:`AgentEnv.apply_action` sees it: an error observation, reward 0 and
+``info["error"] == "action_too_long"``; the episode goes on, as after any malformed action. The step deadline
+cannot stop a parser that holds the GIL (a backtracking regex, ``compile()``), so parsers must be linear in
+the text (:mod:`pivotgym.parsing`) and the cap bounds what linear still costs. The action space
+(``TextAction(max_length=...)``) and ``pivotgym serve`` use the same number. Set it as a class attribute, or
+per instance with ``make(env_id, max_action_chars=N)``.
 """
 
 from __future__ import annotations
@@ -42,6 +51,7 @@ from typing import Any
 import gymnasium as gym
 
 from pivotgym.errors import InvalidAction, TaskNotFound
+from pivotgym.parsing.tool_calls import MAX_ACTION_CHARS
 from pivotgym.spaces import Messages, TextAction
 from pivotgym.types import Message, Role, Task, Trajectory, message
 
@@ -50,6 +60,9 @@ DEFAULT_STEP_TIMEOUT: float = 300.0
 
 #: new tokens per assistant turn where neither the env (``max_new_tokens = None``) nor the caller sets a limit
 DEFAULT_MAX_NEW_TOKENS: int = 256
+
+#: the longest action text an env reads unless it sets its own ``max_action_chars`` (see the module docstring)
+DEFAULT_MAX_ACTION_CHARS: int = MAX_ACTION_CHARS
 
 
 @dataclass
@@ -78,6 +91,9 @@ class AgentEnv(gym.Env[list, str]):
     #: most new tokens one assistant turn needs (evaluation's generation length); None: no limit of its own,
     #: the caller's applies (see the module docstring)
     max_new_tokens: int | None = None
+    #: longest action text the env reads; a longer one is an ``action_too_long`` error observation, refused
+    #: before any parsing (see the module docstring)
+    max_action_chars: int = DEFAULT_MAX_ACTION_CHARS
 
     def __init__(
         self,
@@ -85,11 +101,21 @@ class AgentEnv(gym.Env[list, str]):
         max_turns: int | None = None,
         step_timeout: float | None = DEFAULT_STEP_TIMEOUT,
         render_mode: str | None = None,
-        max_action_chars: int = 100_000,
+        max_action_chars: int | None = None,
         max_new_tokens: int | None = None,
     ) -> None:
         if max_turns is not None:
             self.max_turns = int(max_turns)
+        if max_action_chars is not None:
+            self.max_action_chars = max_action_chars
+        if (
+            isinstance(self.max_action_chars, bool)
+            or not isinstance(self.max_action_chars, int)
+            or self.max_action_chars < 1
+        ):
+            raise ValueError(
+                f"{type(self).__name__}: max_action_chars must be a positive integer, got {self.max_action_chars!r}"
+            )
         if max_new_tokens is not None:
             self.max_new_tokens = max_new_tokens
         check_max_new_tokens(self.max_new_tokens, type(self).__name__)
@@ -98,7 +124,7 @@ class AgentEnv(gym.Env[list, str]):
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
         self.render_mode = render_mode
         self.observation_space = Messages()
-        self.action_space = TextAction(max_length=max_action_chars)
+        self.action_space = TextAction(max_length=self.max_action_chars)
         self.env_id: str = getattr(self, "env_id", "") or type(self).__name__
         self.task: Task | None = None
         self.messages: list[Message] = []
@@ -194,6 +220,12 @@ class AgentEnv(gym.Env[list, str]):
         self._actions.append(action)
         self.turn += 1
         try:
+            if len(action) > self.max_action_chars:  # before any parser sees it
+                raise InvalidAction(
+                    f"The reply has {len(action)} characters; {self.env_id} reads at most {self.max_action_chars} "
+                    "per turn. Send one shorter action.",
+                    code="action_too_long",
+                )
             outcome = self._run_with_deadline(action)
         except InvalidAction as exc:
             self.messages.append(message("assistant", action))
@@ -403,6 +435,7 @@ def _copy_messages(messages: Sequence[Message]) -> list[Message]:
 
 
 __all__ = [
+    "DEFAULT_MAX_ACTION_CHARS",
     "DEFAULT_MAX_NEW_TOKENS",
     "DEFAULT_STEP_TIMEOUT",
     "AgentEnv",
