@@ -1,28 +1,40 @@
 """SWEEnv: repair a repository with view / search / edit / run / submit tool calls.
 
 Each episode works on its own buggy working copy (forked from a cached pristine tree). ``run`` executes in
-the sandbox, with every host copy of the task's answer hidden (:mod:`pivotgym_swe.leaks`); ``submit`` ends the
-episode with reward 1 only if our own run of FAIL_TO_PASS and PASS_TO_PASS, in a fresh sandbox on a fork of
-the state with the tests restored, passes. ``snapshot``/``restore`` fork the working copy, so a verifier can try
-several actions from the exact state at turn t.
+the sandbox on the task source's allow-listed Python runtime (:mod:`pivotgym_swe.runtime`: ``python``,
+``pytest`` are the runtime's; the training venv is not in the sandbox), with every host copy of the task's
+answer that is still visible hidden (:mod:`pivotgym_swe.leaks`); ``submit`` ends the episode with reward 1
+only if our own run of FAIL_TO_PASS and PASS_TO_PASS, in a fresh sandbox on a fork of the state with the tests
+restored, passes. When that run could not judge at all (the sandbox could not start, a process limit, the
+repository could not be copied: ``TestRun.infrastructure_failure``), the step says so with
+``info["verification_failed"]`` (the reason; ``info["error"] == "verification_failed"``) instead of passing
+off reward 0 as a verdict. ``snapshot``/``restore`` fork the working copy, so a verifier can try several
+actions from the exact state at turn t.
+
+Episodes do not leak into each other: every judgement is tied to the episode it was asked in (a judge
+abandoned at a step deadline that finishes later does not become the next episode's ``last_judgement``), and
+``reset()``/``close()`` never raise on whatever the agent left in the work dir (removal is iterative and
+best-effort; what cannot be removed now is retried when the env closes).
 """
 
 from __future__ import annotations
 
 import atexit
 import copy
+import os
 import re
-import shutil
 import tempfile
+import threading
 import weakref
 from pathlib import Path
 from typing import Any
 
 from pivotgym import AgentEnv, InvalidAction, StepOutcome, Task
-from pivotgym.sandbox import Limits, Sandbox, fork_dir, get_sandbox, remove_dir
+from pivotgym.sandbox import Limits, Sandbox, SandboxError, fork_dir, get_sandbox, remove_dir
 from pivotgym.types import Message, ToolCall, assistant_message, message
 from pivotgym_swe import tools
 from pivotgym_swe.leaks import answer_paths
+from pivotgym_swe.runtime import runtime_for, sandbox_for, source_key
 from pivotgym_swe.tasks import load_task_set, materialize, pristine_tree, task_file
 from pivotgym_swe.testing import Judgement, judge
 
@@ -85,10 +97,13 @@ class SWEEnv(AgentEnv):
         self._sandbox: Sandbox | None = sandbox if isinstance(sandbox, Sandbox) else None
         self.run_limits = run_limits
         self.root = Path(tempfile.mkdtemp(prefix="pivotgym-swe-"))
-        self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.root), True)
+        self._finalizer = weakref.finalize(self, _discard, str(self.root))
         self.workdir: Path | None = None
         self._counter = 0
         self.last_judgement: Judgement | None = None
+        self._episode = 0  # bumped by every reset/restore; a judgement is kept only for the episode it was asked in
+        self._episode_lock = threading.Lock()
+        self._run_sandboxes: dict[str, tuple[Sandbox, dict[str, str], tuple[str, ...]]] = {}
 
     # ------------------------------------------------------------------ plumbing
     @property
@@ -97,9 +112,30 @@ class SWEEnv(AgentEnv):
             self._sandbox = get_sandbox(self._sandbox_spec if isinstance(self._sandbox_spec, str) else None)
         return self._sandbox
 
+    def run_sandbox(self, source: dict[str, Any] | None) -> tuple[Sandbox, dict[str, str], tuple[str, ...]]:
+        """(sandbox, environment, hidden paths) of a ``run`` on a task of ``source``: the env's sandbox set up
+        for the source's runtime (built on first use), ``PATH`` with the runtime's ``bin`` first, and the
+        answer copies still visible there (:func:`pivotgym_swe.leaks.answer_paths`)."""
+        key = source_key(source)
+        if key not in self._run_sandboxes:
+            runtime = runtime_for(source)
+            sandbox = sandbox_for(runtime, self.sandbox)
+            roots = getattr(sandbox, "python_roots", None)
+            self._run_sandboxes[key] = (sandbox, runtime.env_for(sandbox), answer_paths(source, python_roots=roots))
+        return self._run_sandboxes[key]
+
     def _new_dir(self, stem: str) -> Path:
         self._counter += 1
         return self.root / f"{stem}-{self._counter}"
+
+    def _new_episode(self) -> None:
+        """Start a new episode: later judgements of the previous one are dropped; its work dir goes."""
+        with self._episode_lock:
+            self._episode += 1
+            self.last_judgement = None
+        if self.workdir is not None:
+            _discard(self.workdir)
+            self.workdir = None
 
     def close(self) -> None:
         self._finalizer()
@@ -127,10 +163,8 @@ class SWEEnv(AgentEnv):
         return tools.tool_schemas()
 
     def initial_messages(self, task: Task) -> list[Message]:
-        if self.workdir is not None and self.workdir.exists():
-            remove_dir(self.workdir)
+        self._new_episode()
         self.workdir = materialize(task.data, self._new_dir("work"))
-        self.last_judgement = None
         listing = ", ".join(sorted(p.name + ("/" if p.is_dir() else "") for p in self.workdir.iterdir()))
         tool_lines = "\n".join(f"- {n}: {spec['description']}" for n, spec in tools.TOOLS.items())
         return [
@@ -159,9 +193,8 @@ class SWEEnv(AgentEnv):
             return tools.edit(root, args["path"], args["old"], args["new"]), 0.0, False, {"tool": "edit"}
         if call.name == "run":
             assert self.task is not None
-            result = self.sandbox.run(
-                args["command"], root, limits=self.run_limits, hide=answer_paths(self.task.data.get("source"))
-            )
+            sandbox, env, hide = self.run_sandbox(self.task.data.get("source"))
+            result = sandbox.run(args["command"], root, limits=self.run_limits, env=env, hide=hide)
             status = "timed out" if result.timed_out else f"exit code {result.returncode}"
             text = mask_durations(clip(result.output))
             info: dict[str, Any] = {"tool": "run", "returncode": result.returncode}
@@ -173,16 +206,31 @@ class SWEEnv(AgentEnv):
                 return f"[{status}]\n{text}\n[The episode ends: the work dir exceeded its disk limit.]", 0.0, True, info
             return f"[{status}]\n{text}", 0.0, False, info
         # submit
-        verdict = self.judge()
+        verdict: Judgement | None = None
+        try:
+            verdict = self.judge()
+            failure = infrastructure_failure(verdict)
+        except SandboxError as exc:  # the judge's sandbox could not run at all: no verdict on the code
+            failure = f"the judge's sandbox could not run: {exc}"[:300]
+        if failure or verdict is None:
+            text = f"Submitted, but the hidden tests could not be run ({failure}); the submission was not judged."
+            info = {"tool": "submit", "solved": False, "error": VERIFICATION_FAILED, VERIFICATION_FAILED: failure}
+            return text, 0.0, True, info
         reward = 1.0 if verdict.solved else 0.0
         text = f"Submitted. The hidden tests {'pass' if verdict.solved else 'do not pass'}: {verdict.summary}."
         return text, reward, True, {"tool": "submit", "solved": verdict.solved}
 
     def judge(self) -> Judgement:
-        """Our own verdict on the current working copy (fresh fork, pristine tests, sandboxed run)."""
-        assert self.task is not None and self.workdir is not None
-        self.last_judgement = judge(self.workdir, self.task.data, pristine_tree(self.task.data), sandbox=self.sandbox)
-        return self.last_judgement
+        """Our own verdict on the current working copy (fresh fork, pristine tests, sandboxed run). It becomes
+        :attr:`last_judgement` only if the episode it was asked in is still the current one."""
+        with self._episode_lock:
+            task, workdir, episode = self.task, self.workdir, self._episode
+        assert task is not None and workdir is not None
+        verdict = judge(workdir, task.data, pristine_tree(task.data), sandbox=self.sandbox)
+        with self._episode_lock:
+            if episode == self._episode:
+                self.last_judgement = verdict
+        return verdict
 
     def render_action(self, msg: Message) -> str:
         return tools.render_tool_call(msg)
@@ -260,16 +308,34 @@ class SWEEnv(AgentEnv):
         if "dir" not in snapshot:
             return super().restore(snapshot)
         self.task = self.get_task(snapshot["task_id"])
-        if self.workdir is not None and self.workdir.exists():
-            remove_dir(self.workdir)
+        self._new_episode()
         self.workdir = fork_dir(snapshot["dir"], self._new_dir("work"))
         self._actions = list(snapshot["actions"])
         self.messages = copy.deepcopy(snapshot["messages"])
         self.turn, self.done = snapshot["turn"], snapshot["done"]
-        self.last_judgement = None
 
 
 atexit.register(lambda: None)  # finalizers of live envs run at exit (weakref.finalize is atexit-aware)
+
+#: the step info key (and error code) of a submission the judge could not judge: the core's undecided marker
+VERIFICATION_FAILED = "verification_failed"
+
+
+def infrastructure_failure(verdict: Judgement) -> str:
+    """Why ``verdict`` is no judgement of the code (the sandbox could not start, a process limit, the repository
+    could not be copied: ``TestRun.infrastructure_failure``), or "" when it is one."""
+    run = verdict.run
+    if not getattr(run, "infrastructure_failure", False):
+        return ""
+    return (run.error or "the judge's test run failed for reasons outside the code under test")[:300]
+
+
+def _discard(path: str | os.PathLike[str]) -> None:
+    """Remove a tree of any depth, best-effort: never raises (reset and close must survive any work dir)."""
+    try:
+        remove_dir(path)
+    except Exception:  # noqa: BLE001, S110 - a tree that cannot go now goes with the env's root at close
+        pass
 
 
 def _with_comment(code: str, comment: str) -> str:

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from pivotgym.sandbox import Sandbox, SandboxError
 from pivotgym.sandbox.bwrap import bwrap_available
 
 pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed")
@@ -123,3 +124,82 @@ def test_the_wrong_edit_applies_and_does_not_solve(env):
     assert "error" not in info
     _obs, reward, terminated, _truncated, _info = env.step(call("submit"))
     assert terminated and reward == 0.0
+
+
+# ------------------------------------------------------------------------------------------ runtime, episodes
+def test_run_uses_the_sources_runtime_not_the_training_venv(env):
+    import sys
+
+    env.reset(options={"task_id": "fixture__0"})
+    obs, *_ = env.step(call("run", command="python -c 'import sys; print(sys.prefix)'; python -c 'import toolz'"))
+    text = obs[0]["content"]
+    assert "/swe/runtimes/humaneval-" in text and sys.prefix not in text, text
+    assert "No module named 'toolz'" in text
+    obs, *_ = env.step(call("run", command="python -m pytest -q -p no:cacheprovider test_solution.py"))
+    assert "1 failed" in obs[0]["content"]  # the tests run on the runtime's pytest
+
+
+def test_a_late_judgement_of_an_abandoned_episode_is_dropped(tiny_tasks):
+    """A judge abandoned at the step deadline finishes during the next episode: its verdict is not kept."""
+    import threading
+
+    from pivotgym_swe.env import SWEEnv
+
+    env = SWEEnv("tiny", tasks_path=str(tiny_tasks), step_timeout=1.0)
+    env.env_id = "swe/tiny-late-v0"
+    try:
+        env.reset(options={"task_id": "fixture__0"})
+        slow = "    import time\n\n    time.sleep(2)\n    for idx, elem"  # per call: the judge outlives the step
+        env.step(call("edit", path="solution.py", old="    for idx, elem", new=slow))
+        *_, truncated, info = env.step(call("submit"))
+        assert truncated and info["error"] == "step_timeout"
+        env.reset(options={"task_id": "fixture__0"})  # the next episode, while the old judge still runs
+        for thread in [t for t in threading.enumerate() if t.name == "swe/tiny-late-v0-step"]:
+            thread.join(timeout=60)
+        assert env.last_judgement is None
+        env.judge()  # a judgement of the current episode is kept
+        assert env.last_judgement is not None and not env.last_judgement.solved
+    finally:
+        env.close()
+
+
+class UnstartableSandbox(Sandbox):
+    """A backend that cannot start a process here (as bwrap without user namespaces, or a missing binary)."""
+
+    name = "unstartable"
+
+    def _run(self, cmd, workdir, limits, env, stdin, mounts=(), hide=()):  # noqa: ANN001, ANN202
+        raise SandboxError("could not start 'bwrap': [Errno 2] No such file or directory")
+
+
+def test_a_judge_that_cannot_run_is_verification_failed_not_a_zero(tiny_tasks):
+    from pivotgym_swe.env import SWEEnv
+
+    env = SWEEnv("tiny", tasks_path=str(tiny_tasks), sandbox=UnstartableSandbox())
+    try:
+        env.reset(options={"task_id": "fixture__0"})
+        obs, reward, terminated, _, info = env.step(call("submit"))
+        assert (
+            terminated and info["error"] == "verification_failed" and "could not start" in info["verification_failed"]
+        )
+        assert info["solved"] is False and "not judged" in obs[0]["content"]
+    finally:
+        env.close()
+
+
+def test_reset_and_close_survive_a_deep_work_dir(env):
+    import os
+
+    env.reset(options={"task_id": "fixture__0"})
+    old = env.workdir
+    fd = os.open(old, os.O_RDONLY)
+    for _ in range(2500):  # deeper than any recursive walk can go
+        os.mkdir("d", dir_fd=fd)
+        fd, previous = os.open("d", os.O_RDONLY, dir_fd=fd), fd
+        os.close(previous)
+    os.close(fd)
+    env.reset(options={"task_id": "fixture__0"})
+    assert not old.exists() and env.workdir.exists()
+    root = env.root
+    env.close()
+    assert not root.exists()
