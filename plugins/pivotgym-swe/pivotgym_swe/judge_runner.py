@@ -40,7 +40,7 @@ code can reach decides the verdict:
 def _main() -> None:  # noqa: C901, PLR0915 - one linear script, kept in one function so nothing lands in __main__
     import os
     import sys
-    from types import ModuleType
+    from types import CodeType, ModuleType
     from typing import Any
 
     write, exit_now, get_ident = os.write, os._exit, __import__("_thread").get_ident
@@ -190,6 +190,7 @@ def _main() -> None:  # noqa: C901, PLR0915 - one linear script, kept in one fun
 
     sys.addaudithook(hook)
 
+    import ast
     import builtins  # noqa: F401 - imported before repository code runs, like the modules it guards
     import importlib
     import json
@@ -343,6 +344,16 @@ def _main() -> None:  # noqa: C901, PLR0915 - one linear script, kept in one fun
                 tell("tampered", f"the module of {item.nodeid} is not the one imported from its file")
             elif code is not None and code.co_filename != path:
                 tell("tampered", f"the function of {item.nodeid} is not defined in its test file")
+            elif code is not None:
+                # every test-file function the test can reach through its module is the pristine file's code,
+                # compiled by this runner before the repository could run (a finder or loader planted by the
+                # repository could otherwise have served the test module from edited source)
+                functions = [code, *(getattr(v, "__code__", None) for v in list(vars(module).values()))]
+                for c in functions:
+                    if type(c) is CodeType and c.co_filename in pristine_files:
+                        key = (c.co_filename, c.co_name, c.co_firstlineno)
+                        if pristine_code.get(key) != fingerprint(c):
+                            tell("tampered", f"{c.co_name} in {c.co_filename} is not the pristine test code")
             try:
                 return (yield)
             except BaseException:
@@ -386,6 +397,34 @@ def _main() -> None:  # noqa: C901, PLR0915 - one linear script, kept in one fun
         "ignore::DeprecationWarning",
         *targets,
     ]
+    # the pristine test files, compiled the way pytest will (assertions rewritten), before the repository runs
+    from _pytest.assertion.rewrite import rewrite_asserts
+
+    def fingerprint(code: CodeType) -> tuple:
+        """What a code object does: its bytecode, names and constants (nested code objects likewise)."""
+        consts = tuple(fingerprint(c) if type(c) is CodeType else (type(c).__name__, repr(c)) for c in code.co_consts)
+        return (code.co_code, code.co_names, code.co_varnames, consts)
+
+    pristine_files: set[str] = set()
+    pristine_code: dict[tuple[str, str, int], tuple] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d != "__pycache__"]
+        for name in filenames:
+            full = os.path.join(dirpath, name)
+            if name.endswith(".py") and is_test_file(full[len(test_prefix) :]):
+                try:
+                    with open(full, "rb") as fh:
+                        source = fh.read()
+                    tree = ast.parse(source, filename=full)
+                    rewrite_asserts(tree, source, full, None)
+                    todo = [compile(tree, full, "exec", dont_inherit=True)]
+                except (OSError, SyntaxError, ValueError):
+                    continue
+                pristine_files.add(full)
+                while todo:
+                    c = todo.pop()
+                    pristine_code[(full, c.co_name, c.co_firstlineno)] = fingerprint(c)
+                    todo += [k for k in c.co_consts if type(k) is CodeType]
     armed[0] = True
     try:
         code = int(pytest.main(args, plugins=[Collect()]))

@@ -286,3 +286,41 @@ def test_the_channel_rejects_what_the_runner_did_not_write(how):
     channel = read_channel("\n".join(forged), key)
     assert channel.tampered, channel
     assert channel.outcomes.get("t::a") != "passed"
+
+
+# a finder and loader planted at import time serve every later test module from edited source (assertions
+# made vacuous); pytest's own rewriting never sees them. Against the previous judge this scored solved on
+# a toolz task; the runner now compares every test function with its own compilation of the pristine file.
+PLANTED_LOADER = """
+import sys as _sys
+from importlib.machinery import PathFinder as _PF, SourceFileLoader as _SFL
+class _Loader(_SFL):
+    def get_data(self, path):
+        data = _SFL.get_data(self, path)
+        return data.replace(b"assert ", b"assert True or ") if "test_" in path else data
+class _Finder:
+    def find_spec(self, name, path=None, target=None):
+        if "test_" not in name:
+            return None
+        spec = _PF.find_spec(name, path)
+        if spec is not None and str(spec.origin).endswith(".py"):
+            spec.loader = _Loader(name, spec.origin)
+        return spec
+_sys.meta_path.insert(0, _Finder())
+"""
+
+
+def test_a_loader_planted_for_later_test_modules_is_caught(tmp_path):
+    from pivotgym.jsonl import read_jsonl
+    from pivotgym_swe.tasks import task_file
+
+    instance = next(r for r in read_jsonl(task_file("toolz")) if r["split"] == "test")
+    pristine = pristine_tree(instance)
+    work = fork_dir(pristine, tmp_path / "repo")
+    mutation = Mutation(**instance["mutation"])
+    (work / mutation.path).write_text(mutation.apply((pristine / mutation.path).read_text()))
+    init = work / "toolz" / "__init__.py"
+    init.write_text(init.read_text() + PLANTED_LOADER)
+    assert {r.code for r in judge(work, instance, pristine).rejections} == {"new_import", "module_level_code"}
+    verdict = judge(work, instance, pristine, patch_check=False)
+    assert not verdict.solved and any("not the pristine test code" in t for t in verdict.run.tampered), verdict.summary
