@@ -33,7 +33,9 @@ code can reach decides the verdict:
    from source only (no planted ``.pyc``, no extension modules); pytest never reads cached bytecode.
 5. **Tamper evidence** as before: pytest's, pluggy's, ``json``'s and ``builtins``' functions and classes are
    recorded before the repository is importable and compared on every report and at the end; a test item
-   that carries its own ``runtest`` is reported as tampered.
+   that carries its own ``runtest``, comes from a module other than the one imported from its file, or whose
+   module holds test-file functions that differ from this runner's own compilation of the pristine files
+   (made before the repository can run) is reported as tampered.
 """
 
 
