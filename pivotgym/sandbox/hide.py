@@ -24,6 +24,8 @@ import os
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
+from pivotgym.sandbox.walk import MAX_DEPTH
+
 
 def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
@@ -54,21 +56,34 @@ def hidden_targets(paths: Iterable[str], roots: Sequence[str]) -> list[tuple[str
 
 
 @lru_cache(maxsize=32)
-def find_named(roots: tuple[str, ...], names: frozenset[str], suffixes: tuple[str, ...] = ()) -> tuple[str, ...]:
+def find_named(
+    roots: tuple[str, ...], names: frozenset[str], suffixes: tuple[str, ...] = (), max_depth: int = MAX_DEPTH
+) -> tuple[str, ...]:
     """Every directory called one of ``names`` and every file ending in one of ``suffixes`` under ``roots``.
 
     Symlinks are not followed, ``__pycache__`` is skipped, and a matching directory is not descended into.
+    The walk is iterative and stops ``max_depth`` levels below each root (no recursion, whatever the tree).
     The result is cached for the process (the trees are read-only installations, not work dirs)."""
     hits: list[str] = []
     for root in roots:
-        for dirpath, dirnames, filenames in os.walk(root, onerror=None):
-            keep = []
-            for name in dirnames:
-                if name in names:
-                    hits.append(os.path.join(dirpath, name))
-                elif name != "__pycache__":
-                    keep.append(name)
-            dirnames[:] = keep
-            if suffixes:
-                hits += [os.path.join(dirpath, f) for f in filenames if f.endswith(suffixes)]
+        stack = [(root, 0)]
+        while stack:
+            directory, depth = stack.pop()
+            try:
+                entries = list(os.scandir(directory))
+            except OSError:
+                continue
+            for entry in entries:
+                try:
+                    is_dir = entry.is_dir()  # a link to a directory counts as one (os.walk's view), unentered
+                    is_link = entry.is_symlink()
+                except OSError:
+                    continue
+                if is_dir:
+                    if entry.name in names:
+                        hits.append(entry.path)
+                    elif entry.name != "__pycache__" and not is_link and depth < max_depth:
+                        stack.append((entry.path, depth + 1))
+                elif suffixes and entry.name.endswith(suffixes):
+                    hits.append(entry.path)
     return tuple(sorted(set(hits)))
