@@ -4,10 +4,23 @@ Every backend shares the same process handling: the command runs in its own sess
 rlimits applied before ``exec`` (CPU seconds, address space, processes, file size, no core dumps; through
 ``prlimit`` when util-linux has it, so the parent can spawn with vfork, else in a ``preexec_fn``), stdout/stderr are
 drained by threads and truncated to ``limits.output_bytes`` each, and a wall-clock deadline kills the whole group.
-Two aggregate limits bound what all processes of a run use together: ``total_memory_bytes`` (a memory cgroup per
-run, see :mod:`pivotgym.sandbox.cgroup`; per-process RLIMIT_AS only where the host has no writable cgroup) and
-``disk_bytes`` (the work dir is polled during the run, see :mod:`pivotgym.sandbox.disk`). When one is hit,
-:attr:`RunResult.limit_hit` names it and :attr:`RunResult.limit_message` says so in words an agent can act on.
+
+Aggregate limits bound what all processes of a run use together, whoever else runs beside it:
+
+* ``total_memory_bytes``, ``max_processes`` and ``cpu_quota`` through a cgroup per run (see
+  :mod:`pivotgym.sandbox.cgroup`; where the host has no writable cgroup, only the per-process rlimits apply,
+  and on a root host each bwrap run still gets a uid of its own, so RLIMIT_NPROC counts only its processes);
+  ``cpu_quota`` (default 1 CPU) caps CPU time per wall second, so a fork bomb cannot load the host;
+* ``disk_bytes``: the work dir is polled during the run (see :mod:`pivotgym.sandbox.disk`); sparse files count
+  at their apparent size, and directories nested deeper than ``walk.MAX_DEPTH`` stop the run and are pruned.
+
+When one is hit, :attr:`RunResult.limit_hit` names it (``memory``, ``processes``, ``disk``, ``command``) and
+:attr:`RunResult.limit_message` says so in words an agent can act on: a caller can tell a run the
+infrastructure stopped from a command that failed on its own.
+
+A shell command longer than ``ARGV_COMMAND_BYTES`` does not fit in one argument (Linux allows 128 KiB): backends
+pass it through a file that ``/bin/sh -c '. FILE'`` reads, with the same semantics as ``sh -c``. Commands
+longer than ``MAX_COMMAND_BYTES`` are not run: the result says so (``limit_hit == "command"``).
 Backends differ in what they wrap around the command (bubblewrap namespaces, a Docker container, or nothing)."""
 
 from __future__ import annotations
@@ -37,11 +50,12 @@ class Limits:
     wall_seconds: float | None = 60.0  # wall-clock deadline; the whole process tree is killed after it
     cpu_seconds: int | None = 60  # RLIMIT_CPU, per process
     memory_bytes: int | None = 2 << 30  # RLIMIT_AS (address space), per process
-    max_processes: int | None = 128  # RLIMIT_NPROC (enforced for the unprivileged sandbox user)
+    max_processes: int | None = 128  # tasks (threads too) of one run: a pids cgroup, and RLIMIT_NPROC per uid
     file_size_bytes: int | None = 64 << 20  # RLIMIT_FSIZE: the largest file a process may write
     output_bytes: int = 64 << 10  # stdout and stderr are each truncated to this many bytes
     total_memory_bytes: int | None = None  # all processes of a run together (a memory cgroup, where allowed)
     disk_bytes: int | None = None  # the most the work dir may hold during a run (polled; the run is killed)
+    cpu_quota: float | None = 1.0  # CPUs all processes of a run may use together (a cpu cgroup, where allowed)
 
     def with_(self, **changes: Any) -> Limits:
         return replace(self, **changes)
@@ -73,8 +87,9 @@ class RunResult:
     duration: float = 0.0
     backend: str = ""
     command: str = ""
-    limit_hit: str = ""  # "memory" or "disk" when an aggregate limit stopped the run
+    limit_hit: str = ""  # "memory", "processes", "disk" or "command" when a limit of the run stopped it
     limit_message: str = ""  # the same in words, for the agent's observation
+    cpu_time: float | None = None  # CPU seconds all its processes used (where a cgroup accounts them)
 
     @property
     def ok(self) -> bool:
@@ -98,6 +113,58 @@ def command_text(cmd: Command) -> str:
 def command_argv(cmd: Command) -> list[str]:
     """A shell string runs under ``/bin/sh -c``; a sequence runs as given."""
     return ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+
+
+ARGV_COMMAND_BYTES = 64 << 10  # a shell command longer than this is passed through a file, not an argument
+MAX_COMMAND_BYTES = 4 << 20  # a command longer than this is not run at all (see oversized)
+MAX_ARGV_BYTES = 1 << 20  # the most a command given as an argument list may hold in all
+
+
+def script_of(cmd: Command) -> bytes | None:
+    """The text of a shell command too long to pass as one argument (None when ``cmd`` fits in argv)."""
+    if not isinstance(cmd, str):
+        return None
+    data = cmd.encode("utf-8", errors="surrogateescape")
+    return data if len(data) > ARGV_COMMAND_BYTES else None
+
+
+def script_argv(path: str) -> list[str]:
+    """Run the shell script at ``path`` (a file the command cannot change) as ``/bin/sh -c`` would run it:
+    ``.`` reads it into the same shell, so ``$0``, ``exit`` and the exit status behave as with ``-c``."""
+    return ["/bin/sh", "-c", f". {shlex.quote(path)}"]
+
+
+def oversized(cmd: Command, backend: str, max_bytes: int = MAX_COMMAND_BYTES) -> RunResult | None:
+    """The result of refusing a command too long to run (None when it is short enough): ``limit_hit ==
+    "command"`` and a message saying what to do instead."""
+    if isinstance(cmd, str):
+        size = len(cmd.encode("utf-8", errors="surrogateescape"))
+        what = "shell command"
+    else:
+        parts = [os.fsencode(a) for a in cmd]
+        size, max_bytes = sum(len(a) + 1 for a in parts), min(max_bytes, MAX_ARGV_BYTES)
+        if any(len(a) >= 128 << 10 for a in parts):
+            size = max(size, max_bytes + 1)  # one argument past the kernel's MAX_ARG_STRLEN
+        what = "argument list (each argument at most 128 KiB)"
+    if size <= max_bytes:
+        return None
+    message = (
+        f"command too long: the {what} holds {size} bytes, and one command may hold {_kib(max_bytes)}; "
+        "write long scripts or data to a file in the work dir and run that file"
+    )
+    return RunResult(
+        returncode=126,
+        stdout="",
+        stderr=message + "\n",
+        backend=backend,
+        command=command_text(cmd)[:1000],
+        limit_hit="command",
+        limit_message=message,
+    )
+
+
+def _kib(n: int) -> str:
+    return f"{n >> 10} KiB" if n < 1 << 20 else f"{n / (1 << 20):.0f} MiB"
 
 
 _RLIMIT_FLAGS = (
@@ -197,11 +264,15 @@ def run_process(
     command: str,
     rlimits: bool = True,
     watch: Path | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> RunResult:
     """Run ``argv`` in a new session under ``limits``; kill its process group at the deadline, when the
-    memory cgroup OOM-kills, or when ``watch`` (the work dir) grows past ``limits.disk_bytes``."""
+    memory cgroup OOM-kills, or when ``watch`` (the work dir) grows past ``limits.disk_bytes`` (or nests
+    directories deeper than ``walk.MAX_DEPTH``: the deep part is deleted afterwards). ``pass_fds`` stay
+    open in the child (bwrap reads its arguments and data files from them)."""
     from pivotgym.sandbox import cgroup
     from pivotgym.sandbox.disk import DiskWatch
+    from pivotgym.sandbox.walk import MAX_DEPTH, prune
 
     start = time.perf_counter()
     preexec = None
@@ -211,7 +282,7 @@ def run_process(
             preexec = _rlimit_setter(limits)
         else:
             argv = prefix + list(argv)
-    group = cgroup.create(limits.total_memory_bytes) if limits.total_memory_bytes else None
+    group = cgroup.run_group(memory=limits.total_memory_bytes, pids=limits.max_processes, cpu=limits.cpu_quota)
     if group is not None:
         argv = group.wrap(list(argv))
     try:
@@ -226,6 +297,7 @@ def run_process(
             preexec_fn=preexec,
             umask=0o022,  # bwrap creates mount points with it: the sandbox user must traverse them
             close_fds=True,
+            pass_fds=tuple(pass_fds),
         )
     except OSError as exc:
         if group is not None:
@@ -233,11 +305,7 @@ def run_process(
         raise SandboxError(f"could not start {argv[0]!r}: {exc}") from exc
     out, err = _Capture(proc.stdout, limits.output_bytes), _Capture(proc.stderr, limits.output_bytes)  # type: ignore[arg-type]
     if stdin is not None:
-        try:
-            proc.stdin.write(stdin.encode())  # type: ignore[union-attr]
-            proc.stdin.close()  # type: ignore[union-attr]
-        except OSError:
-            pass
+        threading.Thread(target=_feed, args=(proc.stdin, stdin.encode()), daemon=True).start()
     # A timer kills the group at the deadline while this thread blocks in wait(): Popen.wait(timeout) polls
     # with sleeps growing to 50 ms, which added ~25 ms to every short command.
     deadline_hit = threading.Event()
@@ -265,23 +333,39 @@ def run_process(
     timed_out = deadline_hit.is_set()
     # the main process is gone; stop lingering children that still hold the pipes
     kill_group(proc)
-    for cap in (out, err):
-        cap.thread.join(timeout=2.0)
     limit_hit = limit_message = ""
+    cpu_time = None
     if group is not None:
+        if group.pids_limited():
+            limit_hit = "processes"
+            limit_message = (
+                f"process limit hit: the processes of one command may number {limits.max_processes} at once "
+                "(threads and the sandbox's own two included), and starting one more failed; start fewer "
+                "processes or threads"
+            )
         if group.oom_killed():
             limit_hit = "memory"
             limit_message = (
                 f"memory limit hit: the processes of one command may use {_mib(group.limit)} "
                 "together, and the kernel killed one; use less memory (fewer or smaller processes)"
             )
-        group.remove()
+        cpu_time = group.cpu_time()
+        group.remove()  # kills what is left of the run (escaped its process group) before the pipes are drained
+    for cap in (out, err):
+        cap.thread.join(timeout=2.0)
     if disk is not None and disk.exceeded:
         limit_hit = "disk"
-        limit_message = (
-            f"disk limit hit: the work dir may hold {_mib(disk.limit)} in all, and the command was "
-            "killed when it grew past that; delete large files and write less"
-        )
+        if disk.too_deep:
+            prune(disk.root, MAX_DEPTH)
+            limit_message = (
+                f"disk limit hit: the work dir may nest directories at most {MAX_DEPTH} levels deep, and the "
+                f"command was killed when it went deeper; the directories below level {MAX_DEPTH} were deleted"
+            )
+        else:
+            limit_message = (
+                f"disk limit hit: the work dir may hold {_mib(disk.limit)} in all (sparse files at their full "
+                "size), and the command was killed when it grew past that; delete large files and write less"
+            )
     return RunResult(
         returncode=proc.returncode,
         stdout=out.text(),
@@ -293,7 +377,22 @@ def run_process(
         command=command,
         limit_hit=limit_hit,
         limit_message=limit_message,
+        cpu_time=cpu_time,
     )
+
+
+def _feed(pipe: IO[bytes], data: bytes) -> None:
+    """Write ``data`` to the command's stdin and close it (in a thread: a command that does not read its
+    input must not block the caller before the deadline timer starts)."""
+    try:
+        pipe.write(data)
+    except (OSError, ValueError):
+        pass
+    finally:
+        try:
+            pipe.close()
+        except OSError:
+            pass
 
 
 def _mib(n: int) -> str:
@@ -317,6 +416,7 @@ class Sandbox:
 
     limits: Limits = field(default_factory=Limits)
     name = "base"
+    max_command_bytes = MAX_COMMAND_BYTES  # longer commands are refused (a backend without a script file: less)
 
     def run(
         self,
@@ -342,6 +442,9 @@ class Sandbox:
         path = Path(workdir).resolve()
         if not path.is_dir():
             raise SandboxError(f"work dir {path} does not exist; create it (or fork one) before running")
+        refused = oversized(cmd, self.name, self.max_command_bytes)
+        if refused is not None:
+            return refused
         extra: dict[str, Any] = {}
         if mounts:
             extra["mounts"] = tuple(mounts)

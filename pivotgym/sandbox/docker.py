@@ -1,7 +1,8 @@
 """The ``docker`` backend (docker SDK, ``pip install docker``): each run is a fresh container.
 
 The work dir is bind-mounted at ``/repo``; the container has no network, a read-only root filesystem, a
-size-capped ``/tmp``, memory / pids / CPU limits, and is killed at the deadline and removed afterwards.
+size-capped ``/tmp``, memory / pids / CPU limits (``cpu_quota`` as ``nano_cpus``), and is killed at the deadline
+and removed afterwards. A shell command must fit in one argument (``ARGV_COMMAND_BYTES``); longer ones are refused.
 SWE-bench images carry the repository themselves (``/testbed``): :meth:`DockerSandbox.run_in_image` runs a
 script in an image with no work dir mounted.
 """
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pivotgym.sandbox.base import (
+    ARGV_COMMAND_BYTES,
     Command,
     Limits,
     Mount,
@@ -68,6 +70,7 @@ class DockerSandbox(Sandbox):
     image: str = "python:3.11-slim"
     network: bool = False
     name = "docker"
+    max_command_bytes = ARGV_COMMAND_BYTES  # no script file travels into the container
 
     def __post_init__(self) -> None:
         self._client: Any = None
@@ -101,6 +104,8 @@ class DockerSandbox(Sandbox):
             options["memswap_limit"] = int(memory)
         if limits.max_processes:
             options["pids_limit"] = int(limits.max_processes)
+        if limits.cpu_quota:
+            options["nano_cpus"] = int(limits.cpu_quota * 1e9)
         return options
 
     def run_in_image(

@@ -1,11 +1,14 @@
 """The ``local`` backend: rlimits and a deadline only, no isolation at all. Explicit opt-in, with a warning.
 
 Use it where neither bubblewrap nor Docker exists and the code run is trusted (your own tests). The command
-can read and write anything the host user can, and reach the network.
+can read and write anything the host user can, and reach the network. A shell command too long for an argument
+is written to a private temporary file on the host, sourced by ``/bin/sh -c '. FILE'`` and deleted after.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +24,8 @@ from pivotgym.sandbox.base import (
     command_argv,
     command_text,
     run_process,
+    script_argv,
+    script_of,
 )
 
 
@@ -54,13 +59,23 @@ class LocalSandbox(Sandbox):
         hide: Sequence[str] = (),
     ) -> RunResult:
         # no mounts (callers pass host paths) and nothing hidden: the command sees the host filesystem as it is
-        return run_process(
-            command_argv(cmd),
-            cwd=workdir,
-            limits=limits,
-            env=base_env(workdir, env),
-            stdin=stdin,
-            backend=self.name,
-            command=command_text(cmd),
-            watch=workdir,
-        )
+        script = script_of(cmd)
+        path = None
+        if script is not None:
+            fd, path = tempfile.mkstemp(prefix="pivotgym-command-", suffix=".sh")
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(script)
+        try:
+            return run_process(
+                script_argv(path) if path is not None else command_argv(cmd),
+                cwd=workdir,
+                limits=limits,
+                env=base_env(workdir, env),
+                stdin=stdin,
+                backend=self.name,
+                command=command_text(cmd),
+                watch=workdir,
+            )
+        finally:
+            if path is not None:
+                os.unlink(path)

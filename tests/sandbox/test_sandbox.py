@@ -98,10 +98,12 @@ def test_docker_container_options_enforce_limits():
     pytest.importorskip("docker")
     from pivotgym.sandbox.docker import DockerSandbox
 
-    box = DockerSandbox(limits=Limits(memory_bytes=1 << 30, max_processes=50, cpu_seconds=7, file_size_bytes=1 << 20))
+    box = DockerSandbox(
+        limits=Limits(memory_bytes=1 << 30, max_processes=50, cpu_seconds=7, file_size_bytes=1 << 20, cpu_quota=1.5)
+    )
     opts = box.container_options(box.limits, {"A": "1"})
     assert opts["network_disabled"] is True and opts["read_only"] is True
-    assert opts["mem_limit"] == 1 << 30 and opts["pids_limit"] == 50
+    assert opts["mem_limit"] == 1 << 30 and opts["pids_limit"] == 50 and opts["nano_cpus"] == 1_500_000_000
     assert {u["Name"]: u["Hard"] for u in opts["ulimits"]} == {"core": 0, "cpu": 7, "fsize": 1 << 20}
     assert opts["environment"] == {"A": "1"}
 
