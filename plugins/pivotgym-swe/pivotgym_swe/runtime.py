@@ -240,11 +240,15 @@ def _build_atomically(target: Path, build) -> None:  # noqa: ANN001 - build(tmp)
 
 
 def _place(src: Path, dst: Path) -> None:
-    """Hard-link ``src`` to ``dst`` (same filesystem), else copy it with its mtime (bytecode stays valid)."""
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
+    """Hard-link ``src`` to ``dst`` (same filesystem, and readable by all: a link shares the mode, which is never
+    changed), else copy it with its mtime (bytecode stays valid)."""
+    if os.stat(src).st_mode & 0o004:
+        try:
+            os.link(src, dst)
+            return
+        except OSError:
+            pass
+    shutil.copy2(src, dst)
 
 
 def _build(tmp: Path, final: Path, base: _Base, dists: tuple[metadata.Distribution, ...]) -> None:
@@ -277,8 +281,9 @@ def _build(tmp: Path, final: Path, base: _Base, dists: tuple[metadata.Distributi
     }
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     for path in (tmp, *tmp.rglob("*")):  # world-readable: the sandbox user reads it
-        if not path.is_symlink():
-            path.chmod(0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)
+        st = path.lstat()
+        if path.is_dir() or (path.is_file() and not path.is_symlink() and st.st_nlink == 1):  # never a linked file
+            path.chmod(0o755 if path.is_dir() or st.st_mode & 0o111 else 0o644)
 
 
 def _stdlib_allowed(name: str) -> bool:

@@ -62,6 +62,8 @@ def test_a_runtime_holds_the_interpreter_the_test_runner_and_nothing_else(runtim
             names = {n.split(".")[0].split("-")[0] for n in dirnames + filenames}
             assert not names & FORBIDDEN, (dirpath, names & FORBIDDEN)
             assert not [f for f in filenames if f.endswith((".whl", ".egg", ".zip", ".tar.gz"))], dirpath
+            unreadable = [f for f in filenames if not os.lstat(os.path.join(dirpath, f)).st_mode & 0o004]
+            assert not unreadable, (dirpath, unreadable)  # the sandbox user reads every file
         site = run_python(runtime, "import pytest, os; print(os.path.dirname(os.path.dirname(pytest.__file__)))")
         assert site.returncode == 0, site.stderr
         tops = {n.split("-")[0].split(".")[0].lower() for n in os.listdir(site.stdout.strip()) if n != "__pycache__"}
