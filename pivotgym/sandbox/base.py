@@ -322,8 +322,10 @@ def run_process(
     disk = DiskWatch(watch, limits.disk_bytes, lambda: kill_group(proc)) if watch and limits.disk_bytes else None
     try:
         proc.wait()
-    except BaseException:
+    except BaseException:  # interrupted (KeyboardInterrupt, a signal handler): nothing of the run outlives it
         kill_group(proc)
+        if group is not None:
+            group.remove()
         raise
     finally:
         if timer is not None:

@@ -289,8 +289,22 @@ def _join_controller(group: RunCgroup, controller: str, value: float | None) -> 
             _REASON[controller] = f"a process cannot join a {controller} cgroup under {parent}"
             continue
         _WHERE[controller] = (version, parent)
+        _sweep(parent)
         return
     _FAILED[controller] = _REASON.get(controller) or f"no cgroup {controller} controller is mounted at {CGROUP_ROOT}"
+
+
+def _sweep(parent: Path) -> None:
+    """Delete the empty run groups that processes which died mid-run (killed, no cleanup) left under
+    ``parent`` (once per process and place: a run's group is named after the pid that made it)."""
+    for path in parent.glob("pivotgym-*-*"):
+        try:
+            pid = int(path.name.split("-")[1])
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            _rmdir_quietly(path)  # fails, harmlessly, while a process is still inside
+        except (ValueError, OSError):
+            continue
 
 
 def _forget(group: RunCgroup, controller: str) -> None:

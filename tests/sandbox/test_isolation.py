@@ -132,6 +132,26 @@ def test_a_persistent_fork_bomb_is_held_to_the_cpu_quota(box, tmp_path):
     inside = box.run(["python3", "-c", busy], _work(tmp_path, "busy"), limits=limits.with_(wall_seconds=10))
     assert inside.ok, inside.output
     assert float(inside.stdout) <= 0.25 * inside.duration + 0.3, (inside.stdout, inside.duration)
+    for controller in ("pids", "cpu"):  # every run's groups are gone, the bomb's included
+        assert list(cgroup.where(controller).glob(f"pivotgym-{os.getpid()}-*")) == []
+
+
+def test_groups_left_by_a_process_that_died_mid_run_are_swept():
+    if not cgroup.available("pids"):
+        pytest.skip(f"no pids cgroup here: {cgroup.unavailable_reason('pids')}")
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = cgroup.where("pids") / f"pivotgym-{dead.pid}-0"
+    stale.mkdir()
+    mine = cgroup.run_group(pids=10)
+    assert mine is not None
+    try:
+        cgroup._sweep(cgroup.where("pids"))
+        assert not stale.exists() and mine.dirs["pids"][1].exists()  # a live process's group stays
+    finally:
+        mine.remove()
+        if stale.exists():
+            stale.rmdir()
 
 
 # ------------------------------------------------------------------ sparse files
