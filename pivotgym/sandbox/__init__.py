@@ -6,6 +6,13 @@ Backends, registered through the ``register_sandboxes`` hook by the core's built
 * ``docker``: a fresh container per run (needs the docker SDK and a reachable engine);
 * ``local``: no isolation, rlimits and a deadline only (explicit opt-in; warns).
 
+Runs cannot hurt each other or the host (see :mod:`pivotgym.sandbox.base`): a cgroup per run caps its memory,
+processes and CPU (``Limits.cpu_quota``, 1 CPU by default), each run on a root host has a uid of its own
+(:mod:`pivotgym.sandbox.uids`), the work dir is capped in bytes (sparse files at full size) and depth, and every
+host-side walk over a work dir is iterative and depth-bounded (:mod:`pivotgym.sandbox.walk`): ``fork_dir``
+refuses trees deeper than ``MAX_DEPTH`` with :class:`TreeTooDeep`, ``remove_dir`` removes any tree and never
+raises.
+
 ``get_sandbox()`` returns the default backend (``PIVOTGYM_SANDBOX`` overrides it). This package sits below the
 registry and never imports it: the registry installs its ``make_sandbox`` here (:func:`set_sandbox_maker`) when
 it is imported, which ``import pivotgym`` always does, so plugin backends are found by name too.
@@ -19,6 +26,7 @@ from typing import Any
 
 from pivotgym.sandbox.base import Limits, Mount, RunResult, Sandbox, SandboxError, SandboxUnavailable
 from pivotgym.sandbox.fork import fork_dir, remove_dir
+from pivotgym.sandbox.walk import MAX_DEPTH, TreeTooDeep
 
 DEFAULT_BACKEND = "bwrap"
 ENV_BACKEND = "PIVOTGYM_SANDBOX"
@@ -43,12 +51,14 @@ def get_sandbox(name: str | None = None, **kwargs: Any) -> Sandbox:
 
 __all__ = [
     "DEFAULT_BACKEND",
+    "MAX_DEPTH",
     "Limits",
     "Mount",
     "RunResult",
     "Sandbox",
     "SandboxError",
     "SandboxUnavailable",
+    "TreeTooDeep",
     "fork_dir",
     "get_sandbox",
     "remove_dir",

@@ -163,7 +163,8 @@ class RunCgroup:
                 path / ("cpu.max" if version == "v2" else "cpu.cfs_quota_us"), "max" if version == "v2" else "-1"
             )
         left = self.paths()
-        for _ in range(100):
+        delay, deadline = 0.001, time.monotonic() + 3.0
+        while True:
             for path in left:
                 try:
                     pids = [int(p) for p in (path / "cgroup.procs").read_text().split()]
@@ -175,9 +176,10 @@ class RunCgroup:
                     except OSError:
                         pass
             left = [p for p in left if not _rmdir_quietly(p)]
-            if not left:
+            if not left or time.monotonic() > deadline:
                 return
-            time.sleep(0.02)
+            time.sleep(delay)  # the kernel is still reaping: usually a millisecond or two
+            delay = min(delay * 2, 0.05)
 
 
 def _keyed(text: str) -> dict[str, int]:
