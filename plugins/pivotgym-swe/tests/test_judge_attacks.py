@@ -310,7 +310,29 @@ _sys.meta_path.insert(0, _Finder())
 """
 
 
-def test_a_loader_planted_for_later_test_modules_is_caught(tmp_path):
+# pytest's configuration is reachable from a module global (``_pytest.assertion.util._config``) once tests
+# run: a plugin registered through it answers ``pytest_pyfunc_call`` for every later test without running it.
+# This scored solved on a toolz task against the runner before hook implementations were checked.
+PLUGIN_THROUGH_CONFIG = """
+def _skip_all_tests():
+    import threading as _t, time as _time
+    import _pytest.assertion.util as _u
+    class _Skip:
+        def pytest_pyfunc_call(self, pyfuncitem):
+            return True
+    def _wait():
+        for _ in range(20000):
+            if getattr(_u, "_config", None) is not None:
+                _u._config.pluginmanager.register(_Skip(), "skip-all")
+                return
+            _time.sleep(0.0005)
+    _t.Thread(target=_wait, daemon=True).start()
+_skip_all_tests()
+"""
+
+
+def toolz_state(tmp_path: Path, payload: str) -> tuple[Path, dict, Path]:
+    """An unfixed toolz test-split task with ``payload`` appended to ``toolz/__init__.py``."""
     from pivotgym.jsonl import read_jsonl
     from pivotgym_swe.tasks import task_file
 
@@ -320,7 +342,17 @@ def test_a_loader_planted_for_later_test_modules_is_caught(tmp_path):
     mutation = Mutation(**instance["mutation"])
     (work / mutation.path).write_text(mutation.apply((pristine / mutation.path).read_text()))
     init = work / "toolz" / "__init__.py"
-    init.write_text(init.read_text() + PLANTED_LOADER)
-    assert {r.code for r in judge(work, instance, pristine).rejections} == {"new_import", "module_level_code"}
+    init.write_text(init.read_text() + payload)
+    return work, instance, pristine
+
+
+@pytest.mark.parametrize(
+    ("payload", "evidence"),
+    [(PLANTED_LOADER, "not the pristine test code"), (PLUGIN_THROUGH_CONFIG, "a hook implementation of")],
+    ids=["planted-loader", "plugin-through-config"],
+)
+def test_attacks_on_later_test_modules_are_caught(tmp_path, payload, evidence):
+    work, instance, pristine = toolz_state(tmp_path, payload)
+    assert judge(work, instance, pristine).rejections
     verdict = judge(work, instance, pristine, patch_check=False)
-    assert not verdict.solved and any("not the pristine test code" in t for t in verdict.run.tampered), verdict.summary
+    assert not verdict.solved and any(evidence in t for t in verdict.run.tampered), verdict.summary
