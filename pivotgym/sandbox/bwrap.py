@@ -14,7 +14,8 @@ What a command sees:
   hides installed copies of the project under test and reference solutions that live in the interpreter's trees;
 * when the host runs as root, the command runs as an unprivileged user with no capabilities and ``no_new_privs``,
   so set-uid binaries cannot regain root: a uid of its own per concurrent run (see :mod:`pivotgym.sandbox.uids`;
-  ``uid_pool=False`` uses the fixed ``uid``, ``nobody``), so RLIMIT_NPROC counts only that run's processes.
+  ``uid_pool=False``, or a user namespace that does not map the pool, uses the fixed ``uid``, ``nobody``), so
+  RLIMIT_NPROC counts only that run's processes.
   ``/etc/passwd`` and ``/etc/group`` are then generated (root, nobody and ``sandbox`` for the run's uid): no
   host account is listed;
 * bwrap gets its options through ``--args FD`` (a memfd, NUL-separated), not its command line: the sandbox's
@@ -317,7 +318,7 @@ class BwrapSandbox(Sandbox):
     ) -> RunResult:
         lease = None
         uid = self.uid
-        if self._drop and self.uid_pool:
+        if self._drop and self.uid_pool and _pool_mapped():
             lease = uids.lease(prefer=workdir.stat().st_uid)
             uid = lease.uid
         files = _DataFiles(real=True)
@@ -349,6 +350,16 @@ class BwrapSandbox(Sandbox):
             files.close()
             if lease is not None:
                 lease.release()
+
+
+_POOL: list[bool] = []
+
+
+def _pool_mapped() -> bool:
+    """Whether the uid pool can be used here (checked once per process)."""
+    if not _POOL:
+        _POOL.append(uids.mapped())
+    return _POOL[0]
 
 
 def bwrap_available() -> bool:

@@ -12,7 +12,8 @@ threads of one process and in different processes (parallel profiling workers) n
 directory must be the same for every process on the host, because uids are host-wide: it is
 ``$PIVOTGYM_SANDBOX_UID_LOCKS``, else ``/run/lock/pivotgym-sandbox-uids`` (``<tmp>/pivotgym-sandbox-uids-<euid>``
 where ``/run/lock`` is missing), created ``0700`` and refused when another user owns it or it is a symlink.
-Leasing is for a root host only (an unprivileged host cannot switch uids).
+Leasing is for a root host only (an unprivileged host cannot switch uids), and only where the user namespace maps
+the whole range (:func:`mapped`); elsewhere the sandbox falls back to one fixed uid and the pids cgroup alone.
 """
 
 from __future__ import annotations
@@ -33,6 +34,19 @@ ENV_LOCK_DIR = "PIVOTGYM_SANDBOX_UID_LOCKS"
 def in_range(uid: int) -> bool:
     """Whether ``uid`` is one the pool hands out."""
     return UID_BASE <= uid < UID_BASE + UID_COUNT
+
+
+def mapped(start: int = UID_BASE, count: int = UID_COUNT) -> bool:
+    """Whether this process's user namespace maps every uid and gid of ``start .. start + count - 1`` (a
+    container with a narrow map, rootless podman say, does not: switching to an unmapped uid fails)."""
+    for table in ("/proc/self/uid_map", "/proc/self/gid_map"):
+        try:
+            rows = [tuple(int(x) for x in line.split()) for line in Path(table).read_text().splitlines()]
+        except (OSError, ValueError):
+            return False
+        if not any(inside <= start and start + count <= inside + length for inside, _outside, length in rows):
+            return False
+    return True
 
 
 def lock_dir() -> Path:

@@ -108,6 +108,7 @@ def test_uid_leases_are_exclusive_across_threads_and_processes(tmp_path, monkeyp
     assert int(other.stdout) not in (first.uid, second.uid)
     first.release()
     assert uids.lease(prefer=first.uid).uid == first.uid  # free again once released
+    assert not uids.mapped(4_294_967_000, 1000)  # beyond every user namespace's map: the pool is not used
 
 
 # ------------------------------------------------------------------ CPU
