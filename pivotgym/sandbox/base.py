@@ -265,24 +265,31 @@ def run_process(
     rlimits: bool = True,
     watch: Path | None = None,
     pass_fds: Sequence[int] = (),
+    shared_uid: bool = False,
 ) -> RunResult:
     """Run ``argv`` in a new session under ``limits``; kill its process group at the deadline, when the
     memory cgroup OOM-kills, or when ``watch`` (the work dir) grows past ``limits.disk_bytes`` (or nests
     directories deeper than ``walk.MAX_DEPTH``: the deep part is deleted afterwards). ``pass_fds`` stay
-    open in the child (bwrap reads its arguments and data files from them)."""
+    open in the child (bwrap reads its arguments and data files from them). ``shared_uid`` says other runs
+    may run as the same user: then a pids cgroup, where there is one, replaces RLIMIT_NPROC (which would
+    count their processes against this run)."""
     from pivotgym.sandbox import cgroup
     from pivotgym.sandbox.disk import DiskWatch
     from pivotgym.sandbox.walk import MAX_DEPTH, prune
 
     start = time.perf_counter()
+    group = cgroup.run_group(memory=limits.total_memory_bytes, pids=limits.max_processes, cpu=limits.cpu_quota)
     preexec = None
     if rlimits:
-        prefix = prlimit_prefix(limits)
+        per_run = limits
+        if shared_uid and group is not None and "pids" in group.dirs:
+            # RLIMIT_NPROC counts every process of the uid, other runs' too: the pids cgroup counts this run's
+            per_run = limits.with_(max_processes=None)
+        prefix = prlimit_prefix(per_run)
         if prefix is None:
-            preexec = _rlimit_setter(limits)
+            preexec = _rlimit_setter(per_run)
         else:
             argv = prefix + list(argv)
-    group = cgroup.run_group(memory=limits.total_memory_bytes, pids=limits.max_processes, cpu=limits.cpu_quota)
     if group is not None:
         argv = group.wrap(list(argv))
     try:

@@ -345,6 +345,7 @@ class BwrapSandbox(Sandbox):
                 command=command_text(cmd),
                 watch=workdir,
                 pass_fds=files.fds,
+                shared_uid=lease is None,
             )
         finally:
             files.close()

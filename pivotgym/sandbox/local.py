@@ -75,6 +75,7 @@ class LocalSandbox(Sandbox):
                 backend=self.name,
                 command=command_text(cmd),
                 watch=workdir,
+                shared_uid=True,  # every local run is the host user
             )
         finally:
             if path is not None:
