@@ -23,9 +23,10 @@ Shared libraries the interpreter needs from outside ``/usr`` (``libpython3.X.so`
 installed copy, ``RECORD``, vendored copy or cache of the project exists inside at all; ``/usr`` is still
 bound whole by the sandbox and covered by the deny-list.
 
-A runtime is built once into ``<cache>/swe/runtimes/<source>-<hash>`` (the hash covers the interpreter, the
-allow-list and every copied distribution's name, version and ``RECORD``), in a temporary directory renamed
-into place, so concurrent first uses are safe. Files are hard-linked when the cache shares a filesystem with
+A runtime is built once into ``<cache>/swe-runtimes/<source>-<hash>`` (:func:`runtimes_dir`: beside the
+plugin's cache of pristine trees, never inside it; the hash covers the interpreter, the allow-list and every
+copied distribution's name, version and ``RECORD``), in a temporary directory renamed into place, so
+concurrent first uses are safe. Files are hard-linked when the cache shares a filesystem with
 the interpreter (mtimes kept, so cached bytecode stays valid), else copied.
 
 Backends: ``bwrap`` gets a copy with ``python_roots`` set (:func:`sandbox_for`); ``local`` isolates nothing
@@ -129,7 +130,14 @@ def source_key(source: Mapping[str, Any] | str | None) -> str:
 def runtime_for(source: Mapping[str, Any] | str | None) -> Runtime:
     """The runtime for a task's ``source`` spec (or a source name), built on first use and then cached."""
     key = source_key(source)
-    return _runtime(key, (*BASE_REQUIREMENTS, *TEST_REQUIREMENTS.get(key, ())), str(cache_root()))
+    return _runtime(key, (*BASE_REQUIREMENTS, *TEST_REQUIREMENTS.get(key, ())), str(runtimes_dir()))
+
+
+def runtimes_dir() -> Path:
+    """Where runtimes are built: ``swe-runtimes`` beside the plugin's cache (``<cache>/swe``), not inside it. A
+    sandbox shows a runtime at its host path, so the directories above it exist inside (empty but for the way
+    down); the pristine trees and sdists in ``<cache>/swe`` stay outside the sandbox altogether."""
+    return cache_root().parent / "swe-runtimes"
 
 
 @lru_cache(maxsize=16)
@@ -137,7 +145,7 @@ def _runtime(key: str, requirements: tuple[str, ...], cache: str) -> Runtime:
     dists = requirement_closure(requirements)
     base = _base_interpreter()
     digest = _fingerprint(base, dists)
-    target = Path(cache) / "runtimes" / f"{key}-{digest}"
+    target = Path(cache) / f"{key}-{digest}"
     if not (target / MANIFEST).is_file():
         _build_atomically(target, lambda tmp: _build(tmp, target, base, dists))
     return load(target, key)

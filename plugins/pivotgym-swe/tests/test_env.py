@@ -133,7 +133,7 @@ def test_run_uses_the_sources_runtime_not_the_training_venv(env):
     env.reset(options={"task_id": "fixture__0"})
     obs, *_ = env.step(call("run", command="python -c 'import sys; print(sys.prefix)'; python -c 'import toolz'"))
     text = obs[0]["content"]
-    assert "/swe/runtimes/humaneval-" in text and sys.prefix not in text, text
+    assert "/swe-runtimes/humaneval-" in text and sys.prefix not in text, text
     assert "No module named 'toolz'" in text
     obs, *_ = env.step(call("run", command="python -m pytest -q -p no:cacheprovider test_solution.py"))
     assert "1 failed" in obs[0]["content"]  # the tests run on the runtime's pytest

@@ -91,7 +91,7 @@ def test_concurrent_first_uses_build_one_runtime(tmp_path):
     outs = [p.communicate(timeout=120) for p in procs]
     assert all(p.returncode == 0 for p in procs), [err for _, err in outs]
     assert len({out.strip() for out, _ in outs}) == 1
-    assert [p.name for p in (tmp_path / "swe" / "runtimes").iterdir()] == [Path(outs[0][0].strip()).parents[1].name]
+    assert [p.name for p in (tmp_path / "swe-runtimes").iterdir()] == [Path(outs[0][0].strip()).parents[1].name]
 
 
 def test_sandbox_for_each_backend(runtimes):
