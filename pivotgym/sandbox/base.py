@@ -89,7 +89,7 @@ class RunResult:
     command: str = ""
     limit_hit: str = ""  # "memory", "processes", "disk" or "command" when a limit of the run stopped it
     limit_message: str = ""  # the same in words, for the agent's observation
-    cpu_time: float | None = None  # CPU seconds all its processes used (where a cgroup accounts them)
+    cpu_time: float | None = None  # CPU seconds its processes used until it ended or was killed (cgroup-accounted)
 
     @property
     def ok(self) -> bool:
@@ -317,16 +317,25 @@ def run_process(
     # with sleeps growing to 50 ms, which added ~25 ms to every short command.
     deadline_hit = threading.Event()
 
+    used_when_stopped: list[float | None] = []
+
+    def stop() -> None:
+        """Kill the run now; its processes get CPU again to exit (what they used so far is kept)."""
+        kill_group(proc)
+        if group is not None:
+            used_when_stopped.append(group.cpu_time())
+            group.unthrottle()
+
     def on_deadline() -> None:
         if proc.poll() is None:
             deadline_hit.set()
-            kill_group(proc)
+            stop()
 
     timer = threading.Timer(limits.wall_seconds, on_deadline) if limits.wall_seconds is not None else None
     if timer is not None:
         timer.daemon = True
         timer.start()
-    disk = DiskWatch(watch, limits.disk_bytes, lambda: kill_group(proc)) if watch and limits.disk_bytes else None
+    disk = DiskWatch(watch, limits.disk_bytes, stop) if watch and limits.disk_bytes else None
     try:
         proc.wait()
     except BaseException:  # interrupted (KeyboardInterrupt, a signal handler): nothing of the run outlives it
@@ -358,7 +367,7 @@ def run_process(
                 f"memory limit hit: the processes of one command may use {_mib(group.limit)} "
                 "together, and the kernel killed one; use less memory (fewer or smaller processes)"
             )
-        cpu_time = group.cpu_time()
+        cpu_time = used_when_stopped[0] if used_when_stopped else group.cpu_time()
         group.remove()  # kills what is left of the run (escaped its process group) before the pipes are drained
     for cap in (out, err):
         cap.thread.join(timeout=2.0)

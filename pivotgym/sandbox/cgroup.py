@@ -152,16 +152,21 @@ class RunCgroup:
         return None
 
     # ---------------------------------------------------------------- teardown
+    def unthrottle(self) -> None:
+        """Lift the CPU cap of a run that is being killed: a killed process needs CPU time to exit, and a
+        throttled group of a hundred dying processes took seconds to empty under a quarter-CPU cap."""
+        if "cpu" in self.dirs:
+            version, path = self.dirs["cpu"]
+            if version == "v2":
+                _try_write(path / "cpu.max", f"max {CPU_PERIOD_US}")
+            else:
+                _try_write(path / "cpu.cfs_quota_us", "-1")
+
     def remove(self) -> None:
         """Kill what is left in the groups and delete them (retrying while the kernel reaps the processes).
 
-        The CPU cap is lifted first: a killed process needs CPU time to exit, and a throttled group of a
-        hundred dying processes took seconds to empty under a quarter-CPU cap."""
-        if "cpu" in self.dirs:
-            version, path = self.dirs["cpu"]
-            _try_write(
-                path / ("cpu.max" if version == "v2" else "cpu.cfs_quota_us"), "max" if version == "v2" else "-1"
-            )
+        The CPU cap is lifted first (see :meth:`unthrottle`)."""
+        self.unthrottle()
         left = self.paths()
         delay, deadline = 0.001, time.monotonic() + 3.0
         while True:
