@@ -149,6 +149,7 @@ class SWEEnv(AgentEnv):
             run_limits=self.run_limits,
             max_turns=self.max_turns,
             step_timeout=self.step_timeout,
+            max_action_chars=self.max_action_chars,
         )
 
     # ------------------------------------------------------------------ AgentEnv

@@ -58,6 +58,7 @@ from pivotgym.sandbox import Limits, Mount, RunResult, Sandbox, fork_dir, get_sa
 from pivotgym.sandbox.bwrap import MOUNT_POINT
 from pivotgym_swe.leaks import answer_paths
 from pivotgym_swe.patch_check import Rejection, check_patch
+from pivotgym_swe.runtime import RuntimeBuildError, runtime_for, sandbox_for
 
 CONFIG_FILES = (
     "conftest.py",
@@ -354,6 +355,26 @@ class Judgement:
         )
 
 
+def _run_on_runtime(
+    fork: Path, targets: list[str], source: dict[str, Any] | None, sandbox: Sandbox | None, pristine: Path
+) -> TestRun:
+    """The tests of ``fork`` on the source's allow-listed runtime (:mod:`pivotgym_swe.runtime`): the sandbox
+    shows that runtime's interpreter, stdlib and test runner instead of the training environment."""
+    try:
+        runtime = runtime_for(source)
+    except RuntimeBuildError as exc:  # e.g. pytest or ldd missing on the host
+        return TestRun(error=f"no runtime to judge in: {exc}", infrastructure_failure=True)
+    box = sandbox_for(runtime, sandbox or get_sandbox())
+    return run_pytest(
+        fork,
+        targets,
+        sandbox=box,
+        pristine=pristine,
+        hide=answer_paths(source, python_roots=getattr(box, "python_roots", None)),
+        python=runtime.python_for(box),
+    )
+
+
 def judge(
     workdir: Path, instance: dict[str, Any], pristine: Path, *, sandbox: Sandbox | None = None, patch_check: bool = True
 ) -> Judgement:
@@ -380,13 +401,7 @@ def judge(
                 reasons = "; ".join(str(r) for r in rejections[:5])
                 run = TestRun(error=f"the patch check refused the change ({len(rejections)}): {reasons}")
             else:
-                run = run_pytest(
-                    fork,
-                    sorted(set(f2p + p2p)),
-                    sandbox=sandbox,
-                    pristine=pristine,
-                    hide=answer_paths(instance.get("source")),
-                )
+                run = _run_on_runtime(fork, sorted(set(f2p + p2p)), instance.get("source"), sandbox, pristine)
     finally:
         remove_dir(scratch)
     f = {n: run.passed(n) for n in f2p}
