@@ -296,7 +296,7 @@ class SWEEnv(AgentEnv):
         base = super().snapshot()
         if self.workdir is None:
             return base
-        snap_dir = fork_dir(self.workdir, self._new_dir("snap"))
+        snap_dir = fork_dir(self.workdir, self._new_dir("snap"), max_bytes=self.run_limits.disk_bytes)
         return {
             **base,
             "dir": str(snap_dir),
@@ -310,7 +310,7 @@ class SWEEnv(AgentEnv):
             return super().restore(snapshot)
         self.task = self.get_task(snapshot["task_id"])
         self._new_episode()
-        self.workdir = fork_dir(snapshot["dir"], self._new_dir("work"))
+        self.workdir = fork_dir(snapshot["dir"], self._new_dir("work"), max_bytes=self.run_limits.disk_bytes)
         self._actions = list(snapshot["actions"])
         self.messages = copy.deepcopy(snapshot["messages"])
         self.turn, self.done = snapshot["turn"], snapshot["done"]

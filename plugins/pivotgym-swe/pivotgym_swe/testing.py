@@ -54,8 +54,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pivotgym.sandbox import Limits, Mount, RunResult, Sandbox, fork_dir, get_sandbox, remove_dir
+from pivotgym.sandbox import Limits, Mount, RunResult, Sandbox, SandboxError, fork_dir, get_sandbox, remove_dir
 from pivotgym.sandbox.bwrap import MOUNT_POINT
+from pivotgym.sandbox.walk import remove_at
 from pivotgym_swe.leaks import answer_paths
 from pivotgym_swe.patch_check import Rejection, check_patch
 from pivotgym_swe.runtime import RuntimeBuildError, runtime_for, sandbox_for
@@ -330,7 +331,7 @@ def _copy_no_follow(src: Path, root: Path, rel: str) -> None:
         except FileNotFoundError:
             pass
         except IsADirectoryError:
-            shutil.rmtree(os.path.join(f"/proc/self/fd/{fd}", parts[-1]))
+            remove_at(fd, parts[-1], is_dir=True)
         out = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=fd)
         with os.fdopen(out, "wb") as dst, open(src, "rb") as source:
             shutil.copyfileobj(source, dst)
@@ -386,9 +387,9 @@ def judge(
     rejections: list[Rejection] = []
     try:
         try:
-            fork = fork_dir(workdir, scratch / "repo")
+            fork = fork_dir(workdir, scratch / "repo", max_bytes=JUDGE_LIMITS.disk_bytes)
             restore_tests(fork, pristine)
-        except (OSError, shutil.Error) as exc:  # e.g. a non-root host and a directory the agent made unreadable
+        except (OSError, shutil.Error, SandboxError) as exc:  # a tree too deep or too big, an unreadable dir
             # the host running out of room is infrastructure; a tree the agent made uncopyable is the agent's doing
             host_trouble = getattr(exc, "errno", None) in (errno.ENOSPC, errno.EMFILE, errno.ENFILE, errno.ENOMEM)
             run = TestRun(
