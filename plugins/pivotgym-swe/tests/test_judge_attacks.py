@@ -356,3 +356,28 @@ def test_attacks_on_later_test_modules_are_caught(tmp_path, payload, evidence):
     assert judge(work, instance, pristine).rejections
     verdict = judge(work, instance, pristine, patch_check=False)
     assert not verdict.solved and any(evidence in t for t in verdict.run.tampered), verdict.summary
+
+
+# ------------------------------------------------------------------------------------------ other episodes
+def test_a_fix_scores_while_another_episode_holds_its_process_limit(task, tmp_path):
+    """Process limits are per run (a pids cgroup, a uid per run): one episode's fork-happy code cannot make a
+    correct fix in another score 0, as it did when every sandbox shared one uid's RLIMIT_NPROC."""
+    import threading
+    import time
+
+    from pivotgym.sandbox import Limits, get_sandbox
+
+    hog_dir = tmp_path / "hog"
+    hog_dir.mkdir()
+    limits = Limits(wall_seconds=20, max_processes=128)
+    hog = threading.Thread(
+        target=get_sandbox().run,
+        args=("for i in $(seq 126); do sleep 8 & done; wait", hog_dir),
+        kwargs={"limits": limits},
+        daemon=True,
+    )
+    hog.start()
+    time.sleep(1.5)  # the hog holds its processes now
+    verdict = judge(state(task, tmp_path, fixed=True), task[0], task[1])
+    assert verdict.solved, verdict.summary
+    hog.join(30)
