@@ -252,16 +252,20 @@ def humaneval_solution(task_id: str) -> str:
 def humaneval_signatures(task_id: str) -> tuple[str, ...]:
     """The type signature of each call the problem's ``check`` makes, on the canonical solution.
 
-    Computed in the sandbox (the canonical solution runs as any repository code does), on a scratch copy of the
-    solution: the values stay there, only the types come back."""
+    Computed in the sandbox, on HumanEval's allow-listed runtime (the canonical solution runs as any repository
+    code does), on a scratch copy of the solution: the values stay there, only the types come back."""
     from pivotgym.sandbox import get_sandbox, remove_dir
+    from pivotgym_swe.runtime import runtime_for, sandbox_for  # it imports this module
 
+    runtime = runtime_for({"kind": "humaneval"})
+    sandbox = sandbox_for(runtime, get_sandbox())
     problem = humaneval_problems()[task_id]
     script = _SIGNATURE_RECORDER.format(entry=problem["entry_point"], signature=SIGNATURE_SOURCE, test=problem["test"])
     scratch = Path(tempfile.mkdtemp(prefix="pivotgym-he-types-"))
     try:
         (scratch / "solution.py").write_text(humaneval_solution(task_id))
-        result = get_sandbox().run([sys.executable, "-I", "-B", "-c", script], scratch, timeout=120)
+        argv = [runtime.python_for(sandbox), "-I", "-B", "-c", script]
+        result = sandbox.run(argv, scratch, timeout=120)
     finally:
         remove_dir(scratch)
     try:

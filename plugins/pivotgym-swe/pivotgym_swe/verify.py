@@ -9,7 +9,10 @@
    the expert's targets; other commands must match after whitespace normalisation);
 4. effect: ``edit`` is applied, with the expert's edit, to two forks of the state at turn t; credited when
    the edited files are equal as normalised ASTs, or else when the hidden tests (FAIL_TO_PASS +
-   PASS_TO_PASS, judged in the sandbox) have the same outcomes; ``submit`` only when the state is solved.
+   PASS_TO_PASS, judged in the sandbox) have the same outcomes and, where the expert's edit solves the task,
+   the candidate's state also agrees with the reference fix on the differential check
+   (:func:`pivotgym_swe.differential.check_differential`: generated inputs and docstring examples, compared on
+   the host); ``submit`` only when the state is solved.
 
 ``swe/name`` is the coarse reward (same tool name only); exact match is the core's ``exact``.
 """
@@ -19,16 +22,20 @@ from __future__ import annotations
 import shlex
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pivotgym import InvalidAction, Verdict
 from pivotgym.sandbox import fork_dir, remove_dir
 from pivotgym.types import tool_calls_of
 from pivotgym.verify import VerifyContext, normalize_whitespace
 from pivotgym_swe import tools
+from pivotgym_swe.differential import check_differential
 from pivotgym_swe.mutate import normalized_ast
 from pivotgym_swe.tasks import pristine_tree
 from pivotgym_swe.testing import judge
+
+if TYPE_CHECKING:
+    from pivotgym_swe.env import SWEEnv
 
 SEARCH_MAX_HITS = tools.SEARCH_MAX_HITS
 
@@ -95,7 +102,8 @@ class FunctionalVerifier:
         return Verdict.fail("target: no overlap with the expert's region", tool="view", got=a, expected=b)
 
     def _search(self, context: VerifyContext, cand: dict, exp: dict) -> Verdict:
-        env = context.env()
+        env = _swe_env(context)
+        assert env.workdir is not None, "the env has no state: reset it or restore a snapshot first"
         try:
             got = tools.search_hits(env.workdir, cand["pattern"], cand.get("path", "."))
         except InvalidAction as exc:
@@ -124,7 +132,8 @@ class FunctionalVerifier:
         return Verdict.fail("target: different test selection", tool="run", got=sorted(a), expected=sorted(b))
 
     def _edit(self, context: VerifyContext, cand: dict, exp: dict) -> Verdict:
-        env = context.env()
+        env = _swe_env(context)
+        assert env.workdir is not None, "the env has no state: reset it or restore a snapshot first"
         with tempfile.TemporaryDirectory(prefix="pivotgym-verify-") as tmp:
             a = fork_dir(env.workdir, Path(tmp) / "candidate")
             b = fork_dir(env.workdir, Path(tmp) / "expert")
@@ -144,24 +153,38 @@ class FunctionalVerifier:
             if same_ast:
                 return Verdict.ok("ast_equivalent", tool="edit")
             task = env.task
+            assert task is not None
             pristine = pristine_tree(task.data)
             ja = judge(a, task.data, pristine, sandbox=env.sandbox)
             jb = judge(b, task.data, pristine, sandbox=env.sandbox)
+            same_tests = bool(
+                not ja.run.error
+                and ja.run.outcomes
+                and (ja.fail_to_pass, ja.pass_to_pass) == (jb.fail_to_pass, jb.pass_to_pass)
+            )
+            diff = None
+            if same_tests and jb.solved:  # the expert's edit fixes the task: the candidate must match the fix too
+                diff = getattr(ja, "differential", None) or check_differential(a, task.data, sandbox=env.sandbox)
             remove_dir(a)
             remove_dir(b)
-        if (
-            not ja.run.error
-            and ja.run.outcomes
-            and (ja.fail_to_pass, ja.pass_to_pass) == (jb.fail_to_pass, jb.pass_to_pass)
-        ):
-            return Verdict.ok("same_tests_pass", tool="edit", summary=ja.summary)
-        return Verdict.fail("effect: different test outcomes", tool="edit", got=ja.summary, expected=jb.summary)
+        if not same_tests:
+            return Verdict.fail("effect: different test outcomes", tool="edit", got=ja.summary, expected=jb.summary)
+        if diff is not None and not diff.ok:
+            return Verdict.fail(
+                "effect: the tests pass but the fix differs from the reference", tool="edit", differential=diff.reason
+            )
+        return Verdict.ok("same_tests_pass", tool="edit", summary=ja.summary)
 
     def _submit(self, context: VerifyContext, cand: dict, exp: dict) -> Verdict:
-        verdict = context.env().judge()
+        verdict = _swe_env(context).judge()
         if verdict.solved:
             return Verdict.ok("solved", tool="submit")
         return Verdict.fail("submit_unsolved", tool="submit", summary=verdict.summary)
+
+
+def _swe_env(context: VerifyContext) -> SWEEnv:
+    """The context's env, which for these verifiers is an SWE env (a work dir, a sandbox, a judge)."""
+    return cast("SWEEnv", context.env())
 
 
 def _read(root: Path, rel: str) -> str:

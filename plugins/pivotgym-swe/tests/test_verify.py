@@ -81,3 +81,21 @@ def test_name_verifier_is_coarse(turns):
 def test_pytest_target_parsing():
     assert _pytest_targets("python -m pytest -q -k foo tests/test_a.py::t") == {"tests/test_a.py::t"}
     assert _pytest_targets("ls -la") is None
+
+
+def test_an_edit_that_passes_the_tests_but_not_the_differential_is_not_credited(env):
+    # truncate_number: the expert reverts `number // 1.0` to `number % 1.0`; rounding the result to 3 places
+    # passes the problem's checks (3.5, 1.33, 123.456) but not other positive numbers (1.83 -> 0.83)
+    traj = next(env.expert_trajectories("test"))
+    turn = next(t for t in traj.turns() if t.expert["tool_calls"][0]["function"]["name"] == "edit")
+    context = VerifyContext(turn, env_factory=lambda: env.__deepcopy__({}))
+    args = json.loads(turn.expert["tool_calls"][0]["function"]["arguments"])
+    assert "number % 1.0" in args["new"]
+    rounded = args["new"].replace("number % 1.0", "round(number % 1.0, 3)")
+    verdict = FunctionalVerifier().verify(context, call("edit", path="solution.py", old=args["old"], new=rounded))
+    assert not verdict.equivalent
+    assert "differs from the reference" in verdict.reason, verdict
+    # the same repair written another way agrees on every generated input: credited
+    other = args["new"].replace("number % 1.0", "number - (number // 1.0)")
+    verdict = FunctionalVerifier().verify(context, call("edit", path="solution.py", old=args["old"], new=other))
+    assert verdict.equivalent and verdict.reason == "same_tests_pass", verdict
