@@ -23,6 +23,7 @@ printed, but to be credited it has to print what the reference prints for inputs
 
 
 def _main() -> None:  # noqa: C901, PLR0915 - one script, kept in a function so nothing lands in __main__
+    import builtins
     import collections
     import functools
     import hashlib
@@ -30,6 +31,7 @@ def _main() -> None:  # noqa: C901, PLR0915 - one script, kept in a function so 
     import io
     import itertools
     import json
+    import marshal
     import os
     import random
     import re
@@ -141,6 +143,17 @@ def _main() -> None:  # noqa: C901, PLR0915 - one script, kept in a function so 
             return iter([build(x) for x in v])
         if t == "ref":
             return resolve(v)
+        if t == "module":
+            if str(v).split(".")[0] not in allowed_ref_modules:
+                raise ValueError(f"module {v} not allowed")
+            return importlib.import_module(v)
+        if t == "code":  # a function of the tests (a lambda, a helper): its code, globals, cells and defaults
+            namespace = {"__builtins__": builtins, "__name__": "<test function>"}
+            namespace.update({name: build(g) for name, g in spec.get("g", {}).items()})
+            cells = tuple(types.CellType(build(c)) for c in spec.get("c", []))
+            defaults = tuple(build(d) for d in spec.get("d", [])) or None
+            code = marshal.loads(bytes.fromhex(v))
+            return types.FunctionType(code, namespace, code.co_name, defaults, cells or None)
         raise ValueError(f"unknown spec {t}")
 
     # ------------------------------------------------------------------ values -> canonical form
@@ -275,15 +288,32 @@ def _main() -> None:  # noqa: C901, PLR0915 - one script, kept in a function so 
             pass
 
         def ref_of(v) -> str:  # noqa: ANN001
+            """``module:qualname`` of a named callable of the standard library or the project (``_operator``'s
+            functions by their public module), checked to resolve to the same object."""
             mod, qual = getattr(v, "__module__", None), getattr(v, "__qualname__", None)
-            if not mod or not qual or "<" in qual or mod.split(".")[0] not in allowed_ref_modules:
+            if not isinstance(mod, str) or not isinstance(qual, str) or "<" in qual:
                 raise Unsupported()
-            try:
-                if resolve(f"{mod}:{qual}") is not v:
-                    raise Unsupported()
-            except (ImportError, AttributeError, ValueError):
-                raise Unsupported() from None
-            return f"{mod}:{qual}"
+            for name in (mod.lstrip("_"), mod) if mod.startswith("_") else (mod,):
+                if name.split(".")[0] not in allowed_ref_modules:
+                    continue
+                try:
+                    if resolve(f"{name}:{qual}") is v:
+                        return f"{name}:{qual}"
+                except (ImportError, AttributeError, ValueError):
+                    continue
+            raise Unsupported()
+
+        def from_tests(fn) -> bool:  # noqa: ANN001
+            """Whether a function was written in a test file (only those travel by value: the project's own
+            functions, the fixed one included, must come from the candidate's code)."""
+            path = os.path.realpath(fn.__code__.co_filename)
+            rel = os.path.relpath(path, os.path.realpath(root))
+            parts = rel.split(os.sep)
+            return not rel.startswith("..") and (
+                parts[-1].startswith("test_")
+                or parts[-1] == "conftest.py"
+                or any(p in ("tests", "test") for p in parts)
+            )
 
         def enc(v, depth=0):  # noqa: ANN001, ANN202, C901, PLR0911
             if depth > 6:
@@ -321,9 +351,36 @@ def _main() -> None:  # noqa: C901, PLR0915 - one script, kept in a function so 
                 return spec
             if t is range:
                 return {"t": "range", "v": [v.start, v.stop, v.step]}
+            if t is types.ModuleType:
+                if v.__name__.split(".")[0] not in allowed_ref_modules:
+                    raise Unsupported()
+                return {"t": "module", "v": v.__name__}
+            if t is types.FunctionType and from_tests(v):
+                return enc_function(v, depth)
             if callable(v):
                 return {"t": "ref", "v": ref_of(v)}
             raise Unsupported()
+
+        def enc_function(fn, depth):  # noqa: ANN001, ANN202
+            """A function of the tests, by value: its code object (marshalled: the reference and the candidate run
+            on the same interpreter), the globals it names, its closure cells and its defaults."""
+            code = fn.__code__
+            if depth > 3 or code.co_flags & 0x20 or fn.__kwdefaults__:  # nesting, generators, kw-only defaults
+                raise Unsupported()
+            names = set(code.co_names)
+            for const in code.co_consts:  # nested code (comprehensions, inner lambdas) names globals too
+                if isinstance(const, types.CodeType):
+                    names |= set(const.co_names)
+            found = {}
+            for name in sorted(names):
+                if name in fn.__globals__ and fn.__globals__[name] is not fn:
+                    try:
+                        found[name] = enc(fn.__globals__[name], depth + 1)
+                    except Unsupported:
+                        pass  # an attribute name, or something the call may not need: the reference run decides
+            cells = [enc(c.cell_contents, depth + 1) for c in fn.__closure__ or ()]
+            defaults = [enc(d, depth + 1) for d in fn.__defaults__ or ()]
+            return {"t": "code", "v": marshal.dumps(code).hex(), "g": found, "c": cells, "d": defaults}
 
         def snapshot(v):  # noqa: ANN001, ANN202
             """(spec, value to pass on): a finite iterator is drained into the spec and replayed."""
@@ -331,7 +388,10 @@ def _main() -> None:  # noqa: C901, PLR0915 - one script, kept in a function so 
                 items = list(itertools.islice(v, 201))
                 if len(items) > 200:
                     return None, itertools.chain(items, v)
-                return {"t": "iter", "v": [enc(x, 1) for x in items]}, iter(items)
+                try:
+                    return {"t": "iter", "v": [enc(x, 1) for x in items]}, iter(items)
+                except Exception:  # noqa: BLE001 - not recordable, but the call still gets every item
+                    return None, iter(items)
             return enc(v), v
 
         def wrap(qualname: str, fn):  # noqa: ANN001, ANN202
@@ -344,7 +404,7 @@ def _main() -> None:  # noqa: C901, PLR0915 - one script, kept in a function so 
                 for a in args:
                     try:
                         spec, value = snapshot(a)
-                    except Unsupported:
+                    except Exception:  # noqa: BLE001 - Unsupported, or a value that cannot be inspected
                         spec, value = None, a
                     ok = ok and spec is not None
                     specs.append(spec)
@@ -352,7 +412,7 @@ def _main() -> None:  # noqa: C901, PLR0915 - one script, kept in a function so 
                 for key, a in kwargs.items():
                     try:
                         spec, value = snapshot(a)
-                    except Unsupported:
+                    except Exception:  # noqa: BLE001 - Unsupported, or a value that cannot be inspected
                         spec, value = None, a
                     ok = ok and spec is not None
                     kwspecs[key] = spec

@@ -56,7 +56,7 @@ from pivotgym_swe.testing import JUDGE_LIMITS, RUNNER_ENV
 
 HARNESS = Path(__file__).with_name("diff_harness.py").read_text(encoding="utf-8")
 #: bump when the input generation or the comparison changes, so cached references are rebuilt
-VERSION = "3"
+VERSION = "5"
 DIFF_LIMITS = JUDGE_LIMITS.with_(wall_seconds=90, cpu_seconds=90, output_bytes=4 << 20)
 MAX_SEEDS = 40
 MAX_INPUTS = 250

@@ -249,3 +249,18 @@ def test_module_name_and_targets():
     method_task = task("toolz", "__init__")
     assert differential.target_functions(method_task, reference_text(method_task)) == []
     assert Mutation(**method_task["mutation"]).function == "__init__"
+
+
+@requires_bwrap
+@pytest.mark.parametrize(
+    ("name", "part"), [("toolz", "count"), ("toolz", "reduceby"), ("more-itertools", "polynomial_derivative")]
+)
+def test_forgeries_the_hidden_tests_pass_are_rejected(name, part, tmp_path):
+    # the residue: on these tasks every hidden test passes for an always-equal object; reduceby's tests
+    # pass lambdas and test-module functions, which the recorder carries by value
+    instance = task(name, part)
+    work = tree_with(instance, always_equal(reference_text(instance), instance["mutation"]["function"]), tmp_path / "w")
+    verdict = judge(work, instance, pristine_tree(instance))
+    assert all(verdict.fail_to_pass.values()) and all(verdict.pass_to_pass.values()), verdict.summary
+    result = check_differential(work, instance)
+    assert not result.ok and result.counts["inputs"] > 0 and result.counts["call_mismatches"] > 0, result
