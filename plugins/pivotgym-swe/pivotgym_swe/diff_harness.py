@@ -8,8 +8,9 @@ writes one bounded JSON line per observation, each prefixed by the payload's non
 * ``record`` (run on the **pristine** tree only, trusted code): wraps the target functions, runs the task's
   own test files with pytest and the docstring examples of the targets, and writes the arguments of every
   call as *value specs* (JSON descriptions of plain values: numbers, strings, containers, finite iterators,
-  ranges, named functions of the standard library or the project). Calls with anything else (a lambda, an
-  object of a test class) are skipped.
+  ranges, named functions of the standard library or the project, and functions written in the test files -
+  lambdas, helpers - by value: marshalled code with the globals, cells and defaults it needs). Calls with
+  anything else (an object of a test class, an infinite iterator) are skipped.
 * ``run``: imports the module from the repository copy it runs in, calls each target on each input (built
   from its spec), and writes, per call, a digest of the canonical form of the result (exact type names,
   container element types and values, iterators drained up to a cap, exceptions by type) together with the

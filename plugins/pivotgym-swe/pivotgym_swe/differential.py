@@ -5,11 +5,12 @@ object that compares equal to everything, passes them. This check runs, besides 
 
 * **a differential comparison** of the function the reference fix changes (the task's mutated function) with
   the reference on generated inputs: the arguments the task's own tests pass to it (recorded once by running
-  those tests on the pristine tree) plus seeded, type-directed mutations of them (ints shifted, strings cut,
-  containers shortened, reordered, emptied...). Each call's result is compared in canonical form: exact type
-  names (an ``int`` is not a ``bool``, an always-equal object is not a ``list``), container contents with
-  their element types, iterators drained up to a cap, exceptions by type, mutable arguments after the call,
-  and what the call printed;
+  those tests on the pristine tree; lambdas and helpers of the tests travel by value) plus their edge cases
+  (other iterable kinds, empty and one-element containers, 0, 1, -1...) and seeded, type-directed mutations
+  (ints shifted, strings cut, containers shortened, reordered, emptied, arguments dropped or repeated).
+  Each call's result is compared in canonical form: exact type names (an ``int`` is not a ``bool``, an
+  always-equal object is not a ``list``), container contents with their element types, iterators drained up
+  to a cap, exceptions by type, mutable arguments after the call, and what the call printed;
 * **the docstring examples** of every function and class of the changed module, taken from the reference
   (pristine) source on the host and checked like ``doctest`` does (more-itertools runs its docstrings through
   a ``load_tests`` hook that pytest ignores).
