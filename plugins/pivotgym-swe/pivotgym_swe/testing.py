@@ -52,7 +52,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pivotgym.sandbox import Limits, Mount, RunResult, Sandbox, SandboxError, fork_dir, get_sandbox, remove_dir
 from pivotgym.sandbox.bwrap import MOUNT_POINT
@@ -60,6 +60,9 @@ from pivotgym.sandbox.walk import remove_at
 from pivotgym_swe.leaks import answer_paths
 from pivotgym_swe.patch_check import Rejection, check_patch
 from pivotgym_swe.runtime import RuntimeBuildError, runtime_for, sandbox_for
+
+if TYPE_CHECKING:  # differential.py runs its harness with this module's limits
+    from pivotgym_swe.differential import DifferentialResult
 
 CONFIG_FILES = (
     "conftest.py",
@@ -346,6 +349,7 @@ class Judgement:
     pass_to_pass: dict[str, bool]
     run: TestRun
     rejections: list[Rejection] = field(default_factory=list)  # why the static patch check refused the state
+    differential: DifferentialResult | None = None  # the host-side comparison with the reference, when it ran
 
     @property
     def summary(self) -> str:
@@ -377,14 +381,23 @@ def _run_on_runtime(
 
 
 def judge(
-    workdir: Path, instance: dict[str, Any], pristine: Path, *, sandbox: Sandbox | None = None, patch_check: bool = True
+    workdir: Path,
+    instance: dict[str, Any],
+    pristine: Path,
+    *,
+    sandbox: Sandbox | None = None,
+    patch_check: bool = True,
+    differential: bool = True,
 ) -> Judgement:
     """Our own verdict on a state: fork it, refuse it if the static patch check does
-    (:mod:`pivotgym_swe.patch_check`; ``patch_check=False`` only to test the layers behind it), restore the
-    tests, run FAIL_TO_PASS + PASS_TO_PASS under the gatekeeping runner."""
+    (:mod:`pivotgym_swe.patch_check`), restore the tests, run FAIL_TO_PASS + PASS_TO_PASS under the
+    gatekeeping runner, and, when they pass, compare the changed function with the reference fix on the host
+    (:func:`pivotgym_swe.differential.check_differential`). ``patch_check=False`` and ``differential=False``
+    exist to test the layers behind them, one at a time."""
     f2p, p2p = list(instance["FAIL_TO_PASS"]), list(instance["PASS_TO_PASS"])
     scratch = Path(tempfile.mkdtemp(prefix="pivotgym-judge-"))
     rejections: list[Rejection] = []
+    diff: DifferentialResult | None = None
     try:
         try:
             fork = fork_dir(workdir, scratch / "repo", max_bytes=JUDGE_LIMITS.disk_bytes)
@@ -403,8 +416,16 @@ def judge(
                 run = TestRun(error=f"the patch check refused the change ({len(rejections)}): {reasons}")
             else:
                 run = _run_on_runtime(fork, sorted(set(f2p + p2p)), instance.get("source"), sandbox, pristine)
+                if differential and not run.error and all(run.passed(n) for n in f2p + p2p):
+                    from pivotgym_swe.differential import check_differential
+
+                    diff = check_differential(fork, instance, sandbox=sandbox)
+                    if not diff.ok:
+                        run.error = diff.reason
+                        run.infrastructure_failure = diff.infra
     finally:
         remove_dir(scratch)
     f = {n: run.passed(n) for n in f2p}
     p = {n: run.passed(n) for n in p2p}
-    return Judgement(bool(f) and all(f.values()) and all(p.values()) and not run.error, f, p, run, rejections)
+    solved = bool(f) and all(f.values()) and all(p.values()) and not run.error
+    return Judgement(solved, f, p, run, rejections, diff)

@@ -381,3 +381,28 @@ def test_a_fix_scores_while_another_episode_holds_its_process_limit(task, tmp_pa
     verdict = judge(state(task, tmp_path, fixed=True), task[0], task[1])
     assert verdict.solved, verdict.summary
     hog.join(30)
+
+
+# ------------------------------------------------------------------------------------------ weak tests
+ALWAYS_EQUAL = """
+def has_close_elements(numbers: List[float], threshold: float) -> bool:
+    class _Equal:
+        def __eq__(self, other):
+            return True
+
+        def __bool__(self):
+            return True
+
+    return _Equal()
+"""
+
+
+def test_an_always_equal_result_passes_no_layer(task, tmp_path):
+    """A redefinition returning an object equal to everything is plain code (the patch check lets it through)
+    and fooled ``==`` checks (30/30 humanevalfix tasks); the generated checks now compare result types, and
+    the differential check compares exact types with the reference's on the host."""
+    work = state(task, tmp_path, fixed=False, extra=ALWAYS_EQUAL)
+    verdict = judge(work, task[0], task[1])
+    assert not verdict.rejections and not verdict.solved, verdict.summary
+    verdict = judge(work, task[0], task[1], differential=False)
+    assert not verdict.solved, verdict.summary  # the tests alone catch it too
