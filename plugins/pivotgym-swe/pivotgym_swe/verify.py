@@ -157,14 +157,16 @@ class FunctionalVerifier:
             pristine = pristine_tree(task.data)
             ja = judge(a, task.data, pristine, sandbox=env.sandbox)
             jb = judge(b, task.data, pristine, sandbox=env.sandbox)
+            diff = ja.differential  # the judge's own comparison with the reference, when the tests passed
+            # a run error that is only the differential's verdict is not a test error: the tests are compared first
+            test_error = ja.run.error and not (diff is not None and not diff.ok and ja.run.error == diff.reason)
             same_tests = bool(
-                not ja.run.error
+                not test_error
                 and ja.run.outcomes
                 and (ja.fail_to_pass, ja.pass_to_pass) == (jb.fail_to_pass, jb.pass_to_pass)
             )
-            diff = None
-            if same_tests and jb.solved:  # the expert's edit fixes the task: the candidate must match the fix too
-                diff = getattr(ja, "differential", None) or check_differential(a, task.data, sandbox=env.sandbox)
+            if same_tests and jb.solved and diff is None:  # the expert's edit fixes the task: so must this one
+                diff = check_differential(a, task.data, sandbox=env.sandbox)
             remove_dir(a)
             remove_dir(b)
         if not same_tests:

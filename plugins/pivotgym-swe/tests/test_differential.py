@@ -164,9 +164,11 @@ def test_a_wrong_fix_the_hidden_tests_miss_is_caught(tmp_path):
     )
     assert wrong != text
     work = tree_with(instance, wrong, tmp_path / "w")
-    assert judge(work, instance, pristine_tree(instance)).solved  # the hidden tests pass...
+    assert judge(work, instance, pristine_tree(instance), differential=False).solved  # the hidden tests pass...
     result = check_differential(work, instance)
     assert not result.ok and result.counts["call_mismatches"] > 0, result  # ...the differential does not
+    verdict = judge(work, instance, pristine_tree(instance))  # and the judge, which runs both, says so
+    assert not verdict.solved and verdict.differential is not None and not verdict.differential.ok
 
 
 @requires_bwrap
