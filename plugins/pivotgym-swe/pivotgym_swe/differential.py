@@ -52,7 +52,7 @@ from pivotgym.sandbox import Limits, Sandbox, fork_dir, get_sandbox, remove_dir
 from pivotgym_swe.leaks import answer_paths, package_names
 from pivotgym_swe.mutate import Mutation
 from pivotgym_swe.runtime import RuntimeBuildError, runtime_for, sandbox_for
-from pivotgym_swe.sources import cache_root, tree_for
+from pivotgym_swe.sources import SourceError, cache_root, tree_for
 from pivotgym_swe.testing import JUDGE_LIMITS, RUNNER_ENV
 
 HARNESS = Path(__file__).with_name("diff_harness.py").read_text(encoding="utf-8")
@@ -457,9 +457,25 @@ def run_harness(
 
 
 # ---------------------------------------------------------------------------------------------- reference
-def _cache_key(instance: dict[str, Any]) -> str:
+def _cache_key(instance: dict[str, Any], pristine: Path) -> str:
+    """What a reference depends on: this code, the interpreter, the task, and the content of the reference
+    module and the task's test files (so two trees under one source spec never share an entry)."""
+    contents = []
+    for rel in [instance["mutation"]["path"], *instance.get("test_files", [])]:
+        try:
+            contents.append(hashlib.sha256((pristine / rel).read_bytes()).hexdigest())
+        except OSError:
+            contents.append("")
     blob = json.dumps(
-        [VERSION, HARNESS, sys.version, instance.get("source"), instance.get("mutation"), instance.get("fix")],
+        [
+            VERSION,
+            HARNESS,
+            sys.version,
+            instance.get("source"),
+            instance.get("mutation"),
+            instance.get("fix"),
+            contents,
+        ],
         sort_keys=True,
         default=str,
     )
@@ -476,14 +492,21 @@ _MEMORY: dict[str, Reference] = {}
 
 
 def reference_for(
-    instance: dict[str, Any], *, sandbox: Sandbox | None = None, python: str | None = None, refresh: bool = False
+    instance: dict[str, Any],
+    *,
+    sandbox: Sandbox | None = None,
+    python: str | None = None,
+    pristine: Path | None = None,
+    refresh: bool = False,
 ) -> Reference:
     """The task's reference (inputs, examples, reference digests), built once and cached on the host.
 
     Built from the pristine tree, which is the tree with the reference fix applied: record the arguments the
     task's tests pass to the target function, generate inputs from them, run the harness twice on the
-    pristine tree and keep the inputs and examples whose reference outcome is reproducible."""
-    key = _cache_key(instance)
+    pristine tree and keep the inputs and examples whose reference outcome is reproducible. ``pristine``: the
+    task's clean tree (default: the one its ``source`` names, :func:`pivotgym_swe.sources.tree_for`)."""
+    pristine = Path(pristine) if pristine is not None else tree_for(instance["source"])
+    key = _cache_key(instance, pristine)
     if not refresh and key in _MEMORY:
         return _MEMORY[key]
     path = cache_root() / "differential" / f"{key}.json"
@@ -495,7 +518,7 @@ def reference_for(
         except (ValueError, TypeError):
             pass
     sandbox, python, hide = setup(instance, sandbox, python)
-    ref = _build_reference(instance, sandbox, python, hide)
+    ref = _build_reference(instance, pristine, sandbox, python, hide)
     if not ref.error:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
@@ -518,8 +541,9 @@ def setup(
     return sandbox, python or runtime.python_for(sandbox), hide
 
 
-def _build_reference(instance: dict[str, Any], sandbox: Sandbox, python: str, hide: tuple[str, ...]) -> Reference:
-    pristine = tree_for(instance["source"])
+def _build_reference(
+    instance: dict[str, Any], pristine: Path, sandbox: Sandbox, python: str, hide: tuple[str, ...]
+) -> Reference:
     module_path = instance["mutation"]["path"]
     text = (pristine / module_path).read_text(encoding="utf-8")
     module = module_name(module_path)
@@ -591,16 +615,18 @@ def check_differential(
     *,
     sandbox: Sandbox | None = None,
     python: str | None = None,
+    pristine: Path | None = None,
     limits: Limits = DIFF_LIMITS,
 ) -> DifferentialResult:
     """Compare the repository state ``fork`` with the task's reference fix (see the module docstring).
 
     ``fork`` is only read: the harness runs on a private copy of it, in ``sandbox`` (default: the configured
-    backend), with every host copy of the task's answer hidden. The reference outputs stay on the host."""
+    backend), with every host copy of the task's answer hidden. The reference outputs stay on the host.
+    ``pristine`` is the task's clean tree (default: the one its ``source`` names; pass the judge's own)."""
     try:
         sandbox, python, hide = setup(instance, sandbox, python)
-        ref = reference_for(instance, sandbox=sandbox, python=python)
-    except (OSError, ValueError, SyntaxError, KeyError, RuntimeBuildError) as exc:
+        ref = reference_for(instance, sandbox=sandbox, python=python, pristine=pristine)
+    except (OSError, ValueError, SyntaxError, KeyError, RuntimeBuildError, SourceError) as exc:
         return DifferentialResult(False, f"differential: the reference could not be built ({exc})"[:300], infra=True)
     if ref.error:
         return DifferentialResult(False, f"differential: {ref.error}"[:300], infra=True)

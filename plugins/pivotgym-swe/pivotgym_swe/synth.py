@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pivotgym.sandbox import Limits, Sandbox, fork_dir, get_sandbox, remove_dir
+from pivotgym_swe.differential import check_differential
 from pivotgym_swe.mutate import Mutation, candidate_mutations, sample_mutations
 from pivotgym_swe.sources import PROJECTS, Project, humaneval_files, humaneval_problems, humaneval_tree, repo_tree
 from pivotgym_swe.testing import JUDGE_LIMITS, TestRun, is_test_path, judge, run_pytest
@@ -135,21 +136,24 @@ def _try_mutant(
 
 
 def verify_instance(instance: dict[str, Any], pristine: Path, sandbox: Sandbox) -> bool:
-    """Fails on the buggy state, passes once the reference fix is applied (both judged in the sandbox)."""
+    """Fails on the buggy state, passes once the reference fix is applied (both judged in the sandbox), and the
+    fixed state agrees with the pristine tree on the differential check (this also builds and caches the
+    task's reference, :func:`pivotgym_swe.differential.check_differential`)."""
     mutation = Mutation(**instance["mutation"])
     with tempfile.TemporaryDirectory(prefix="pivotgym-verify-") as tmp:
         work = fork_dir(pristine, Path(tmp) / "repo")
         clean = (pristine / mutation.path).read_text()
         (work / mutation.path).write_text(mutation.apply(clean))
-        before = judge(work, instance, pristine, sandbox=sandbox)
+        before = judge(work, instance, pristine, sandbox=sandbox, differential=False)
         fix = instance["fix"]
         text = (work / fix["path"]).read_text()
         if text.count(fix["old"]) != 1:
             return False
         (work / fix["path"]).write_text(text.replace(fix["old"], fix["new"]))
-        after = judge(work, instance, pristine, sandbox=sandbox)
+        after = judge(work, instance, pristine, sandbox=sandbox, differential=False)
+        agrees = after.solved and check_differential(work, instance, sandbox=sandbox, pristine=pristine).ok
         remove_dir(work)
-    return not before.solved and not any(before.fail_to_pass.values()) and after.solved
+    return not before.solved and not any(before.fail_to_pass.values()) and agrees
 
 
 def baseline_passing(project: Project, pristine: Path, sandbox: Sandbox, scratch: Path) -> set[str]:
