@@ -40,16 +40,46 @@ verdict:
    cached bytecode.
 """
 
+from _blake2 import blake2b
+from types import CodeType
+from typing import Any
+
+
+def code_digest(code: object, _code_type: type = CodeType, _blake2b: Any = blake2b) -> str:
+    """What a code object does, as a digest: its bytecode, names and constants, nested code objects likewise
+    (sets in a canonical order: string hashing differs between processes). The host computes it for the
+    pristine test files (:func:`pivotgym_swe.testing.pristine_code`) and the runner for the live functions;
+    what it needs comes in as defaults, bound before any repository code exists."""
+
+    def canonical(value: object) -> object:
+        if type(value) is _code_type:
+            return (
+                value.co_code,  # type: ignore[attr-defined]
+                value.co_names,  # type: ignore[attr-defined]
+                value.co_varnames,  # type: ignore[attr-defined]
+                tuple(canonical(c) for c in value.co_consts),  # type: ignore[attr-defined]
+            )
+        if type(value) is tuple:
+            return ("tuple", tuple(canonical(v) for v in value))
+        if type(value) is frozenset:
+            return ("frozenset", tuple(sorted(repr(canonical(v)) for v in value)))
+        return (type(value).__name__, repr(value))
+
+    return _blake2b(repr(canonical(code)).encode(), digest_size=16).hexdigest()
+
 
 def _main() -> None:  # noqa: C901, PLR0915 - one linear script, kept in one function so nothing lands in __main__
     import os
     import sys
-    from types import CodeType, FunctionType, MethodType, ModuleType
+    from types import CodeType, FunctionType, MethodType, ModuleType, SimpleNamespace
 
     write, exit_now, get_ident, audit = os.write, os._exit, __import__("_thread").get_ident, sys.audit
     getframe = sys._getframe
     main_thread = get_ident()
     secret = bytes.fromhex(sys.stdin.readline().strip())
+    import json
+
+    pristine = json.loads(sys.stdin.readline() or "{}")
     from _blake2 import blake2b  # the C type itself: a module attribute could be swapped, this cannot
 
     null = os.open(os.devnull, os.O_RDONLY)
@@ -113,12 +143,12 @@ def _main() -> None:  # noqa: C901, PLR0915 - one linear script, kept in one fun
 
     def function_code(fn: object) -> CodeType | None:
         """The code of a plain function (its ``__code__`` read is announced to the hook), else None."""
-        if type(fn) is MethodType:
-            fn = fn.__func__  # type: ignore[attr-defined]
-        if type(fn) is not FunctionType:
+        if type(fn) is MethodType and isinstance(fn, MethodType):  # type first: no __class__ property runs
+            fn = fn.__func__
+        if not (type(fn) is FunctionType and isinstance(fn, FunctionType)):
             return None
         own("object.__getattr__")
-        return fn.__code__  # type: ignore[attr-defined]
+        return fn.__code__
 
     def is_test_file(rel: str) -> bool:
         parts = rel.split("/")
@@ -218,12 +248,10 @@ def _main() -> None:  # noqa: C901, PLR0915 - one linear script, kept in one fun
 
     sys.addaudithook(hook)
 
-    import ast
     import builtins  # noqa: F401 - imported before repository code runs, like the modules it guards
     import collections
     import enum
     import importlib
-    import json  # noqa: F401 - watched by the snapshot: the repository may lean on it
     import logging
     import pkgutil
     import typing
@@ -249,7 +277,7 @@ def _main() -> None:  # noqa: C901, PLR0915 - one linear script, kept in one fun
     from _pytest.python import Module as PytestModule
     from pluggy._hooks import HookImpl
 
-    logging._srcfile = None  # type: ignore[attr-defined] - no caller lookup through frames
+    logging._srcfile = None  # no caller lookup through frames
     trusted_dirs[:] = [
         *(os.path.dirname(m.__file__ or "") + "/" for m in (pytest, _pytest, pluggy, iniconfig, packaging)),
         stdlib_dir + "/",
@@ -267,7 +295,7 @@ def _main() -> None:  # noqa: C901, PLR0915 - one linear script, kept in one fun
     # ---------------------------------------------------------------- what the hook compares against
     def watched_modules() -> list[tuple[str, object, bool]]:
         """(name, module, every attribute?) of what must stay as it was."""
-        mods = []
+        mods: list[tuple[str, object, bool]] = []
         for name, mod in list(sys.modules.items()):
             if name in ("pytest", "_pytest", "pluggy") or name.startswith(("_pytest.", "pluggy.")):
                 mods.append((name, mod, False))
@@ -301,31 +329,13 @@ def _main() -> None:  # noqa: C901, PLR0915 - one linear script, kept in one fun
     ]
     hot_refs = [(obj, attr, vars(obj).get(attr)) for obj, attr in hot]
 
-    def fingerprint(code: CodeType) -> tuple:
-        """What a code object does: its bytecode, names and constants (nested code objects likewise)."""
-        consts = tuple(fingerprint(c) if type(c) is CodeType else (type(c).__name__, repr(c)) for c in code.co_consts)
-        return (code.co_code, code.co_names, code.co_varnames, consts)
-
-    pristine_files: set[str] = set()
-    pristine_code: dict[tuple[str, str, int], tuple] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d != "__pycache__"]
-        for name in filenames:
-            full = os.path.join(dirpath, name)
-            if name.endswith(".py") and is_test_file(full[len(test_prefix) :]):
-                try:
-                    with open(full, "rb") as fh:
-                        source = fh.read()
-                    tree = ast.parse(source, filename=full)
-                    rewrite.rewrite_asserts(tree, source, full, None)
-                    todo = [compile(tree, full, "exec", dont_inherit=True)]
-                except (OSError, SyntaxError, ValueError):
-                    continue
-                pristine_files.add(full)
-                while todo:
-                    c = todo.pop()
-                    pristine_code[(full, c.co_name, c.co_firstlineno)] = fingerprint(c)
-                    todo += [k for k in c.co_consts if type(k) is CodeType]
+    # the pristine test code, compiled on the host the way pytest compiles it here (assertions rewritten):
+    # {file: [[name, first line, digest], ...]} on stdin's second line, read before the repository could run
+    pristine_code: dict[tuple[str, str, int], str] = {}
+    for path, codes in pristine.items():
+        for name, line, digest in codes:
+            pristine_code[(path, name, line)] = digest
+    pristine_files = frozenset(pristine)
 
     # ---------------------------------------------------------------- what the repository can reach
     # closure-free functions: their only capabilities are defaults, which nobody may replace
@@ -385,8 +395,8 @@ def _main() -> None:  # noqa: C901, PLR0915 - one linear script, kept in one fun
         FunctionType(f.__code__, bare, f.__name__, f.__defaults__)
         for f in (find_spec, source_only, runtest_call, logreport, collectreport)
     )
-    guard = type(sys.implementation)(find_spec=find_spec)  # a SimpleNamespace: importlib calls .find_spec
-    plugin = type(sys.implementation)(
+    guard = SimpleNamespace(find_spec=find_spec)  # importlib calls .find_spec
+    plugin = SimpleNamespace(
         pytest_runtest_call=pytest.hookimpl(wrapper=True)(runtest_call),
         pytest_runtest_logreport=logreport,
         pytest_collectreport=collectreport,
@@ -445,10 +455,10 @@ def _main() -> None:  # noqa: C901, PLR0915 - one linear script, kept in one fun
         pm = state.get("pm")
         if pm is None:
             return
-        for name, caller in list(vars(field(pm, "hook") or type(sys.implementation)()).items()):
+        for name, caller in list(vars(field(pm, "hook") or SimpleNamespace()).items()):
             if type(caller) is not pluggy.HookCaller:
                 continue
-            for impl in list(field(caller, "_hookimpls") or ()):
+            for impl in field(caller, "_hookimpls") or ():  # type: ignore[attr-defined]
                 code = function_code(field(impl, "function"))
                 if code is None or not (id(code) in trusted_codes or trusted_file(code.co_filename)):
                     where = code.co_filename if code is not None else "not a function"
@@ -488,7 +498,7 @@ def _main() -> None:  # noqa: C901, PLR0915 - one linear script, kept in one fun
             for value in [fn, *vars(module).values()]:
                 c = function_code(value)
                 if c is not None and c.co_filename in pristine_files:
-                    if pristine_code.get((c.co_filename, c.co_name, c.co_firstlineno)) != fingerprint(c):
+                    if pristine_code.get((c.co_filename, c.co_name, c.co_firstlineno)) != code_digest(c):
                         emit("tampered", f"{c.co_name} in {c.co_filename} is not the pristine test code")
 
     def record(args: tuple) -> None:
@@ -582,6 +592,8 @@ if __name__ == "__main__":  # as ``python -c TEXT``; importing this module does 
 
     # the runner runs on globals of its own, with a private copy of the builtins: names planted later in
     # __main__ or builtins never reach the hook, and no object the repository can reach refers to them
+    _private: dict[str, object] = {"__builtins__": dict(vars(_builtins)), "__name__": "pivotgym_judge"}
+    _private["code_digest"] = _FunctionType(code_digest.__code__, _private, "code_digest", code_digest.__defaults__)
     _code = _main.__code__
-    del _main
-    _FunctionType(_code, {"__builtins__": dict(vars(_builtins)), "__name__": "pivotgym_judge"})()
+    del _main, code_digest
+    _FunctionType(_code, _private)()

@@ -40,23 +40,28 @@ The threat model, what each layer stops and the residual risk are in docs/archit
 
 from __future__ import annotations
 
+import ast
 import errno
 import hashlib
 import hmac
+import json
 import os
 import secrets
 import shutil
 import stat
 import sys
 import tempfile
+import types
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pivotgym.sandbox import Limits, Mount, RunResult, Sandbox, SandboxError, fork_dir, get_sandbox, remove_dir
 from pivotgym.sandbox.bwrap import MOUNT_POINT
 from pivotgym.sandbox.walk import remove_at
+from pivotgym_swe.judge_runner import code_digest
 from pivotgym_swe.leaks import answer_paths
 from pivotgym_swe.patch_check import Rejection, check_patch
 from pivotgym_swe.runtime import RuntimeBuildError, runtime_for, sandbox_for
@@ -177,8 +182,15 @@ def run_pytest(
         argv += ["--deselect", node]
     mounts = test_mounts(pristine) if pristine is not None and isolated else []
     key = secrets.token_bytes(32)
+    code = pristine_code(str(pristine), root) if pristine is not None else "{}"
     result = sandbox.run(
-        argv, workdir, limits=limits or JUDGE_LIMITS, stdin=key.hex() + "\n", env=RUNNER_ENV, mounts=mounts, hide=hide
+        argv,
+        workdir,
+        limits=limits or JUDGE_LIMITS,
+        stdin=key.hex() + "\n" + code + "\n",
+        env=RUNNER_ENV,
+        mounts=mounts,
+        hide=hide,
     )
     channel = read_channel(result.stdout, key)
     run = TestRun(exit_code=result.returncode, timed_out=result.timed_out)
@@ -199,6 +211,37 @@ def run_pytest(
     if run.tampered and not run.error:
         run.error = "the code under test tampered with the judge: " + ", ".join(run.tampered[:8])
     return run
+
+
+@lru_cache(maxsize=64)
+def pristine_code(pristine: str, root: str) -> str:
+    """The digest of every code object of the pristine test files, compiled as pytest compiles them in the
+    test process (assertions rewritten, file names under ``root``), as the JSON the runner reads from stdin:
+    ``{file: [[name, first line, digest], ...]}``. Done on the host, once per tree: the runner checks every
+    test-file function a test reaches against it (see ``judge_runner``)."""
+    from _pytest.assertion.rewrite import rewrite_asserts
+
+    out: dict[str, list[tuple[str, int, str]]] = {}
+    for dirpath, dirnames, filenames in os.walk(pristine):  # the host's pristine tree: shallow, trusted
+        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d != "__pycache__"]
+        for name in filenames:
+            rel = os.path.relpath(os.path.join(dirpath, name), pristine)
+            if not (name.endswith(".py") and is_test_path(rel)):
+                continue
+            path = os.path.join(root, rel)
+            try:
+                source = Path(dirpath, name).read_bytes()
+                tree = ast.parse(source, filename=path)
+                rewrite_asserts(tree, source, path, None)
+                todo = [compile(tree, path, "exec", dont_inherit=True)]
+            except (OSError, SyntaxError, ValueError):
+                continue
+            codes = out.setdefault(path, [])
+            while todo:
+                code = todo.pop()
+                codes.append((code.co_name, code.co_firstlineno, code_digest(code)))
+                todo += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    return json.dumps(out)
 
 
 @dataclass
