@@ -9,7 +9,8 @@
    ``python -m pytest`` with the judge's options on a fork as a bare subprocess (the baseline), the trusted
    runner (audit-hook gatekeeper, MAC'd records) as a bare subprocess, the runner under bwrap, the static
    patch check alone, and the whole hardened ``judge()`` (fork, patch check, test restore, read-only test
-   mounts, memory cgroup, disk watch, tamper checks).
+   mounts, memory cgroup, disk watch, tamper checks) on the unfixed state and on the fixed one, where the
+   tests pass and the host-side differential check against the reference runs too.
 """
 
 from __future__ import annotations
@@ -165,6 +166,9 @@ def judge_costs(box, tmp: Path) -> None:  # noqa: ANN001
 
     verdict = judge(work, instance, pristine, sandbox=box)
     assert verdict.run.outcomes and not verdict.run.error, verdict.summary
+    fixed = fork_dir(pristine, tmp / "fixed")  # the reference fix: the pristine tree
+    verdict = judge(fixed, instance, pristine, sandbox=box)
+    assert verdict.solved and verdict.differential is not None, verdict.summary
     plain_pytest()
     # interleaved rounds, so a change in machine load hits every variant alike
     variants = [
@@ -172,7 +176,8 @@ def judge_costs(box, tmp: Path) -> None:  # noqa: ANN001
         ("trusted runner, bare subprocess", runner_bare),
         ("trusted runner under bwrap", runner_bwrap),
         ("static patch check alone", patch_check),
-        ("hardened judge() end to end", lambda: judge(work, instance, pristine, sandbox=box)),
+        ("hardened judge() end to end, unfixed state", lambda: judge(work, instance, pristine, sandbox=box)),
+        ("hardened judge(), fixed state (+ differential)", lambda: judge(fixed, instance, pristine, sandbox=box)),
     ]
     samples: dict[str, list[float]] = {label: [] for label, _ in variants}
     for _ in range(7):
@@ -183,8 +188,10 @@ def judge_costs(box, tmp: Path) -> None:  # noqa: ANN001
     print(f"judged submission ({instance['instance_id']}, {len(targets)} tests), median of 7 interleaved rounds:")
     for label, wall in medians.items():
         print(f"  {label:<50} {wall:.3f} s ({wall / base:.2f}x)")
-    cost = medians[variants[-1][0]] - base
-    print(f"  isolation cost per judged submission: {cost * 1e3:+.0f} ms ({cost / base * 100:+.1f}%)")
+    for label, _ in variants[-2:]:
+        cost = medians[label] - base
+        state = label.split(", ", 1)[1]
+        print(f"  cost per judged submission ({state}): {cost * 1e3:+.0f} ms ({cost / base * 100:+.1f}%)")
 
 
 if __name__ == "__main__":
