@@ -462,7 +462,7 @@ def judge(
                 if differential and not run.error and all(run.passed(n) for n in f2p + p2p):
                     from pivotgym_swe.differential import check_differential
 
-                    diff = check_differential(fork, instance, sandbox=sandbox)
+                    diff = check_differential(fork, instance, sandbox=sandbox, pristine=pristine)
                     if not diff.ok:
                         run.error = diff.reason
                         run.infrastructure_failure = diff.infra
