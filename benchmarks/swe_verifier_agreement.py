@@ -9,12 +9,15 @@ verifier:
   comprehension) - **correct by construction**;
 * ``original_bug``: the task's own bug - **wrong by construction** (its FAIL_TO_PASS tests fail);
 * ``forgery``: the function returns an object equal to everything - **wrong by construction**;
-* ``mutant``: another single mutation of the reference function - labelled by **independent random testing**:
-  ``--label-inputs`` calls (default 400) drawn from the *types* of the tests' arguments by a generator of
-  this script's own (fresh random values and sizes, another seed), run on the mutant and on the reference in
+* ``mutant``: another single mutation of the reference function - **wrong when it fails a hidden test**
+  (certain: the reference passes them all; this makes the tests' own false negatives 0 by construction),
+  otherwise labelled by **independent random testing**: ``--label-inputs`` calls (default 400) drawn from
+  the *types* of the tests' arguments by a generator of this script's own (fresh random values and sizes,
+  scalars recombined from the tests' own values, another seed), run on the mutant and on the reference in
   separate sandboxed processes and compared by ``type`` + ``repr`` (iterators drained), not by the
   verifier's canonical digests. Any difference: wrong; none: correct (an equivalent mutant). A mutant the
-  labeller cannot exercise (no recorded argument types) is left out and counted.
+  labeller cannot exercise (no drawable argument types) is left out and counted. The labeller also judges
+  the candidates labelled by construction; its agreement with them is printed as a check on it.
 
 Each candidate is judged by the hidden tests alone (``judge()``, its differential layer off where it has
 one) and by tests + docstring examples + differential (``judge()`` and
@@ -80,6 +83,7 @@ def show(v, depth=0):
         return "iterator[" + ", ".join(show(x, depth + 1) for x in itertools.islice(v, 1000)) + "]"
     return t.__qualname__ + ":" + repr(v)
 results = []
+import random
 try:
     module = __import__(payload["module"], fromlist=["_"])
     namespace = {payload["target"]: getattr(module, payload["target"])}
@@ -87,6 +91,7 @@ except BaseException as exc:
     namespace = None
     results = ["import " + type(exc).__name__] * len(payload["calls"])
 for call in payload["calls"] if namespace is not None else []:
+    random.seed(12345)  # a function that draws random numbers draws the same ones in both processes
     signal.setitimer(signal.ITIMER_REAL, 1.0)
     try:
         results.append(show(eval(call, dict(namespace))))
@@ -147,6 +152,21 @@ def observed_values(inputs: list[dict[str, Any]]) -> dict[str, list[Any]]:
 OBSERVED: dict[str, list[Any]] = {"int": [], "str": []}
 
 
+DRAWABLE = {"int", "bool", "float", "none", "str", "bytes", "range", "ref", "list", "iter", "tuple", "set", "frozenset"}
+
+
+def drawable(s: Any) -> bool:
+    """Whether :func:`draw` can write a value of shape ``s``."""
+    kind = s[0]
+    if kind == "tuple_fixed":
+        return all(drawable(x) for x in s[1])
+    if kind == "dict":
+        return drawable(s[1]) and drawable(s[2])
+    if kind in ("list", "iter", "tuple", "set", "frozenset"):
+        return drawable(s[1])
+    return kind in DRAWABLE
+
+
 def draw(s: Any, rng: random.Random, depth: int = 0) -> str:  # noqa: PLR0911 - one case per shape
     """Python source of a fresh random value of shape ``s`` (scalars: half the time a value the tests use)."""
     kind = s[0]
@@ -190,6 +210,8 @@ def labeller_calls(inputs: list[dict[str, Any]], target: str, count: int, salt: 
         if item.get("origin") != "tests" or item["target"] != target:
             continue
         sig = ([shape(a) for a in item["args"]], {k: shape(v) for k, v in item["kwargs"].items()})
+        if not all(drawable(x) for x in [*sig[0], *sig[1].values()]):
+            continue  # a function of the tests, a module: nothing this generator can write as source
         if sig not in signatures:
             signatures.append(sig)
     rng = random.Random(f"labeller:{salt}")  # another seed and another generator than the verifier's
@@ -272,14 +294,17 @@ def evaluate_task(instance: dict[str, Any], args: argparse.Namespace, sandbox: S
                 got = run_labeller(work, ref.module, mutation.function, calls, lab_sandbox, python)
                 differs = [c for c, a, b in zip(calls, got, reference_out) if a != b and "<slow>" not in (a, b)]
                 random_label = not differs
-            if label is None:  # a mutant: independent random testing against the reference
-                if random_label is None:
+            started = time.perf_counter()
+            by_tests = tests_alone(work, instance, sandbox)
+            if label is None:  # a mutant: wrong if it fails a hidden test (certain: the reference passes them all)
+                if not by_tests:
+                    label, how = False, "fails a hidden test"
+                elif random_label is None:
                     rows.append({"task": instance["instance_id"], "kind": kind, "detail": detail, "label": None})
                     remove_dir(work)
                     continue
-                label, how = random_label, f"random testing ({len(calls)} calls, {len(differs)} differ)"
-            started = time.perf_counter()
-            by_tests = tests_alone(work, instance, sandbox)
+                else:  # else independent random testing against the reference decides
+                    label, how = random_label, f"random testing ({len(calls)} calls, {len(differs)} differ)"
             diff = check_differential(work, instance, sandbox=sandbox)
             rows.append(
                 {
@@ -366,6 +391,10 @@ def main() -> None:
         sets[r["task"].split("__")[0]].append(r)
     report["by_kind"] = {k: {v: score(g, v) for v in VERIFIERS} for k, g in sorted(groups.items())}
     report["by_set"] = {k: {v: score(g, v) for v in VERIFIERS} for k, g in sorted(sets.items())}
+    sources: dict[str, int] = defaultdict(int)
+    for r in labelled:
+        sources[f"{r['kind']}: {r['labelled_by'].split(' (')[0]}"] += 1
+    report["label_sources"] = dict(sorted(sources.items()))
     checked = [r for r in labelled if r["labelled_by"] == "construction" and r["random_testing_says"] is not None]
     report["labeller_vs_construction"] = {
         kind: {
@@ -394,6 +423,7 @@ def main() -> None:
             s = scores[v]
             ci = f"[{s['ci95'][0]:.3f}, {s['ci95'][1]:.3f}]"
             print(f"{group:28} {v:20} {s['n']:>4} {s['rate']:>6.3f} {ci:>17} {s['fp']:>4} {s['fn']:>4}")
+    print("labels: " + ", ".join(f"{k} {n}" for k, n in report["label_sources"].items()))
     for kind, c in report["labeller_vs_construction"].items():
         print(f"random-testing labeller on {kind}: agrees with the construction label {c['agree']}/{c['n']}")
     for name, f in report["floors"].items():
