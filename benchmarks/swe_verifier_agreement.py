@@ -47,7 +47,7 @@ from typing import Any
 
 os.environ.setdefault("PIVOTGYM_LOAD_PLUGINS", "swe")
 
-from pivotgym.eval.stats import wilson  # noqa: E402
+from pivotgym.eval.stats import agreement, wilson  # noqa: E402
 from pivotgym.sandbox import Sandbox, fork_dir, get_sandbox, remove_dir  # noqa: E402
 from pivotgym_swe.differential import check_differential, reference_for, setup  # noqa: E402
 from pivotgym_swe.mutate import Mutation  # noqa: E402
@@ -326,17 +326,7 @@ def evaluate_task(instance: dict[str, Any], args: argparse.Namespace, sandbox: S
 
 
 def score(rows: list[dict[str, Any]], verifier: str) -> dict[str, Any]:
-    n = len(rows)
-    agree = sum(r[verifier] == r["label"] for r in rows)
-    low, high = wilson(agree, n)
-    return {
-        "n": n,
-        "agree": agree,
-        "rate": round(agree / n, 4) if n else None,
-        "ci95": [round(low, 4), round(high, 4)],
-        "fp": sum(r[verifier] and not r["label"] for r in rows),
-        "fn": sum(not r[verifier] and r["label"] for r in rows),
-    }
+    return agreement([bool(r["label"]) for r in rows], [bool(r[verifier]) for r in rows])
 
 
 def floors(rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from typing import Any
 os.environ.setdefault("PIVOTGYM_LOAD_PLUGINS", "tooluse")
 
 import pivotgym  # noqa: E402
-from pivotgym.eval.stats import wilson  # noqa: E402
+from pivotgym.eval.stats import agreement  # noqa: E402
 from pivotgym_tooluse.bfcl_pairs import SOURCES, Pair, context_for, generate  # noqa: E402
 from pivotgym_tooluse.verifier import ToolCallExactVerifier, ToolCallVerifier, reason_code  # noqa: E402
 
@@ -39,19 +39,7 @@ def judge(pairs: list[Pair], verifier: Any, env: Any) -> list[tuple[bool, str]]:
 
 def score(pairs: list[Pair], verdicts: list[tuple[bool, str]]) -> dict[str, Any]:
     """Agreement with its Wilson interval, false positives and false negatives of a set of judged pairs."""
-    n = len(pairs)
-    agree = sum(credited == p.label for p, (credited, _) in zip(pairs, verdicts))
-    fp = sum(credited and not p.label for p, (credited, _) in zip(pairs, verdicts))
-    fn = sum(not credited and p.label for p, (credited, _) in zip(pairs, verdicts))
-    low, high = wilson(agree, n)
-    return {
-        "n": n,
-        "agree": agree,
-        "rate": round(agree / n, 4) if n else None,
-        "ci95": [round(low, 4), round(high, 4)],
-        "fp": fp,
-        "fn": fn,
-    }
+    return agreement([p.label for p in pairs], [credited for credited, _ in verdicts])
 
 
 def breakdown(pairs: list[Pair], verdicts: list[tuple[bool, str]], key: Any) -> dict[str, Any]:

@@ -41,6 +41,22 @@ def wilson(successes: int, n: int) -> list[float]:
     return [low, high]
 
 
+def agreement(labels: Sequence[bool], verdicts: Sequence[bool]) -> dict[str, Any]:
+    """How often a verifier's ``verdicts`` (credited?) match ``labels`` (correct?): the rate with its 95% Wilson
+    interval, and the false positives (credited, wrong) and false negatives (refused, correct)."""
+    n = len(labels)
+    agree = sum(v == lab for lab, v in zip(labels, verdicts, strict=True))
+    low, high = wilson(agree, n)
+    return {
+        "n": n,
+        "agree": agree,
+        "rate": round(agree / n, 4) if n else None,
+        "ci95": [round(low, 4), round(high, 4)],
+        "fp": sum(v and not lab for lab, v in zip(labels, verdicts, strict=True)),
+        "fn": sum(lab and not v for lab, v in zip(labels, verdicts, strict=True)),
+    }
+
+
 def normal_interval(values: Sequence[float]) -> list[float]:
     """mean +- 1.96 standard errors (a single value: the value itself; none: [0, 0])."""
     n = len(values)

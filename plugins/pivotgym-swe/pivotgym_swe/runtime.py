@@ -45,7 +45,6 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -55,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from pivotgym.sandbox import Sandbox
-from pivotgym_swe.sources import cache_root
+from pivotgym_swe.sources import build_atomically, cache_root
 
 #: bumped whenever the layout or the allow-list changes (part of the cache key)
 LAYOUT_VERSION = 1
@@ -147,7 +146,7 @@ def _runtime(key: str, requirements: tuple[str, ...], cache: str) -> Runtime:
     digest = _fingerprint(base, dists)
     target = Path(cache) / f"{key}-{digest}"
     if not (target / MANIFEST).is_file():
-        _build_atomically(target, lambda tmp: _build(tmp, target, base, dists))
+        build_atomically(target, lambda tmp: _build(tmp, target, base, dists), lambda t: (t / MANIFEST).is_file())
     return load(target, key)
 
 
@@ -232,21 +231,6 @@ def _fingerprint(base: _Base, dists: tuple[metadata.Distribution, ...]) -> str:
 
 
 # ------------------------------------------------------------------------------------------ building
-def _build_atomically(target: Path, build) -> None:  # noqa: ANN001 - build(tmp) fills the tree
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    try:
-        build(tmp)
-        try:
-            os.rename(tmp, target)
-        except OSError:
-            if not (target / MANIFEST).is_file():  # someone else's build won the race: theirs is as good
-                raise
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-
-
 def _place(src: Path, dst: Path) -> None:
     """Hard-link ``src`` to ``dst`` (same filesystem, and readable by all: a link shares the mode, which is never
     changed), else copy it with its mtime (bytecode stays valid)."""

@@ -82,9 +82,10 @@ class SourceError(RuntimeError):
     """A repository could not be prepared; the message says how to fix it."""
 
 
-def _install_atomically(target: Path, build) -> Path:  # noqa: ANN001 - build(tmpdir) fills the tree
-    if target.is_dir():
-        return target
+def build_atomically(target: Path, build, complete=None) -> Path:  # noqa: ANN001 - build(tmp) fills the tree
+    """Build a tree in a temporary directory beside ``target`` and rename it into place, so concurrent first
+    uses are safe: when another builder wins the race, its tree is kept (``complete(target)`` says a tree is
+    whole; by default, that it exists)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
@@ -92,12 +93,16 @@ def _install_atomically(target: Path, build) -> Path:  # noqa: ANN001 - build(tm
         try:
             os.rename(tmp, target)
         except OSError:
-            if not target.is_dir():
+            if not (complete(target) if complete else target.is_dir()):
                 raise
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def _install_atomically(target: Path, build) -> Path:  # noqa: ANN001 - build(tmpdir) fills the tree
+    return target if target.is_dir() else build_atomically(target, build)
 
 
 def _ignore(_dir: str, names: list[str]) -> list[str]:
