@@ -99,3 +99,18 @@ def test_an_edit_that_passes_the_tests_but_not_the_differential_is_not_credited(
     other = args["new"].replace("number % 1.0", "number - (number // 1.0)")
     verdict = FunctionalVerifier().verify(context, call("edit", path="solution.py", old=args["old"], new=other))
     assert verdict.equivalent and verdict.reason == "same_tests_pass", verdict
+
+
+def test_a_judge_that_cannot_run_is_a_verification_failure_not_a_wrong_action(turns, monkeypatch):
+    """No runtime to judge in (an infrastructure failure): the verdict says so, so it is masked, never scored 0."""
+    from pivotgym.verify.judge import is_undecided
+    from pivotgym_swe import testing
+    from pivotgym_swe.runtime import RuntimeBuildError
+
+    def broken(source):  # noqa: ANN001, ANN202
+        raise RuntimeBuildError("pytest is missing on this host")
+
+    monkeypatch.setattr(testing, "runtime_for", broken)
+    verdict = FunctionalVerifier().verify(ctx(turns, "submit"), call("submit"))
+    assert verdict.reason == "judge_failed" and "pytest is missing" in verdict.components["verification_failed"]
+    assert is_undecided(verdict)
