@@ -54,6 +54,8 @@ def main(out: str, shared: str) -> None:
             out,
         )
     trainer.accelerator.wait_for_everyone()
+    if torch.distributed.is_initialized():  # gloo's threads are joined here, not torn down at exit (a CI run
+        torch.distributed.destroy_process_group()  # aborted a rank with "terminate called without an active exception")
 
 
 if __name__ == "__main__":
