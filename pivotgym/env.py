@@ -168,6 +168,20 @@ class AgentEnv(gym.Env[list, str]):
         means the env offers no such continuation."""
         return None
 
+    def legal_actions(self) -> list[str] | None:
+        """Every action the env would accept in the current state, one canonical text each, or None when the
+        env cannot enumerate them (free text, code, tool calls with open arguments). Optional: the evaluation's
+        floors read it (the random-legal-action baseline, the share of states where the verifier credits two
+        or more distinct actions) and the likelihood scores (the probability mass a model puts on legal and on
+        credited actions). The default, None, leaves those rows out for the env."""
+        return None
+
+    def progress(self) -> float | None:
+        """How far the current state is towards the goal, in [0, 1] (1: solved), or None when the env cannot
+        say. Optional: the end-to-end RL baseline's partial-progress reward row reads it (e.g. planning's
+        ``1 - h*(s) / h*(s0)``); the outcome reward stays the main comparison. The default, None."""
+        return None
+
     def render_action(self, msg: Message) -> str:
         """The text a policy would emit for assistant message ``msg`` (inverse of the action parser).
 
