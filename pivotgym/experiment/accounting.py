@@ -22,7 +22,9 @@ __all__ = [
 ]
 
 #: the methods of the cost table, in its row order
-ACCOUNTED = ("sft", "sft-more", "pivot", "e2e")
+ACCOUNTED = ("warmup", "sft", "sft-more", "pivot", "e2e")
+#: a run's recorded ``start`` -> the method tag whose cost "from base" adds (older runs wrote ``SFT``)
+START_TAGS = {"sft": "sft", "warmup": "warmup"}
 
 
 def optimizer_steps(section: Mapping[str, Any], steps: int | None = None) -> int:
@@ -31,7 +33,8 @@ def optimizer_steps(section: Mapping[str, Any], steps: int | None = None) -> int
 
 
 def rl_total_steps(config: ExperimentConfig) -> int:
-    """Optimiser steps from the base model to the end of PivotRL (SFT's included when RL starts from SFT)."""
+    """Optimiser steps from the common start to the end of PivotRL (SFT's included when RL starts from SFT;
+    the warm-up model is every method's start, so its steps count for none)."""
     sft = optimizer_steps(config.sft) if config.rl_init == "sft" else 0
     return sft + optimizer_steps(config.pivot)
 
@@ -84,20 +87,22 @@ def _read(path: Path) -> Any:
 
 def accounting_table(layout: RunLayout, seeds: Sequence[int]) -> tuple[list[list[Any]], dict[str, Any]]:
     """Rows of the side-by-side cost table (mean over seeds) from each run's ``accounting.json``; "from base"
-    adds SFT's cost to a run that starts from the SFT model."""
+    adds the cost of the model a run starts from (SFT's, the warm-up model's), itself counted from base."""
 
     def mean(rows: Sequence[Mapping[str, Any]], key: str) -> float:
         return sum(float(r[key]) for r in rows) / len(rows)
 
-    table, data = [], {}
-    sft_rows = [r for s in seeds if (r := _read(layout.accounting("sft", s)))]
+    keys = ("optimizer_steps", "tokens_trained", "rollout_turns", "wall_seconds")
+    table: list[list[Any]] = []
+    data: dict[str, Any] = {}
     for tag in ACCOUNTED:
         rows = [r for s in seeds if (r := _read(layout.accounting(tag, s)))]
         if not rows:
             continue
-        from_sft = str(rows[0].get("start", "")).lower() == "sft" and bool(sft_rows)
-        row = {k: mean(rows, k) for k in ("optimizer_steps", "tokens_trained", "rollout_turns", "wall_seconds")}
-        total = {k: row[k] + (mean(sft_rows, k) if from_sft else 0.0) for k in row}
+        row = {k: mean(rows, k) for k in keys}
+        start = START_TAGS.get(str(rows[0].get("start", "")).lower())
+        before = data.get(start, {}).get("from_base") if start else None  # the start's own cost from base
+        total = {k: row[k] + (before[k] if before else 0.0) for k in row}
         data[tag] = {
             **row,
             "from_base": total,
@@ -108,7 +113,7 @@ def accounting_table(layout: RunLayout, seeds: Sequence[int]) -> tuple[list[list
         table.append(
             [
                 METHOD_LABELS[tag],
-                rows[0].get("start"),
+                METHOD_LABELS.get(start or "", rows[0].get("start")),
                 rows[0].get("data"),
                 f"{row['optimizer_steps']:.0f}",
                 f"{total['optimizer_steps']:.0f}",

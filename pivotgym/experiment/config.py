@@ -45,8 +45,8 @@ ExperimentError = ConfigError
 CURVE_METRICS = ("episodes", "turns")
 #: the extra PivotRL runs of the ablation stage
 ABLATIONS = ("random_turns", "exact_reward")
-#: where PivotRL and E2E RL start
-RL_INITS = ("base", "sft")
+#: where PivotRL and E2E RL start (and, for ``warmup``, SFT and continued SFT too)
+RL_INITS = ("base", "sft", "warmup")
 
 
 @dataclass
@@ -115,8 +115,8 @@ class ProfileSection:
         return kwargs
 
 
-#: the trainer config each trainer section overrides
-TRAINER_SECTIONS = ("sft", "pivot", "e2e")
+#: the trainer config each trainer section overrides (``warmup`` is an SFT run of its own)
+TRAINER_SECTIONS = ("sft", "pivot", "e2e", "warmup")
 #: trainer fields the experiment decides itself; in a trainer section they are an error (they would be
 #: overridden, or would break the comparison), with where to say it instead
 EXPERIMENT_SETS = {
@@ -147,7 +147,7 @@ def check_trainer_section(name: str, data: Any, source: Source = Source()) -> di
 def _trainer_class(section: str) -> type:
     from pivotgym.train.config import E2EConfig, PivotConfig, SFTConfig
 
-    return {"sft": SFTConfig, "pivot": PivotConfig, "e2e": E2EConfig}[section]
+    return {"sft": SFTConfig, "pivot": PivotConfig, "e2e": E2EConfig, "warmup": SFTConfig}[section]
 
 
 @dataclass
@@ -191,6 +191,13 @@ class ExperimentConfig:
     pivot: dict[str, Any] = field(default_factory=dict)
     #: `E2EConfig` fields for the end-to-end RL stage
     e2e: dict[str, Any] = field(default_factory=dict)
+    #: `SFTConfig` fields for the warm-up model (`rl_init: warmup`): format SFT from the base model on its own
+    #: `warmup_tasks` expert trajectories, never the training data
+    warmup: dict[str, Any] = field(default_factory=dict)
+    #: with `rl_init: warmup`, how many expert trajectories of the train split, after the `train_tasks` ones,
+    #: teach the warm-up model the action format (a separate set: the model that profiles the turns has not
+    #: trained on them)
+    warmup_tasks: int = 0
     #: extra PivotRL runs: `random_turns` (as many random profiled turns instead of the pivots),
     #: `exact_reward` (profiled and trained with the exact-match verifier)
     ablations: list[str] = field(default_factory=lambda: list(ABLATIONS))
@@ -202,8 +209,10 @@ class ExperimentConfig:
     #: keep each training stage's `checkpoints/` when it finishes (false: deleted once the stage is done)
     keep_checkpoints: bool = False
     #: where PivotRL and E2E RL start (and what profiles the turns): ``base`` (the paper's comparison: every
-    #: method from the same base model) or ``sft`` (from the SFT model: for a base model whose samples never
-    #: pass the verifier, so that profiling finds pivots and RL has a signal)
+    #: method from the same base model), ``warmup`` (every method - SFT, continued SFT, PivotRL, E2E RL - from
+    #: one warm-up model, format SFT on `warmup_tasks` separate expert trajectories, which also profiles the
+    #: turns: the paper's same-data comparison for a base model that cannot yet write a legal action) or
+    #: ``sft`` (from the SFT model, which profiles its own training turns)
     rl_init: str = "base"
     #: the file the config was read from (set by the loader)
     path: Path | None = field(default=None, metadata={INTERNAL: True})
@@ -264,6 +273,15 @@ def check_choices(config: Any, source: Source = Source()) -> None:
     rl_init = get(config, "rl_init", "base")
     if rl_init not in RL_INITS:
         raise _choice_error(source, ("rl_init",), rl_init, RL_INITS)
+    if rl_init == "warmup":
+        if int(get(config, "warmup_tasks", 0) or 0) < 1:
+            raise source.error(
+                ("warmup_tasks",), "must be at least 1 with rl_init: warmup (the warm-up model's own trajectories)"
+            )
+        if get(config, "train_tasks", 32) is None:
+            raise source.error(
+                ("train_tasks",), "must be a number with rl_init: warmup (the warm-up set follows those tasks)"
+            )
     for i, ablation in enumerate(get(config, "ablations") or []):
         if ablation not in ABLATIONS:
             raise _choice_error(source, ("ablations", str(i)), ablation, ABLATIONS)

@@ -53,7 +53,8 @@ FROM_TOP_LEVEL = ("sampler", "sampler_options")
 #: per stage: the config fields (a section name means every field of it) its results depend on
 SLICES: dict[str, tuple[str, ...]] = {
     "base": ("model", *EVALUATION),
-    "expert": ("env", "train_tasks"),
+    "expert": ("env", "train_tasks", "warmup_tasks"),
+    "warmup": ("model", "rl_init", "warmup", "warmup_tasks", *EVALUATION),
     "sft": ("model", "sft", "rl_init", *EVALUATION),
     "profile": ("model", "rl_init", "env", "sampler", "sampler_options", "profile", "select"),
     "pivot": ("model", "rl_init", "pivot", "curve.every", *EVALUATION),
@@ -83,8 +84,13 @@ def config_values(config: ExperimentConfig) -> dict[str, Any]:
     data.pop("path", None)
     if not data.get("sampler_options"):  # unset and empty are one input: runs recorded before it keep their prints
         data.pop("sampler_options", None)
+    if config.rl_init != "warmup":  # no warm-up model: runs recorded before it existed keep their prints
+        data.pop("warmup", None)
+        data.pop("warmup_tasks", None)
     skip = (*NOT_INPUTS, *FROM_TOP_LEVEL)
     for name in TRAINER_SECTIONS:
+        if name not in data:
+            continue
         defaults = {f.name: _default(f) for f in dataclasses.fields(_trainer_class(name)) if f.name not in skip}
         data[name] = {**defaults, **{k: v for k, v in config.__dict__[name].items() if k not in NOT_INPUTS}}
     flat: dict[str, Any] = {}
@@ -209,6 +215,7 @@ def stage_plan(seeds: Iterable[int]) -> list[tuple[str, int | None]]:
     """Every (stage, seed) run of an experiment in run order (the report excluded)."""
     seeds = list(seeds)
     plan: list[tuple[str, int | None]] = [("base", None), ("expert", None)]
+    plan += [("warmup", s) for s in seeds]
     plan += [("sft", s) for s in seeds]
     for s in seeds:
         plan += [("profile", s), ("pivot", s), ("e2e", s), ("sft-more", s)]

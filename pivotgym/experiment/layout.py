@@ -6,12 +6,14 @@ A run folder ``runs/<name>/`` holds::
     timings.json              seconds per stage
     stages/<stage>[-s<seed>].json   each stage's fingerprint record (see fingerprint.py)
     data/expert.jsonl         expert trajectories of the train split (SFT, PivotRL and E2E RL data)
+    data/warmup-expert.jsonl  the warm-up model's own expert trajectories (``rl_init: warmup``)
     data/test-expert.jsonl    expert trajectories of the curve tasks (the held-out states of turn accuracy)
     data/profiles-<verifier>-s<seed>.jsonl (+ .meta.json), data/select-<verifier>-s<seed>.json,
     data/pivots-<functional|exact|random>-s<seed>.jsonl
     eval/<tag>[-s<seed>].json (+ .items.jsonl)   suite evaluations; eval/<tag>-curve-score.json curve starts
     train/<tag>-s<seed>/      trainer output, curve.json, accounting.json, experiment-summary.json
     models/sft-s<seed>/       the saved SFT model (RL start, continued SFT start)
+    models/warmup-s<seed>/    the saved warm-up model (``rl_init: warmup``: every method's start)
     report.md, summary.json, plots/*.png
 
 Stages and the methods they train share one spelling (``sft-more`` is the stage, the method tag, the folder
@@ -24,15 +26,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["METHOD_LABELS", "SEEDLESS", "STAGES", "RunLayout", "downstream", "upstream"]
+__all__ = ["METHOD_LABELS", "SEEDLESS", "STAGES", "RunLayout", "downstream", "rl_start_stage", "upstream"]
 
 #: the stages in run order (``report`` always runs last and is never skipped)
-STAGES = ("base", "expert", "sft", "profile", "pivot", "e2e", "sft-more", "ablation", "report")
+STAGES = ("base", "expert", "warmup", "sft", "profile", "pivot", "e2e", "sft-more", "ablation", "report")
 #: stages that run once, not once per seed
 SEEDLESS = ("base", "expert", "report")
 #: method tag -> the name the report shows (the evaluated models: ``eval/<tag>-s<seed>.json``)
 METHOD_LABELS = {
     "base": "base",
+    "warmup": "warm-up",
     "sft": "SFT",
     "sft-more": "continued SFT",
     "pivot": "PivotRL",
@@ -46,13 +49,15 @@ ABLATION_TAGS = {"random_turns": "random-turns", "exact_reward": "exact-reward"}
 
 def upstream(stage: str, rl_init: str) -> tuple[str, ...]:
     """The stages whose results ``stage`` uses (the dependency graph). ``rl_init`` decides where RL starts:
-    from the base model (measured by ``base``) or from the SFT model (trained and measured by ``sft``)."""
-    start = "sft" if rl_init == "sft" else "base"
+    from the base model (measured by ``base``), from the SFT model (trained and measured by ``sft``) or from
+    the warm-up model (trained and measured by ``warmup``, where SFT starts too)."""
+    start = rl_start_stage(rl_init)
     graph: dict[str, tuple[str, ...]] = {
         "base": (),
         "expert": (),
-        "sft": ("expert",),
-        "profile": ("expert", "sft") if rl_init == "sft" else ("expert",),
+        "warmup": ("expert",),
+        "sft": ("expert", "warmup") if rl_init == "warmup" else ("expert",),
+        "profile": ("expert",) if start == "base" else ("expert", start),
         "pivot": ("profile", start),
         "e2e": ("expert", start),
         "sft-more": ("sft", "pivot"),  # continued SFT matches PivotRL's optimiser steps
@@ -60,6 +65,12 @@ def upstream(stage: str, rl_init: str) -> tuple[str, ...]:
         "report": tuple(s for s in STAGES if s != "report"),
     }
     return tuple(dict.fromkeys(graph[stage]))
+
+
+def rl_start_stage(rl_init: str) -> str:
+    """The stage that trains and measures the model PivotRL and E2E RL start from (``base``, ``sft`` or
+    ``warmup``: the config's ``rl_init`` is that stage's name)."""
+    return rl_init if rl_init in ("sft", "warmup") else "base"
 
 
 def downstream(stages: Iterable[str], rl_init: str) -> list[str]:
@@ -101,6 +112,11 @@ class RunLayout:
         return self.data / "expert.jsonl"
 
     @property
+    def warmup_expert(self) -> Path:
+        """The warm-up model's expert trajectories (train split, after the training tasks)."""
+        return self.data / "warmup-expert.jsonl"
+
+    @property
     def held_out(self) -> Path:
         return self.data / "test-expert.jsonl"
 
@@ -139,7 +155,7 @@ class RunLayout:
         return [result, self.items(result), part, self.items(part)]
 
     def curve_start(self, tag: str, seed: int | None = None) -> Path:
-        """The in-domain curve score of an RL start model (``base`` or ``sft``)."""
+        """The in-domain curve score of an RL start model (``base``, ``sft`` or ``warmup``)."""
         return self.evals / ("base-curve-score.json" if tag == "base" else f"{tag}-s{seed}-curve-score.json")
 
     # ------------------------------------------------------------------ training
@@ -162,7 +178,7 @@ class RunLayout:
         return self.train_dir(tag, seed) / "checkpoints"
 
     def model(self, tag: str, seed: int) -> Path:
-        """A saved model (``models/sft-s<seed>``)."""
+        """A saved model (``models/sft-s<seed>``, ``models/warmup-s<seed>``)."""
         return self.models / f"{tag}-s{seed}"
 
     def model_saved(self, tag: str, seed: int) -> bool:
@@ -183,7 +199,7 @@ class RunLayout:
         if stage == "base":
             return [*self.result_files("base"), self.curve_start("base"), self.held_out]
         if stage == "expert":
-            return [self.expert]
+            return [self.expert, self.warmup_expert]
         if stage == "report":
             return [self.report, self.summary, self.plots]
         assert seed is not None, f"stage {stage} runs once per seed"
@@ -207,5 +223,5 @@ class RunLayout:
                 self.selection("exact", seed),
                 self.pivots("exact", seed),
             ]
-        extra = [self.curve_start("sft", seed), self.model("sft", seed)] if stage == "sft" else []
+        extra = [self.curve_start(stage, seed), self.model(stage, seed)] if stage in ("sft", "warmup") else []
         return [self.train_dir(stage, seed), *self.result_files(stage, seed), *extra]

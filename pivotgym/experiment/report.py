@@ -63,7 +63,7 @@ def ratio_text(ratio: Mapping[str, Any], unit: str) -> str:
 
 # ----------------------------------------------------------------------------------------- experiment report
 #: the main table's rows: method tag -> label
-METHODS = tuple((tag, METHOD_LABELS[tag]) for tag in ("base", "sft", "sft-more", "pivot", "e2e"))
+METHODS = tuple((tag, METHOD_LABELS[tag]) for tag in ("base", "warmup", "sft", "sft-more", "pivot", "e2e"))
 #: the ablation table's rows
 ABLATIONS = (
     ("pivot", "PivotRL (pivots, functional)"),
@@ -180,6 +180,10 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
         + (
             "the base model, like SFT (the paper's comparison)."
             if config.rl_init == "base"
+            else "the warm-up model, like SFT and continued SFT (`rl_init: warmup`: format SFT on "
+            f"{config.warmup_tasks} expert trajectories that no method trains on; it also profiles the turns, "
+            "so the pivots are not its own training turns). The same-data comparison is against the warm-up row."
+            if config.rl_init == "warmup"
             else "the SFT model (`rl_init: sft`, for a base model whose samples rarely pass the verifier, so "
             "that profiling finds pivots and RL has a signal); their deltas therefore include SFT's."
         ),

@@ -12,7 +12,7 @@ from typing import Any
 from pivotgym.errors import ConfigError
 from pivotgym.eval import write_json
 from pivotgym.experiment.config import ExperimentConfig
-from pivotgym.experiment.layout import RunLayout
+from pivotgym.experiment.layout import RunLayout, rl_start_stage
 from pivotgym.jsonl import read_jsonl, read_trajectories, write_jsonl
 
 __all__ = ["Run"]
@@ -78,13 +78,18 @@ class Run:
             self._base_sampler = self.make_sampler(self.config.model)
         return self._base_sampler
 
+    @property
+    def rl_start(self) -> str:
+        """The stage whose model PivotRL and E2E RL start from: ``base``, ``sft`` or ``warmup``."""
+        return rl_start_stage(self.config.rl_init)
+
     def rl_model(self, seed: int) -> str:
         """The model PivotRL and E2E RL start from (and that profiles the turns) for ``seed``."""
-        return self.config.model if self.config.rl_init == "base" else str(self.layout.model("sft", seed))
+        return self.config.model if self.rl_start == "base" else str(self.layout.model(self.rl_start, seed))
 
     def rl_sampler(self, seed: int) -> Any:
         """A sampler of :meth:`rl_model` (the base sampler is shared)."""
-        return self.base_sampler() if self.config.rl_init == "base" else self.make_sampler(self.rl_model(seed))
+        return self.base_sampler() if self.rl_start == "base" else self.make_sampler(self.rl_model(seed))
 
     def env(self, **kwargs: Any) -> Any:
         from pivotgym.registry import make
@@ -221,7 +226,7 @@ class Run:
     def rl_start_point(self, seed: int) -> dict[str, Any]:
         """Curve score and per-task scores of :meth:`rl_model` (the learning curves' first point)."""
         path = (
-            self.layout.curve_start("base") if self.config.rl_init == "base" else self.layout.curve_start("sft", seed)
+            self.layout.curve_start("base") if self.rl_start == "base" else self.layout.curve_start(self.rl_start, seed)
         )
         return json.loads(path.read_text())
 

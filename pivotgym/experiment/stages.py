@@ -30,6 +30,7 @@ __all__ = [
     "stage_profile",
     "stage_sft",
     "stage_sft_more",
+    "stage_warmup",
     "trainer_kwargs",
 ]
 
@@ -103,14 +104,65 @@ def stage_base(run: Run) -> None:
 
 
 def stage_expert(run: Run) -> None:
-    """Expert trajectories on the train split (the successful ones of the first ``train_tasks`` tasks)."""
-    out = run.layout.expert
-    if _done(out):
+    """Expert trajectories on the train split: the successful ones of the first ``train_tasks`` tasks (the
+    training data), and with ``rl_init: warmup`` those of the next ``warmup_tasks`` tasks (the warm-up
+    model's own set, disjoint from the training data by task)."""
+    out, warm = run.layout.expert, run.layout.warmup_expert
+    warmup = run.config.warmup_tasks if run.config.rl_init == "warmup" else 0
+    if _done(out) and (not warmup or _done(warm)):
         return
-    trajs = [t for t in run.env().expert_trajectories("train", limit=run.config.train_tasks) if t.reward > 0]
-    if not trajs:
+    train = run.config.train_tasks
+    produced = list(run.env().expert_trajectories("train", limit=None if train is None else train + warmup))
+    data = [t for t in produced[:train] if t.reward > 0]
+    if not data:
         raise ConfigError(f"{run.config.env}: no successful expert trajectory on the train split")
-    write_jsonl(out, trajs)
+    if warmup:
+        rest = [t for t in produced[train:] if t.reward > 0]
+        if not rest:
+            raise ConfigError(
+                f"{run.config.env}: no successful expert trajectory among the {warmup} train tasks after the first "
+                f"{train}, so the warm-up model has no data; lower train_tasks or raise warmup_tasks"
+            )
+        write_jsonl(warm, rest)
+    write_jsonl(out, data)
+
+
+def stage_warmup(run: Run, seed: int) -> None:
+    """The warm-up model (``rl_init: warmup``): SFT from the base model on the warm-up trajectories only (a
+    separate set, so that the model profiling the turns never trained on them), saved as every method's
+    start and evaluated like the others. Does nothing under another ``rl_init``."""
+    from pivotgym.train import SFTConfig, SFTTrainer
+
+    if run.config.rl_init != "warmup":
+        return
+    layout = run.layout
+    out_dir, result, curve0 = (
+        layout.train_dir("warmup", seed),
+        layout.result("warmup", seed),
+        layout.curve_start("warmup", seed),
+    )
+    if _done(result, curve0) and layout.model_saved("warmup", seed):
+        return
+    cfg = SFTConfig.from_dict(
+        {**trainer_kwargs(run, run.config.warmup, seed, out_dir), "trajectories": str(layout.warmup_expert)}
+    )
+    trainer = SFTTrainer(cfg)
+    summary = trainer.fit()
+    write_json(layout.trainer_summary("warmup", seed), summary)
+    tasks = len({t.task_id for t in read_trajectories(layout.warmup_expert)})
+    write_accounting(
+        layout.accounting("warmup", seed),
+        method=METHOD_LABELS["warmup"],
+        start="base",
+        data=f"{tasks} separate expert trajectories",
+        summary=summary,
+        optimizer_steps=optimizer_steps(run.config.warmup, summary["steps"]),
+        tasks=tasks,
+    )
+    trainer.save_final_model(layout.model("warmup", seed))
+    run.evaluate(trainer.sampler, result)
+    write_json(curve0, run.start_point(trainer.sampler, result))
+    _cleanup(run, "warmup", seed)
 
 
 def stage_sft(run: Run, seed: int) -> None:
@@ -123,8 +175,10 @@ def stage_sft(run: Run, seed: int) -> None:
         if run.config.rl_init == "sft" and not _done(curve0):  # interrupted between evaluation and curve score
             write_json(curve0, run.curve_point_from_eval(result) or run.curve_point(run.rl_sampler(seed)))
         return
+    start = run.rl_start if run.rl_start == "warmup" else "base"  # SFT starts from the warm-up model too
+    model = run.rl_model(seed) if start == "warmup" else None
     cfg = SFTConfig.from_dict(
-        {**trainer_kwargs(run, run.config.sft, seed, out_dir), "trajectories": str(layout.expert)}
+        {**trainer_kwargs(run, run.config.sft, seed, out_dir, model), "trajectories": str(layout.expert)}
     )
     trainer = SFTTrainer(cfg)
     summary = trainer.fit()
@@ -133,7 +187,7 @@ def stage_sft(run: Run, seed: int) -> None:
     write_accounting(
         layout.accounting("sft", seed),
         method=METHOD_LABELS["sft"],
-        start="base",
+        start=start,
         data=f"{tasks} expert trajectories",
         summary=summary,
         optimizer_steps=optimizer_steps(run.config.sft, summary["steps"]),
@@ -171,7 +225,7 @@ def stage_sft_more(run: Run, seed: int) -> None:
     write_accounting(
         layout.accounting("sft-more", seed),
         method=METHOD_LABELS["sft-more"],
-        start="SFT",
+        start="sft",
         summary=summary,
         optimizer_steps=extra,
         data=f"{tasks} expert trajectories",
@@ -355,6 +409,7 @@ def stage_ablation(run: Run, seed: int) -> None:
 STAGE_FUNCTIONS: dict[str, Callable[..., None]] = {
     "base": stage_base,
     "expert": stage_expert,
+    "warmup": stage_warmup,
     "sft": stage_sft,
     "profile": stage_profile,
     "pivot": stage_pivot,

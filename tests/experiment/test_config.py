@@ -69,7 +69,10 @@ def test_experiment_error_is_the_config_error():
     [
         ("curve: {metric: loss}", r"exp.yaml:3: curve.metric: must be one of episodes, turns, got 'loss'"),
         ("seeds: many", r"exp.yaml:3: seeds\[0\]: expected an integer, got 'many'"),
-        ("rl_init: sfft", r"exp.yaml:3: rl_init: must be one of base, sft, got 'sfft' \(did you mean 'sft'\?\)"),
+        (
+            "rl_init: sfft",
+            r"exp.yaml:3: rl_init: must be one of base, sft, warmup, got 'sfft' \(did you mean 'sft'\?\)",
+        ),
         ("ablations: [random_turns, exact]", r"exp.yaml:3: ablations.1: must be one of random_turns, exact_reward"),
         ("sft: {steps: ten}", r"exp.yaml:3: sft.steps: expected an integer, got 'ten'"),
         ("profile: {adaptive: {delta: x}}", r"exp.yaml:3: profile.adaptive.delta: expected a number"),

@@ -137,6 +137,45 @@ def test_matched_sft_steps_follow_the_rl_path():
     assert matched_sft_steps(ExperimentConfig(name="x", env="a/b-v0", sft={"steps": 10}, pivot={"steps": 6})) == 0
 
 
+def test_warmup_model_is_every_methods_start_and_never_sees_the_training_data(
+    mini_experiment, arith_registry, tmp_path
+):
+    path = mini_experiment(tmp_path / "mini.yaml", rl_init="warmup", warmup_tasks=1, warmup={"steps": 1})
+    root = tmp_path / "run"
+    summary = run_experiment(load_experiment(path), out_dir=root)
+
+    def task_ids(name: str) -> set[str]:
+        return {json.loads(line)["task_id"] for line in (root / "data" / name).open()}
+
+    training, warm = task_ids("expert.jsonl"), task_ids("warmup-expert.jsonl")
+    assert len(training) == 2 and len(warm) == 1 and not training & warm  # a separate set
+    assert (root / "models" / "warmup-s0" / "config.json").exists()
+    warm_start = json.loads((root / "eval" / "warmup-s0-curve-score.json").read_text())["score"]
+    for tag in ("pivot", "e2e"):  # the learning curves start at the warm-up model's score
+        assert json.loads((root / "train" / f"{tag}-s0" / "curve.json").read_text())[0]["score"] == warm_start
+    acc = {tag: summary["accounting"][tag] for tag in ("warmup", "sft", "pivot", "e2e", "sft-more")}
+    assert acc["warmup"]["start"] == "base" and acc["sft"]["start"] == acc["pivot"]["start"] == "warmup"
+    for tag in ("sft", "pivot", "e2e"):  # "from base" adds the warm-up model's cost to every method
+        assert acc[tag]["from_base"]["optimizer_steps"] == acc[tag]["optimizer_steps"] + 1
+    # the profile stage's model is the warm-up model: its record names the warm-up stage upstream
+    record = json.loads((root / "stages" / "profile-s0.json").read_text())
+    assert "upstream.warmup" in record["inputs"] and "upstream.sft" not in record["inputs"]
+    report = (root / "report.md").read_text()
+    assert "| warm-up |" in report and "`rl_init: warmup`" in report
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"rl_init": "warmup"}, "warmup_tasks: must be at least 1"),
+        ({"rl_init": "warmup", "warmup_tasks": 2, "train_tasks": None}, "train_tasks: must be a number"),
+    ],
+)
+def test_warmup_needs_its_own_trajectories(mini_experiment, tmp_path, changes, message):
+    with pytest.raises(ExperimentError, match=message):
+        load_experiment(mini_experiment(tmp_path / "mini.yaml", **changes))
+
+
 def test_e2e_samples_only_the_expert_tasks(tiny_model_dir, arith_registry, tmp_path):
     from pivotgym.experiment import expert_task_e2e
     from pivotgym.registry import make

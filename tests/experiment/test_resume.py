@@ -19,8 +19,21 @@ def test_the_dependency_graph_runs_one_way():
     assert downstream(["sft"], "sft") == ["sft", "profile", "pivot", "e2e", "sft-more", "ablation", "report"]
     assert downstream(["base"], "base") == ["base", "pivot", "e2e", "sft-more", "ablation", "report"]
     assert downstream(["expert"], "base") == [s for s in STAGES if s != "base"]
+    # rl_init: warmup - every method starts from the warm-up model, which profiles the turns
+    assert downstream(["warmup"], "warmup") == [
+        "warmup",
+        "sft",
+        "profile",
+        "pivot",
+        "e2e",
+        "sft-more",
+        "ablation",
+        "report",
+    ]
+    assert downstream(["warmup"], "base") == ["warmup", "report"]
     for stage in STAGES:  # every upstream stage runs earlier
-        assert all(STAGES.index(u) < STAGES.index(stage) for u in upstream(stage, "sft") + upstream(stage, "base"))
+        ups = upstream(stage, "sft") + upstream(stage, "base") + upstream(stage, "warmup")
+        assert all(STAGES.index(u) < STAGES.index(stage) for u in ups)
 
 
 def _mtimes(root: Path, *patterns: str) -> dict[Path, float]:
