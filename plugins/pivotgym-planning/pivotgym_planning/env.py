@@ -17,7 +17,7 @@ from typing import Any
 from pivotgym import AgentEnv, InvalidAction, StepOutcome, Task
 from pivotgym.types import Message, message
 from pivotgym_planning.catalog import OOD_FAMILIES, TRAIN_FAMILIES, family_splits
-from pivotgym_planning.model import ActionError, PlanningProblem, load_problem
+from pivotgym_planning.model import ActionError, PlanningProblem, load_problem, problem_from_text
 from pivotgym_planning.search import DEFAULT_MAX_EXPANSIONS, OptimalCost, astar, greedy
 from pivotgym_planning.statespace import DEFAULT_MAX_STATES
 from pivotgym_planning.val import ValidatorMissing, validate
@@ -88,7 +88,15 @@ def _oracle(problem: PlanningProblem) -> OptimalCost:
 
 
 class PlanningEnv(AgentEnv):
-    """A pddlgym domain family as a multi-turn text env (see the module docstring)."""
+    """A pddlgym domain family as a multi-turn text env (see the module docstring).
+
+    With ``generator="blocks"`` or ``"gripper"`` the train and test splits are generated problems
+    (:mod:`pivotgym_planning.generators`: ``n_train``/``n_test`` problems of seed ``seed``, disjoint by a
+    canonical-state hash) over the pddlgym domain of that name, optionally limited to optimal lengths in
+    ``[min_length, max_length]``; every task carries its optimal length in ``metadata["optimal_length"]``
+    (also ``"difficulty"``) and its optimal plan is the expert's. The ``ood`` split stays the held-out
+    pddlgym families.
+    """
 
     splits = ("train", "test", "ood")
     error_role = "user"
@@ -105,6 +113,12 @@ class PlanningEnv(AgentEnv):
         step_limit_factor: int = 3,
         max_step_limit: int = 120,
         validate_plans: bool = True,
+        generator: str | None = None,
+        seed: int = 0,
+        n_train: int = 400,
+        n_test: int = 200,
+        min_length: int | None = None,
+        max_length: int | None = None,
         **kwargs: Any,
     ) -> None:
         self._fixed_max_turns = kwargs.get("max_turns") is not None
@@ -119,12 +133,23 @@ class PlanningEnv(AgentEnv):
         self.step_limit_factor = step_limit_factor
         self.max_step_limit = max_step_limit
         self.validate_plans = validate_plans
+        self.generator = generator
+        self.generator_args = (int(seed), int(n_train), int(n_test))
+        self.length_range = (min_length, max_length)
+        if generator is not None:
+            from pivotgym_planning.generators import domain
+
+            self.family = domain(generator).folder
+            self.ood_families = [f for f in self.ood_families if f != self.family]
+            self.splits = ("train", "test", "ood") if self.ood_families else ("train", "test")
         self.problem: PlanningProblem | None = None
         self.state: frozenset[str] = frozenset()
         self.plan: list[str] = []
 
     # ---------------------------------------------------------------- tasks
     def load_tasks(self, split: str) -> list[Task]:
+        if split in ("train", "test") and self.generator is not None:
+            return self._generated_tasks(split)
         if split in ("train", "test"):
             items = family_splits(self.family)[split]
         elif split == "ood":
@@ -146,7 +171,43 @@ class PlanningEnv(AgentEnv):
             )
         return tasks
 
+    def _generated_tasks(self, split: str) -> list[Task]:
+        from pivotgym_planning.generators import generated_splits
+
+        assert self.generator is not None
+        seed, n_train, n_test = self.generator_args
+        low, high = self.length_range
+        tasks = []
+        for p in generated_splits(self.generator, seed, n_train, n_test)[split]:
+            if (low is not None and p.optimal_length < low) or (high is not None and p.optimal_length > high):
+                continue
+            tasks.append(
+                Task(
+                    id=p.name,
+                    split=split,
+                    data={
+                        "folder": p.folder,
+                        "family": p.folder,
+                        "generator": p.domain,
+                        "problem_pddl": p.problem_pddl,
+                        "expert_plan": list(p.plan),
+                    },
+                    metadata={
+                        "optimal_length": p.optimal_length,
+                        "difficulty": p.optimal_length,
+                        "canonical": p.canonical,
+                        "generator": p.domain,
+                        "seed": seed,
+                        **p.params,
+                        "held_out": False,
+                    },
+                )
+            )
+        return tasks
+
     def problem_for(self, task: Task) -> PlanningProblem:
+        if "problem_pddl" in task.data:
+            return problem_from_text(task.data["folder"], task.data["problem_pddl"])
         return load_problem(task.data["folder"], task.data["file"])
 
     # ---------------------------------------------------------------- episode
@@ -263,6 +324,39 @@ class PlanningEnv(AgentEnv):
                 return action.text
         return None
 
+    # ---------------------------------------------------------------- core hooks: legal actions, progress
+    def legal_actions(self) -> list[str] | None:
+        """Every applicable ground action in the current state, in canonical PDDL text (``(pick ball1 rooma
+        left)``: what the parser accepts and the expert emits), sorted; ``[]`` once the episode is over, None
+        before a reset."""
+        if self.problem is None:
+            return None
+        if self.done:
+            return []
+        return [action.text for action in self.problem.applicable(self.state)]
+
+    def progress(self) -> float | None:
+        """``1 - h*(s) / h*(s0)`` clipped to [0, 1], with h* the optimal cost-to-go (the verifier's oracle:
+        A*, else the exact table): 1 when the goal holds, 0 at a dead end, None before a reset or when h* is
+        not known within the search budget."""
+        problem = self.problem
+        if problem is None:
+            return None
+        if problem.goal_reached(self.state):
+            return 1.0
+        oracle = _oracle(problem)
+        now = oracle(self.state)
+        if now is None:
+            return None
+        if math.isinf(now):
+            return 0.0
+        start = oracle(problem.init)
+        if start is None or math.isinf(start):
+            return None
+        if start == 0:
+            return 1.0
+        return min(1.0, max(0.0, 1.0 - now / start))
+
     # ---------------------------------------------------------------- calibration (`pivotgym calibrate`)
     def continuation_actions(self) -> list[str] | None:
         """An optimal plan from the current state (``[]`` at the goal or at a dead end, where nothing can
@@ -299,6 +393,8 @@ class PlanningEnv(AgentEnv):
 
     # ---------------------------------------------------------------- expert
     def expert_actions(self, task: Task) -> list[Message] | None:
+        if "expert_plan" in task.data:  # generated: the optimal plan found when the problem was generated
+            return [message("assistant", step) for step in task.data["expert_plan"]]
         found = solve(self.problem_for(task))
         if found is None:
             return None

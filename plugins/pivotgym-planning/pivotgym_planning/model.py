@@ -93,14 +93,21 @@ def _pyperplan_parse(domain_text: str, problem_text: str) -> Any:
 
 
 class PlanningProblem:
-    """A pddlgym problem file, cleaned and modelled. Build with :func:`load_problem` (cached)."""
+    """A pddlgym problem file, cleaned and modelled. Build with :func:`load_problem` (cached), or from PDDL
+    text with :func:`problem_from_text` (generated problems; cached too).
 
-    def __init__(self, folder: str, filename: str) -> None:
+    ``problem_text`` given: the problem is read from it instead of ``folder/filename``, with the domain of
+    ``folder`` (its pddlgym domain file) and ``key`` as its identity (the per-problem caches of plans and h*
+    are keyed by it, so it must name this exact text).
+    """
+
+    def __init__(self, folder: str, filename: str, *, problem_text: str | None = None, key: str | None = None) -> None:
         self.folder = folder
         self.filename = filename
-        self.key = f"{folder}/{filename.removesuffix('.pddl')}"
-        dom_path, prob_path = domain_file(folder), pddl_root() / folder / filename
-        self.domain_text, self.problem_text = strip_action_literals(dom_path.read_text(), prob_path.read_text())
+        self.key = key or f"{folder}/{filename.removesuffix('.pddl')}"
+        dom_path = domain_file(folder)
+        raw_problem = problem_text if problem_text is not None else (pddl_root() / folder / filename).read_text()
+        self.domain_text, self.problem_text = strip_action_literals(dom_path.read_text(), raw_problem)
         problem = _pyperplan_parse(self.domain_text, self.problem_text)
         self._pyperplan_problem = problem
         domain = problem.domain
@@ -382,3 +389,14 @@ def _candidate_calls(text: str) -> tuple[list[tuple[str, tuple[str, ...]]], bool
 def load_problem(folder: str, filename: str) -> PlanningProblem:
     """The problem ``folder/filename`` of pddlgym, parsed once per process."""
     return PlanningProblem(folder, filename)
+
+
+@functools.lru_cache(maxsize=4096)
+def problem_from_text(folder: str, problem_text: str) -> PlanningProblem:
+    """A problem given as PDDL text (e.g. generated) over the domain of pddlgym folder ``folder``, parsed once
+    per process. Its key is ``generated/`` plus a hash of the text, so equal texts share caches and different
+    texts never do."""
+    import hashlib
+
+    digest = hashlib.sha256(problem_text.encode()).hexdigest()[:16]
+    return PlanningProblem(folder, "generated.pddl", problem_text=problem_text, key=f"generated/{folder}/{digest}")

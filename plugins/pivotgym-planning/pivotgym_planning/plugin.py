@@ -9,6 +9,8 @@ import pivotgym
 from pivotgym_planning.catalog import OOD_FAMILIES, TRAIN_FAMILIES
 
 ENV = "pivotgym_planning.env:PlanningEnv"
+#: generated domains (:mod:`pivotgym_planning.generators`), registered as ``planning/NAME-gen-v0``
+GENERATED = ("blocks", "gripper")
 
 
 def env_id(name: str) -> str:
@@ -26,6 +28,19 @@ def register_environments(register):  # noqa: ANN001, ANN201 - pluggy hook
             splits=("train", "test", "ood"),
             family=family,
             description=f"PDDL {name} (pddlgym {family}); ood split: held-out families",
+        )
+    for name in GENERATED:
+        register(
+            env_id(f"{name}-gen"),
+            ENV,
+            verifier="planning/optimal",
+            exact_verifier="planning/exact",
+            splits=("train", "test", "ood"),
+            generator=name,
+            description=(
+                f"generated PDDL {name} problems (pivotgym_planning.generators, seed 0: 400 train / 200 test, "
+                "disjoint by canonical hash; optimal length in task metadata); ood split: held-out families"
+            ),
         )
     for name, family in OOD_FAMILIES.items():
         register(

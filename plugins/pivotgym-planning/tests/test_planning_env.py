@@ -1,5 +1,7 @@
 """PlanningEnv: splits, the episode loop, errors, truncation, snapshot/restore, VAL on expert plans."""
 
+import itertools
+
 import pytest
 
 import pivotgym
@@ -135,3 +137,99 @@ def test_problems_shipped_by_the_exact_table_have_optimal_expert_plans_that_val_
     plan, method = solve(problem)
     assert method == "exact" and len(plan) == task.metadata["optimal_length"]
     assert validate(problem.domain_text, problem.problem_text, plan).valid
+
+
+# ---------------------------------------------------------------------------- generated envs
+SMALL = {"n_train": 12, "n_test": 6}  # prefixes of the registered 400/200 splits (same task ids)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _generated_cache(tmp_path_factory):
+    """Generated splits are cached under a temporary $PIVOTGYM_CACHE, never the user's."""
+    from pivotgym_planning.generators import generated_splits
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PIVOTGYM_CACHE", str(tmp_path_factory.mktemp("pivotgym-cache")))
+        generated_splits.cache_clear()
+        yield
+    generated_splits.cache_clear()
+
+
+@pytest.mark.parametrize("name", ["blocks", "gripper"])
+def test_generated_env_passes_check_and_serves_disjoint_splits_with_optimal_lengths(registry, name):
+    eid = env_id(f"{name}-gen")
+    pivotgym.check_env(eid, env_kwargs=SMALL).raise_for_failures()
+    env = pivotgym.make(eid, **SMALL)
+    train, test = env.tasks("train"), env.tasks("test")
+    assert len(train) == 12 and len(test) == 6 and env.tasks("ood")
+    assert not {t.metadata["canonical"] for t in train} & {t.metadata["canonical"] for t in test}
+    for traj in env.expert_trajectories("test", limit=3):
+        task = env.get_task(traj.task_id)
+        plan = [m["content"] for m in traj.messages if m["role"] == "assistant"]
+        assert traj.reward == 1.0  # the goal is reached and VAL accepts the plan
+        assert len(plan) == task.metadata["optimal_length"] == task.metadata["difficulty"] >= 2
+        problem = env.problem_for(task)
+        assert problem.domain_name == {"blocks": "blocks", "gripper": "gripper-strips"}[name]
+    limited = pivotgym.make(eid, min_length=6, max_length=8, **SMALL)
+    assert all(6 <= t.metadata["optimal_length"] <= 8 for t in limited.tasks("train"))
+    assert len(limited.tasks("train")) < len(train)
+
+
+def _accepted(env, action):
+    """Whether the env executes ``action`` in its current state (then restored)."""
+    snap = env.snapshot()
+    *_, info = env.step(action)
+    env.restore(snap)
+    return "error" not in info
+
+
+@pytest.mark.parametrize("eid,kwargs", [("planning/blocks-v0", {}), ("planning/gripper-gen-v0", SMALL)])
+def test_legal_actions_are_exactly_what_the_env_accepts_in_canonical_text(registry, eid, kwargs):
+    env = pivotgym.make(eid, **kwargs)
+    assert env.legal_actions() is None  # before a reset
+    task = env.tasks("test")[0]
+    env.reset(options={"task_id": task.id})
+    problem = env.problem
+    every = [  # every well-typed ground action of the problem
+        problem.ground(s.name, args).text
+        for s in problem.schemas.values()
+        for args in itertools.product(
+            *[[o for o in sorted(problem.objects) if problem.is_a(o, types)] for _v, types in s.params]
+        )
+    ]
+    for n, expert in enumerate(m["content"] for m in env.expert_actions(task)):
+        legal = env.legal_actions()
+        assert legal and len(set(legal)) == len(legal) and expert in legal
+        assert all(problem.parse(a, env.state).text == a for a in legal)  # canonical: the parser's own text
+        if n < 4:  # the env accepts every legal action and no other well-typed one
+            assert set(legal) == {a for a in every if _accepted(env, a)}
+        env.step(expert)
+    assert env.done and env.legal_actions() == []
+
+
+def test_progress_is_one_minus_relative_cost_to_go(registry):
+    env = pivotgym.make("planning/gripper-gen-v0", **SMALL)
+    assert env.progress() is None
+    task = next(t for t in env.tasks("test") if t.metadata["optimal_length"] >= 4)
+    length = task.metadata["optimal_length"]
+    env.reset(options={"task_id": task.id})
+    assert env.progress() == 0.0
+    plan = [m["content"] for m in env.expert_actions(task)]
+    env.step(plan[0])
+    assert env.progress() == pytest.approx(1 - (length - 1) / length)
+    from pivotgym_planning.env import _oracle  # h* of every successor: optimal ones progress, others do not
+
+    oracle = _oracle(env.problem)
+    seen = set()
+    for action in env.legal_actions():
+        snap = env.snapshot()
+        env.step(action)
+        h = oracle(env.state)
+        expected = 1.0 if env.problem.goal_reached(env.state) else min(1.0, max(0.0, 1 - h / length))
+        assert env.progress() == pytest.approx(expected)
+        seen.add(h)
+        env.restore(snap)
+    assert len(seen) >= 2  # both optimal (h* - 1) and wasteful successors were checked
+    for action in plan[1:]:
+        env.step(action)
+    assert env.done and env.progress() == 1.0
