@@ -127,6 +127,10 @@ class RunLayout:
     def profiles_meta(self, verifier: str, seed: int) -> Path:
         return self.data / f"profiles-{verifier}-s{seed}.meta.json"
 
+    def profiles_clock(self, verifier: str, seed: int) -> Path:
+        """The profiling seconds of every attempt so far (a resumed profile counts the killed attempts too)."""
+        return self.data / f"profiles-{verifier}-s{seed}.seconds.json"
+
     def selection(self, verifier: str, seed: int) -> Path:
         return self.data / f"select-{verifier}-s{seed}.json"
 
@@ -207,6 +211,7 @@ class RunLayout:
             return [
                 self.profiles("functional", seed),
                 self.profiles_meta("functional", seed),
+                self.profiles_clock("functional", seed),
                 self.selection("functional", seed),
                 self.pivots("functional", seed),
                 self.pivots("random", seed),
@@ -220,6 +225,7 @@ class RunLayout:
                 ),
                 self.profiles("exact", seed),
                 self.profiles_meta("exact", seed),
+                self.profiles_clock("exact", seed),
                 self.selection("exact", seed),
                 self.pivots("exact", seed),
             ]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import random
 import shutil
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 from pivotgym.errors import ConfigError, PivotgymError
 from pivotgym.eval import write_json
 from pivotgym.experiment.accounting import matched_sft_steps, optimizer_steps, write_accounting
+from pivotgym.experiment.clock import StageClock
 from pivotgym.experiment.layout import ABLATION_TAGS, METHOD_LABELS
 from pivotgym.experiment.run import Run
 from pivotgym.jsonl import read_jsonl, read_profiles, read_trajectories, write_jsonl, write_pivot_set
@@ -252,20 +252,21 @@ def stage_profile(run: Run, seed: int, verifier: str = "functional") -> None:
             top_p=section.top_p,
             max_new_tokens=run.generation_cap(section.max_new_tokens),
         )
-        started = time.perf_counter()
-        result = profile_trajectories(
-            read_trajectories(layout.expert),
-            run.rl_sampler(seed),
-            out=profiles_path,
-            executor=run.config.executor,
-            params=params,
-            verifier=verifier,
-            **section.profiler_kwargs(seed),
-        )
+        with StageClock(layout.profiles_clock(verifier, seed)) as clock:  # counts killed attempts too
+            result = profile_trajectories(
+                read_trajectories(layout.expert),
+                run.rl_sampler(seed),
+                out=profiles_path,
+                executor=run.config.executor,
+                params=params,
+                verifier=verifier,
+                **section.profiler_kwargs(seed),
+            )
         write_json(
             meta_path,
             {
-                "seconds": time.perf_counter() - started,
+                "seconds": clock.total,
+                "attempts": len(clock.earlier),
                 "stats": result.stats,
                 "turns": sum(pr.k for pr in result.profiles),
             },
