@@ -98,7 +98,7 @@ class PlanningEnv(AgentEnv):
     pddlgym families.
     """
 
-    splits = ("train", "test", "ood")
+    splits: tuple[str, ...] = ("train", "test", "ood")
     error_role = "user"
     #: one grounded action per turn: the expert's are 7-22 tokens in every family, so 64 leaves room for a
     #: slightly wordier reply without letting a rambling one run on for hundreds of tokens

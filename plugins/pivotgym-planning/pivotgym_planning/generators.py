@@ -152,8 +152,9 @@ def blocks_canonical(init: Towers, goal: Towers) -> str:
     lengths = tuple(len(t) for t in ordered)
     best: tuple[int, ...] | None = None
     for arrangement in itertools.product(*(itertools.permutations(g) for g in groups)):
-        number = {b: i for i, b in enumerate(b for group in arrangement for tower in group for b in tower)}
-        form = tuple(-1 if below_goal[b] is None else number[below_goal[b]] for b in sorted(number, key=number.get))  # type: ignore[index]
+        order = [b for group in arrangement for tower in group for b in tower]
+        number = {b: i for i, b in enumerate(order)}
+        form = tuple(-1 if (under := below_goal[b]) is None else number[under] for b in order)
         if best is None or form < best:
             best = form
     return f"blocks|init={list(lengths)}|goal={list(best or ())}"

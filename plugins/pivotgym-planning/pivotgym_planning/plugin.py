@@ -79,3 +79,11 @@ def register_suites(register):  # noqa: ANN001, ANN201 - pluggy hook
         description="planning test splits: trained families in-domain, held-out families out-of-domain",
         split="test",
     )
+    generated = {env_id(f"{n}-gen"): "in_domain" for n in GENERATED}
+    generated.update({env_id(n): "ood" for n in OOD_FAMILIES})
+    register(
+        "planning-gen",
+        generated,
+        description="generated planning test splits (200 problems each) in-domain, held-out families out-of-domain",
+        split="test",
+    )

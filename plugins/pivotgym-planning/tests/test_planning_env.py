@@ -233,3 +233,10 @@ def test_progress_is_one_minus_relative_cost_to_go(registry):
     for action in plan[1:]:
         env.step(action)
     assert env.done and env.progress() == 1.0
+
+
+def test_generated_suite_lists_the_generated_envs_in_domain(registry):
+    suite = registry.suite("planning-gen")
+    assert suite.members[env_id("blocks-gen")] == suite.members[env_id("gripper-gen")] == "in_domain"
+    assert {e for e, role in suite.members.items() if role == "ood"} == {env_id(n) for n in OOD_FAMILIES}
+    assert all(e in registry.envs for e in suite.members)
