@@ -1,0 +1,263 @@
+"""The exact probability that a model answers a held-out expert state with a credited action.
+
+Greedy turn accuracy scores one sample per state: 0 or 1, whatever the margin. Where the env can enumerate its
+legal actions (:mod:`pivotgym.eval.floors` judged each one), the model's probability of each legal action can
+be scored instead, by teacher forcing, and summed:
+
+* ``p_credited``: the probability mass on actions the verifier credits, the expected turn accuracy of the
+  model sampled at temperature 1 from this state (a continuous, lower-variance view of the same quantity);
+* ``p_legal``: the mass on legal actions at all (the rest goes to malformed or inapplicable text, or to the
+  same action written another way), so a low ``p_credited`` can be told apart from a format problem;
+* ``p_credited_given_legal``: ``p_credited / p_legal``, the choice among legal actions alone.
+
+How one action is scored: the prompt is the state's history rendered as turn accuracy and profiling render it
+(``env.prompt_messages(prefix)`` through the sampler's ``encode``: the chat template with the generation
+prompt). The action's tokens are those the chat template writes for an assistant message with that text (as
+SFT trains them), up to the end-of-turn token; when the template does not render that way, the text is
+tokenised on its own. ``p(action)`` is the probability of those tokens followed by any token the sampler stops
+at (its EOS set), i.e. that the sampler emits this text and stops. An action longer than the env's generation
+cap cannot be emitted (probability 0); one exactly as long is emitted without a stop token. Log-probabilities
+come from :func:`pivotgym.train.forward.completion_logprobs` with the state's prompt run once and its legal
+actions batched on top (no gradients). Other tokenisations of the same text are not counted (a lower bound).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pivotgym.errors import RecordError, SamplerError
+from pivotgym.eval.floors import FloorsResult
+from pivotgym.eval.stats import MeanInterval, mean_interval_over
+
+__all__ = ["LIKELIHOOD_METRICS", "LikelihoodResult", "StateLikelihood", "action_logprobs", "likelihood_scores"]
+
+#: the per-problem metrics of :class:`LikelihoodResult`
+LIKELIHOOD_METRICS = ("p_credited", "p_legal", "p_credited_given_legal")
+
+
+@dataclass
+class StateLikelihood:
+    """One state's scores: ``logp[i]`` is the log-probability of legal action i (``-inf`` if it cannot be
+    emitted), ``credited[i]`` the verifier's verdict on it."""
+
+    task_id: str
+    trajectory_id: str
+    turn: int
+    logp: list[float]
+    credited: list[bool]
+
+    @property
+    def p_legal(self) -> float:
+        return sum(math.exp(v) for v in self.logp)
+
+    @property
+    def p_credited(self) -> float:
+        return sum(math.exp(v) for v, ok in zip(self.logp, self.credited) if ok)
+
+    @property
+    def p_credited_given_legal(self) -> float:
+        legal = self.p_legal
+        return self.p_credited / legal if legal > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task_id": self.task_id,
+            "trajectory_id": self.trajectory_id,
+            "turn": self.turn,
+            "logp": [v if math.isfinite(v) else None for v in self.logp],
+            "credited": list(self.credited),
+            "p_credited": self.p_credited,
+            "p_legal": self.p_legal,
+        }
+
+
+@dataclass
+class LikelihoodResult:
+    """The likelihood scores of one model on the judged states of a :class:`FloorsResult`, averaged per problem
+    then over problems (``task_ids`` and ``per_task[metric]`` aligned, as in the floors)."""
+
+    env_id: str
+    split: str
+    model: dict[str, Any]
+    states: list[StateLikelihood]
+    task_ids: list[str]
+    per_task: dict[str, list[float]]
+    #: how the actions' tokens were found: ``{"template": n, "plain": n}``, and ``over_cap`` actions
+    tokenization: dict[str, int] = field(default_factory=dict)
+
+    def value(self, metric: str) -> float:
+        values = self.per_task[metric]
+        return sum(values) / len(values) if values else float("nan")
+
+    @property
+    def p_credited(self) -> float:
+        return self.value("p_credited")
+
+    @property
+    def p_legal(self) -> float:
+        return self.value("p_legal")
+
+    def per_item(self, metric: str) -> dict[str, float]:
+        """``{task id: value}`` of ``metric`` (pairs with another model's, or with turn accuracy's)."""
+        return dict(zip(self.task_ids, self.per_task[metric]))
+
+    def interval(self, metric: str, method: str = "t", confidence: float = 0.95) -> MeanInterval:
+        return mean_interval_over(self.per_task[metric], method, confidence)
+
+    def to_dict(self, *, states: bool = False, method: str = "t") -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "env_id": self.env_id,
+            "split": self.split,
+            "model": dict(self.model),
+            "problems": len(self.task_ids),
+            "states": len(self.states),
+            "tokenization": dict(self.tokenization),
+            "metrics": {m: self.interval(m, method).to_dict() for m in LIKELIHOOD_METRICS},
+            "task_ids": list(self.task_ids),
+            "per_task": {m: list(v) for m, v in self.per_task.items()},
+        }
+        if states:
+            out["state_rows"] = [s.to_dict() for s in self.states]
+        return out
+
+
+def _parts(sampler: Any) -> tuple[Any, Any, list[int]]:
+    """The transformers model, tokenizer and stop tokens behind an hf-backend sampler."""
+    model, tokenizer = getattr(sampler, "model", None), getattr(sampler, "tokenizer", None)
+    stops = sorted(int(t) for t in getattr(sampler, "eos_ids", ()) or ())
+    if model is None or tokenizer is None or not hasattr(model, "parameters") or not stops:
+        raise SamplerError(
+            f"likelihood scores need a transformers model; {type(sampler).__name__} has none",
+            hint="use the hf sampler backend (--sampler hf) for likelihood scores",
+        )
+    return model, tokenizer, stops
+
+
+def action_tokens(
+    tokenizer: Any, messages: Sequence[dict[str, Any]], prompt_ids: Sequence[int], action: str, stops: Sequence[int]
+) -> tuple[list[int], str]:
+    """The tokens a model emits for ``action`` after ``prompt_ids`` (the rendered ``messages``), before its
+    end-of-turn token, and how they were found (``"template"`` or ``"plain"``; see the module docstring)."""
+    try:
+        full = tokenizer.apply_chat_template(
+            [*messages, {"role": "assistant", "content": action}],
+            add_generation_prompt=False,
+            tokenize=True,
+            return_dict=False,
+        )
+        full = [int(x) for x in full]
+    except Exception:  # noqa: BLE001 - a template that refuses the message: tokenise the text alone
+        full = []
+    n = len(prompt_ids)
+    if full[:n] == list(prompt_ids):
+        tail = full[n:]
+        end = next((j for j, t in enumerate(tail) if t in stops), None)
+        if end is not None and end > 0:
+            return tail[:end], "template"
+    return [int(x) for x in tokenizer(action, add_special_tokens=False)["input_ids"]], "plain"
+
+
+def action_logprobs(
+    model: Any, prompt_ids: Sequence[int], actions: Sequence[Sequence[int]], stops: Sequence[int], cap: int | None
+) -> list[float]:
+    """``log p(action tokens, then any stop token | prompt)`` for each action, one forward of the prompt
+    (:func:`pivotgym.train.forward.completion_logprobs`, shared prefix) with every action x stop token batched
+    on top; ``cap`` (new tokens per turn) as in the module docstring. Runs without gradients in eval mode."""
+    import torch
+
+    from pivotgym.train.forward import completion_logprobs
+
+    rows: list[list[int]] = []
+    owner: list[tuple[int, bool]] = []  # (action index, whether the row ends with a stop token)
+    for i, tokens in enumerate(actions):
+        if cap is not None and len(tokens) > cap:
+            continue
+        if cap is not None and len(tokens) == cap:  # the sampler stops on the length, not a stop token
+            rows.append(list(tokens))
+            owner.append((i, False))
+            continue
+        for stop in stops:
+            rows.append([*tokens, stop])
+            owner.append((i, True))
+    out = [-math.inf] * len(actions)
+    if not rows:
+        return out
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            logprobs, mask = completion_logprobs(model, list(prompt_ids), rows, shared_prefix=True)
+    finally:
+        model.train(was_training)
+    totals = (logprobs * mask).sum(dim=1).double().cpu().tolist()
+    per_action: dict[int, list[float]] = {}
+    for (i, _), total in zip(owner, totals):
+        per_action.setdefault(i, []).append(float(total))
+    for i, values in per_action.items():
+        top = max(values)
+        out[i] = top + math.log(sum(math.exp(v - top) for v in values))  # log-sum over the stop tokens
+    return out
+
+
+def likelihood_scores(
+    sampler: Any,
+    floors: FloorsResult,
+    env: Any = None,
+    *,
+    cap: int | None = None,
+    progress: bool = True,
+) -> LikelihoodResult:
+    """Score the legal actions of every judged state of ``floors`` under ``sampler``'s model (an hf-backend
+    sampler: :class:`~pivotgym.sampling.hf.HFSampler`). ``env`` renders the prompts (default: made from
+    ``floors.env_id``); ``cap`` shortens the env's generation cap (:func:`pivotgym.env.generation_cap`), as the
+    greedy measurement's cap would."""
+    from tqdm.auto import tqdm
+
+    from pivotgym.env import generation_cap
+    from pivotgym.registry import get_registry
+
+    model, tokenizer, stops = _parts(sampler)
+    if env is None:
+        env = get_registry().make(floors.env_id)
+    limit = generation_cap(env, cap)
+    judged = [s for s in floors.states if s.judged]
+    missing = [s for s in judged if s.state is None]
+    if missing:
+        raise RecordError(
+            f"{len(missing)} floors states carry no expert state to render a prompt from",
+            hint="score a FloorsResult made by pivotgym.eval.floors.floors() in this process, not one read back",
+        )
+    counts = {"template": 0, "plain": 0, "over_cap": 0}
+    rows: list[StateLikelihood] = []
+    for s in tqdm(judged, desc=f"likelihood {floors.env_id}", unit="state", disable=not progress, dynamic_ncols=True):
+        assert s.state is not None
+        messages = env.prompt_messages(s.state.prefix)
+        prompt_ids = sampler.encode(messages)
+        tokens = []
+        for action in s.legal:
+            ids, how = action_tokens(tokenizer, messages, prompt_ids, action, stops)
+            counts[how] += 1
+            counts["over_cap"] += int(len(ids) > limit)
+            tokens.append(ids)
+        logp = action_logprobs(model, prompt_ids, tokens, stops, limit)
+        rows.append(StateLikelihood(s.task_id, s.trajectory_id, s.turn, logp, s.credited))
+    by_task: dict[str, list[StateLikelihood]] = {}
+    for row in rows:
+        by_task.setdefault(row.task_id, []).append(row)
+    per_task: dict[str, list[float]] = {m: [] for m in LIKELIHOOD_METRICS}
+    for task_rows in by_task.values():
+        for m in LIKELIHOOD_METRICS:
+            per_task[m].append(sum(float(getattr(r, m)) for r in task_rows) / len(task_rows))
+    describe = getattr(sampler, "describe", None)
+    return LikelihoodResult(
+        env_id=floors.env_id,
+        split=floors.split,
+        model=dict(describe() or {}) if callable(describe) else {},
+        states=rows,
+        task_ids=list(by_task),
+        per_task=per_task,
+        tokenization=counts,
+    )
