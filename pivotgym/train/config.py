@@ -24,6 +24,9 @@ from typing import Any
 from pivotgym.config import Source, check_section, read_yaml
 from pivotgym.errors import ConfigError
 
+#: how an RL step's size follows its signal (see ``RLConfig.update_scale``)
+UPDATE_SCALES = ("informative_share", "full")
+
 
 @dataclass
 class TrainConfig:
@@ -178,9 +181,29 @@ class RLConfig(TrainConfig):
     eval_samples: int = 4
     #: evaluation sampling temperature (0 = greedy)
     eval_temperature: float = 1.0
+    #: the placebo ablation: each group's advantages are shuffled among its samples (seeded by the run seed,
+    #: step and group), so rewards no longer steer the update and its expected signal is zero; what remains
+    #: is the harm or benefit of updating at all with these settings
+    placebo: bool = False
+    #: a step with fewer informative groups (rewards not all equal) than this makes no optimiser step (the
+    #: LR schedule still advances); 1 skips only steps with no signal at all. The pivot trainer can instead
+    #: ``refill`` the step from its pivot pool
+    min_informative_groups: int = 1
+    #: ``informative_share`` scales the step's learning rate by (informative groups / groups per step,
+    #: at most 1); ``full`` applies every step at the full rate. With AdamW the loss's scale hardly changes
+    #: the update (every weight moves ~lr per step whatever backs it), so a step resting on 1 of 4 groups is
+    #: made a quarter-size step through its rate, not its loss
+    update_scale: str = "informative_share"
+    #: log the weights' drift each step: RMS of (theta - theta_0) and of this step's update over the
+    #: trainable parameters; keeps two fp32 copies of them in CPU memory (turn off for very large models)
+    track_drift: bool = True
 
     def validate(self) -> None:
         super().validate()
+        if self.min_informative_groups < 0:
+            raise ConfigError(f"min_informative_groups must be >= 0, got {self.min_informative_groups}")
+        if self.update_scale not in UPDATE_SCALES:
+            raise ConfigError(f"update_scale must be one of {', '.join(UPDATE_SCALES)}, got {self.update_scale!r}")
         if self.group_size < 2:
             raise ConfigError(f"group_size must be >= 2 for group-relative advantages, got {self.group_size}")
         if self.advantage not in ("std", "no_std", "loo"):
@@ -218,11 +241,24 @@ class PivotConfig(RLConfig):
     pivots_per_step: int = 4
     #: pivot states scored at each evaluation (the first N of the set; 0 = all)
     eval_pivots: int = 16
+    #: a step short of ``min_informative_groups`` draws more pivot states (the next ones of the seeded pivot
+    #: order, ``pivots_per_step`` per round) instead of being skipped; refill rollouts count as rollout turns
+    refill: bool = False
+    #: at most this many refill rounds per step (bounds a step's rollouts to (1 + rounds) x a plain step's)
+    refill_rounds: int = 2
+    #: greedy pass rate on this many profiled but not selected training states at every evaluation
+    #: (``eval_non_pivot_pass``: does training on the pivots break the turns it did not train on?); drawn
+    #: by seed from ``profiles`` minus the pivots, or given to the trainer (``non_pivot_states=``); 0: off
+    non_pivot_eval: int = 16
 
     def validate(self) -> None:
         super().validate()
         if self.pivots_per_step < 1:
             raise ConfigError(f"pivots_per_step must be >= 1, got {self.pivots_per_step}")
+        if self.refill_rounds < 0:
+            raise ConfigError(f"refill_rounds must be >= 0, got {self.refill_rounds}")
+        if self.non_pivot_eval < 0:
+            raise ConfigError(f"non_pivot_eval must be >= 0 (0: off), got {self.non_pivot_eval}")
 
 
 @dataclass
@@ -258,10 +294,22 @@ class E2EConfig(RLConfig):
     env_id: str = ""
     #: the env split whose tasks are trained on
     split: str = "train"
-    #: tasks per optimisation step (global); each runs ``group_size`` episodes
+    #: tasks per optimisation step (global); each runs ``group_size`` episodes. A step is full-size when this
+    #: many of its groups are informative (episodes' returns not all equal)
     tasks_per_step: int = 2
-    #: cap on assistant turns per episode (default: the env's own limit)
+    #: at most this many extra tasks per step (global; the next ones of the seeded task order) are drawn, in
+    #: rounds, to replace groups whose episodes all got the same return, until ``tasks_per_step`` groups are
+    #: informative; their rollout turns count like any other (0: no refill)
+    refill_tasks: int = 4
+    #: cap on assistant turns per training episode (default: the env's own limit); evaluation episodes are
+    #: capped only by the env's own limit
     max_turns: int | None = None
+    #: ``outcome`` (the episode's return; the main comparison) or ``progress`` (the env's ``progress()`` at the
+    #: episode's end, 1.0 when solved: a partial-progress row; an env without the hook is an error)
+    reward: str = "outcome"
+    #: train each episode as one sequence (its turns packed, the env's observation tokens out of the loss);
+    #: false: one sample per turn with its whole prompt (same loss and gradient, more token positions)
+    pack_episodes: bool = True
     #: evaluation episodes: this split, at most ``eval_tasks`` tasks, ``eval_samples`` episodes each
     eval_split: str = "test"
     #: evaluation tasks (the first N of ``eval_split``; 0 = all)
@@ -271,6 +319,10 @@ class E2EConfig(RLConfig):
         super().validate()
         if self.tasks_per_step < 1:
             raise ConfigError(f"tasks_per_step must be >= 1, got {self.tasks_per_step}")
+        if self.refill_tasks < 0:
+            raise ConfigError(f"refill_tasks must be >= 0 (0: no refill), got {self.refill_tasks}")
+        if self.reward not in ("outcome", "progress"):
+            raise ConfigError(f"reward must be outcome or progress, got {self.reward!r}")
 
 
 CONFIGS: dict[str, type[TrainConfig]] = {"pivot": PivotConfig, "sft": SFTConfig, "e2e": E2EConfig}

@@ -14,6 +14,7 @@ The functions here return *sums*; the caller divides by ``N`` once it is known g
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 
 import torch
@@ -52,6 +53,21 @@ def is_informative(rewards: Sequence[float] | torch.Tensor, tol: float = 1e-12) 
     return bool(r.numel() > 1 and (r.max() - r.min()).abs() > tol)
 
 
+def placebo_shuffle(advantages: Sequence[float] | torch.Tensor, rng: random.Random) -> torch.Tensor:
+    """The placebo ablation of one group: its advantages in a uniformly random order drawn by ``rng``.
+
+    The permutation is drawn without looking at the rewards, so each sample's advantage is independent of
+    its own reward and its expectation is the group's mean advantage, which is 0 in every mode (the
+    advantages are centred). The expected policy gradient ``sum_i E[A_pi(i)] grad log p_i`` is therefore 0,
+    while the group keeps its multiset of advantages (the same step size, the same noise): a placebo run
+    shows what updating at all does with the given optimiser settings.
+    """
+    a = torch.as_tensor(advantages, dtype=torch.float64).flatten()
+    order = list(range(a.numel()))
+    rng.shuffle(order)
+    return a[torch.tensor(order, dtype=torch.long)]
+
+
 def clipped_surrogate(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
@@ -80,7 +96,11 @@ def clipped_surrogate(
 def kl_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Sum over unmasked tokens of the k3 estimator of KL(pi || pi_ref): ``exp(d) - d - 1``, ``d = ref - logp``.
 
-    Non-negative and unbiased for samples drawn from pi (Schulman's "approximating KL" note).
+    Non-negative, 0 with zero gradient where ``logp == ref``, and unbiased for samples drawn from pi
+    (Schulman's "approximating KL" note): ``E_pi[k3] = KL(pi || pi_ref)``. Differentiated as a loss at fixed
+    samples from pi, its expected gradient is ``E_pi[(1 - pi_ref/pi) grad log pi] = grad KL(pi_ref || pi)``:
+    it pulls the policy towards the reference along the reverse KL's gradient, which agrees with the forward
+    KL's to first order near the reference (tests/train/test_losses.py checks both on a small softmax).
     """
     d = ref_logprobs - logprobs
     return ((torch.exp(d) - d - 1.0) * mask.to(logprobs.dtype)).sum()
@@ -91,4 +111,12 @@ def nll_sum(logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return -(logprobs * mask.to(logprobs.dtype)).sum()
 
 
-__all__ = ["ADVANTAGE_MODES", "clipped_surrogate", "group_advantages", "is_informative", "kl_k3", "nll_sum"]
+__all__ = [
+    "ADVANTAGE_MODES",
+    "clipped_surrogate",
+    "group_advantages",
+    "is_informative",
+    "kl_k3",
+    "nll_sum",
+    "placebo_shuffle",
+]

@@ -5,12 +5,19 @@ completions per state from the current policy (all states in one batched call, o
 state; each completion at most as long as its env's own generation limit, which ``max_new_tokens`` can only
 shorten, as in profiling and evaluation), scores them with the functional verifier from the exact state,
 drops zero-variance groups (counted as filtered turns) and applies the clipped-surrogate update of
-:class:`~pivotgym.train.rl.RLTrainer`.
-Evaluation scores a fixed set of pivot states with fixed seeds, so scores at different steps are comparable.
+:class:`~pivotgym.train.rl.RLTrainer` through :meth:`~pivotgym.train.rl.RLTrainer.apply_update` (skipped
+below ``min_informative_groups``, its rate scaled by the informative share). With ``refill: true`` a step
+short of informative groups draws ``pivots_per_step`` more states from the seeded order, at most
+``refill_rounds`` times (the next states of the order, i.e. not yet used this epoch; their rollouts count
+like the first round's).
+Evaluation scores a fixed set of pivot states with fixed seeds, so scores at different steps are comparable,
+and the greedy pass rate on profiled turns that were *not* selected as pivots (``non_pivot_eval``): what
+training on the pivots does to the training turns it does not train on.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -19,10 +26,11 @@ from pivotgym.sampling.base import Sampler, SamplingParams, sample_seeded
 from pivotgym.train.config import PivotConfig
 from pivotgym.train.loop import DataOrder, Trainer, sample_seed, shard
 from pivotgym.train.rl import PolicySample, RLTrainer, group_samples
-from pivotgym.train.states import PivotState, StateScorer, load_pivot_states
+from pivotgym.train.states import PivotState, StateScorer, load_pivot_states, states_from_profiles
 from pivotgym.types import Completion
 
 EVAL_SALT = 7_919
+NON_PIVOT_SALT = 6_151
 
 
 def state_tokens(state: PivotState, cap: int | None) -> int:
@@ -100,16 +108,30 @@ def evaluate_states(
 
 
 class PivotTrainer(RLTrainer):
-    """GRPO on the states of a pivot set (see the module docstring)."""
+    """GRPO on the states of a pivot set (see the module docstring).
+
+    ``states`` replaces the pivot set's states (already encoded); ``non_pivot_states`` are the training
+    states that were profiled but not selected, scored greedily at every evaluation (the first
+    ``non_pivot_eval`` of them; without them the trainer draws ``non_pivot_eval`` from ``profiles``)."""
 
     name = "pivot"
     config_class = PivotConfig
     config: PivotConfig
 
-    def __init__(self, config: PivotConfig, *, states: Sequence[PivotState] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        config: PivotConfig,
+        *,
+        states: Sequence[PivotState] | None = None,
+        non_pivot_states: Sequence[PivotState] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(config, **kwargs)
         self.states: list[PivotState] = list(states) if states is not None else []
+        self.non_pivot_states: list[PivotState] = list(non_pivot_states or [])[: config.non_pivot_eval]
+        self._draw_non_pivots = non_pivot_states is None
         self.scorer = StateScorer()
+        self.non_pivot_scorer = StateScorer()  # its own context cache: state indices of the two sets overlap
 
     def setup_data(self) -> None:
         cfg = self.config
@@ -124,9 +146,29 @@ class PivotTrainer(RLTrainer):
             self.states = load_pivot_states(
                 cfg.pivots, cfg.trajectories, self.sampler.encode, cfg.verifier, cap=cfg.max_new_tokens
             )
+        if self._draw_non_pivots and cfg.non_pivot_eval and cfg.profiles and cfg.trajectories:
+            self.non_pivot_states = self._load_non_pivots()
         self.order = DataOrder(len(self.states), cfg.seed)
         self.data_state = {"cursor": 0}
         self.counters.profiling_turns = self._profiling_turns()
+
+    def _load_non_pivots(self) -> list[PivotState]:
+        """``non_pivot_eval`` states of ``profiles`` that are not pivots (not among :attr:`states`), drawn by
+        the run seed from the profiles' order: every method run with this seed scores the same ones."""
+        from pivotgym.jsonl import read_profiles, read_trajectories
+
+        cfg = self.config
+        assert cfg.profiles is not None
+        pivots = {(s.turn.trajectory_id, s.turn.turn) for s in self.states}
+        rest = [p for p in read_profiles(cfg.profiles) if (p.trajectory_id, p.turn) not in pivots]
+        rest = list({(p.trajectory_id, p.turn): p for p in rest}.values())  # one state per turn
+        chosen = random.Random(cfg.seed * 1_000_003 + NON_PIVOT_SALT).sample(rest, min(cfg.non_pivot_eval, len(rest)))
+        if not chosen:
+            return []
+        by_id = {t.id: t for t in read_trajectories(cfg.trajectories)}
+        return states_from_profiles(
+            chosen, by_id, self.sampler.encode, cfg.verifier, source=cfg.profiles, cap=cfg.max_new_tokens
+        )
 
     def _profiling_turns(self) -> int:
         """Turns the profiler generated: every profiled state's K when the profiles file is given, else a
@@ -142,26 +184,16 @@ class PivotTrainer(RLTrainer):
         n = self.config.eval_pivots
         return self.states[:n] if n else self.states
 
-    def train_step(self, step: int) -> dict[str, Any]:
+    def _sample_round(
+        self, step: int, picked: Sequence[tuple[int, int]], samples: list[PolicySample], local: dict[str, float]
+    ) -> None:
+        """Sample and score the groups of ``picked`` (``(global index, state index)`` pairs) on this process,
+        appending the informative groups' samples to ``samples`` and counting into ``local``."""
         cfg = self.config
-        self.order.cursor = int(self.data_state.get("cursor", 0))
-        picked = list(enumerate(self.order.take(cfg.pivots_per_step)))
-        self.data_state = {"cursor": self.order.cursor}
-        samples: list[PolicySample] = []
-        local = {
-            "rollout_turns": 0,
-            "filtered_turns": 0,
-            "tokens_generated": 0,
-            "reward_sum": 0.0,
-            "groups": 0,
-            "informative": 0,
-            "failed_verifications": 0,
-            "judged": 0,
-        }
-        mine = shard(picked, self.rank, self.world)
+        mine = shard(list(picked), self.rank, self.world)
         states = [self.states[state_index] for _, state_index in mine]
         params = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p)
-        with self.counters.time("generation"):  # every state of the step in one batched call, own seed each
+        with self.counters.time("generation"):  # every state of the round in one batched call, own seed each
             groups = sample_states(
                 self.sampler,
                 states,
@@ -170,7 +202,7 @@ class PivotTrainer(RLTrainer):
                 [sample_seed(cfg.seed, step, global_index) for global_index, _ in mine],
                 cfg.max_new_tokens,
             )
-        for (_, state_index), state, completions in zip(mine, states, groups):
+        for (global_index, state_index), state, completions in zip(mine, states, groups):
             with self.counters.time("verification"):
                 judged = self.scorer.score_judged(state, [c.text for c in completions])
             # a failed verification is no reward: its sample leaves the group (no fake advantage from a 0)
@@ -185,6 +217,7 @@ class PivotTrainer(RLTrainer):
                     cfg.advantage,
                     {"state": state_index},
                     [completions[i].logprobs for i in keep],
+                    placebo=self.placebo_rng(step, global_index),
                 )
                 if len(keep) >= 2
                 else []
@@ -199,22 +232,55 @@ class PivotTrainer(RLTrainer):
                 local["informative"] += 1
             else:
                 local["filtered_turns"] += len(completions)
+
+    def train_step(self, step: int) -> dict[str, Any]:
+        cfg = self.config
+        self.order.cursor = int(self.data_state.get("cursor", 0))
+        samples: list[PolicySample] = []
+        local: dict[str, float] = {
+            "rollout_turns": 0,
+            "filtered_turns": 0,
+            "tokens_generated": 0,
+            "reward_sum": 0.0,
+            "groups": 0,
+            "informative": 0,
+            "failed_verifications": 0,
+            "judged": 0,
+        }
+        drawn = rounds = 0
+        informative = 0.0
+        while True:  # a plain step is one round; refill rounds draw the next states of the seeded order
+            picked = [(drawn + i, state_index) for i, state_index in enumerate(self.order.take(cfg.pivots_per_step))]
+            drawn += len(picked)
+            before = local["informative"]
+            self._sample_round(step, picked, samples, local)
+            informative += self.reduce_sum(local["informative"] - before)
+            if not (cfg.refill and informative < cfg.min_informative_groups and rounds < cfg.refill_rounds):
+                break
+            rounds += 1
+        self.data_state = {"cursor": self.order.cursor}
         totals = {k: self.reduce_sum(v) for k, v in local.items()}
         with self.counters.time("fwd_bwd"):
-            stats = self.policy_update(samples)
+            stats = self.apply_update(
+                samples, informative=totals["informative"], groups=totals["groups"], planned=cfg.pivots_per_step
+            )
         self.counters.rollout_turns += int(totals["rollout_turns"])
         self.counters.filtered_turns += int(totals["filtered_turns"])
         self.counters.tokens_generated += int(totals["tokens_generated"])
+        self.counters.add_applied(refill_pivots=drawn - cfg.pivots_per_step)
         return {
             **stats,
             "reward_mean": totals["reward_sum"] / max(1.0, totals["judged"]),
             "informative_groups": totals["informative"] / max(1.0, totals["groups"]),
+            "refill_pivots": drawn - cfg.pivots_per_step,
             "failed_verifications": int(totals["failed_verifications"]),
         }
 
     def evaluate(self) -> dict[str, Any]:
+        """The eval pivots' score (see :func:`evaluate_states`); with non-pivot states also
+        ``non_pivot_pass``, their greedy mean reward (``non_pivot_states`` of them)."""
         cfg = self.config
-        return evaluate_states(
+        result = evaluate_states(
             self,
             self.eval_states,
             self.scorer,
@@ -223,6 +289,19 @@ class PivotTrainer(RLTrainer):
             max_new_tokens=cfg.max_new_tokens,
             seed=cfg.seed,
         )
+        if self.non_pivot_states:
+            held = evaluate_states(
+                self,
+                self.non_pivot_states,
+                self.non_pivot_scorer,
+                samples=1,
+                temperature=0.0,
+                max_new_tokens=cfg.max_new_tokens,
+                seed=cfg.seed,
+            )
+            result["non_pivot_pass"] = held["score"]
+            result["non_pivot_states"] = held["states"]
+        return result
 
 
 __all__ = ["PivotTrainer", "evaluate_states", "sample_states", "state_tokens"]

@@ -4,11 +4,19 @@ A step's data is a list of :class:`PolicySample` (prompt token ids exactly as sa
 token ids exactly as generated, one advantage per sample) for *this process*. :meth:`RLTrainer.policy_update`
 turns it into one optimiser step with the clipped surrogate of :mod:`pivotgym.train.losses`, normalised by
 the number of completion tokens in the *global* batch (summed over micro-batches and processes).
+
+:meth:`RLTrainer.apply_update` is the step a trainer makes from its groups: it ties the update's size to
+its signal (skips a step with fewer than ``min_informative_groups`` informative groups; with
+``update_scale: informative_share`` scales the step's learning rate by the informative share, since AdamW
+makes every step ~lr per weight whatever the loss's scale), counts what was *applied* (steps, optimiser
+steps, groups; :class:`~pivotgym.train.counters.Counters`) and logs the weights' drift from the start.
+The ``placebo`` ablation shuffles each group's advantages with :meth:`RLTrainer.placebo_rng`.
 """
 
 from __future__ import annotations
 
 import math
+import random
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -16,10 +24,14 @@ from typing import Any
 
 import torch
 
+from pivotgym.errors import ConfigError
 from pivotgym.train.config import RLConfig
 from pivotgym.train.forward import completion_logprobs
-from pivotgym.train.loop import Trainer, chunks
-from pivotgym.train.losses import clipped_surrogate, group_advantages, is_informative, kl_k3
+from pivotgym.train.loop import Trainer, chunks, sample_seed
+from pivotgym.train.losses import clipped_surrogate, group_advantages, is_informative, kl_k3, placebo_shuffle
+
+#: salt of the placebo's permutation seeds (distinct from the sampling seeds')
+PLACEBO_SALT = 31_337
 
 
 @dataclass
@@ -70,12 +82,15 @@ def group_samples(
     mode: str = "std",
     meta: dict[str, Any] | None = None,
     logprobs: Sequence[Sequence[float]] | None = None,
+    placebo: random.Random | None = None,
 ) -> list[PolicySample]:
     """The training samples of one group (G completions of one prompt with their rewards, and optionally the
     sampler's logprobs of their tokens).
 
     A group whose rewards all agree carries no signal and returns ``[]``: it adds neither gradient nor
-    tokens to the loss's denominator (it never dilutes the informative groups).
+    tokens to the loss's denominator (it never dilutes the informative groups). With ``placebo`` (a seeded
+    RNG, see :meth:`RLTrainer.placebo_rng`) the group's advantages are shuffled among its samples
+    (:func:`~pivotgym.train.losses.placebo_shuffle`); each sample keeps its own reward.
     """
     if len(completions) != len(rewards):
         raise ValueError(f"{len(completions)} completions but {len(rewards)} rewards")
@@ -84,6 +99,8 @@ def group_samples(
     if not is_informative(rewards):
         return []
     advantages = group_advantages(rewards, mode)
+    if placebo is not None:
+        advantages = placebo_shuffle(advantages, placebo)
     recorded = list(logprobs) if logprobs is not None else [None] * len(completions)
     return [
         PolicySample(
@@ -129,6 +146,100 @@ class RLTrainer(Trainer):
             import copy
 
             self._reference = copy.deepcopy(self.unwrapped_model).eval().requires_grad_(False)
+        self.counters.track_applied()
+        #: the trainable parameters at the start (fp32, CPU), for the drift; None with ``track_drift: false``
+        self._theta0: list[torch.Tensor] | None = self._trainable_copy() if config.track_drift else None
+        self._lr_scale = 1.0
+        self._placebo_draws = 0  # placebo RNGs handed out since the last update (placebo must be wired)
+
+    # ------------------------------------------------------------------ placebo
+    def placebo_rng(self, step: int, group: int) -> random.Random | None:
+        """The RNG that shuffles group ``group``'s advantages at training step ``step`` with ``placebo: true``
+        (pass it to :func:`group_samples`), else None. Seeded by the run seed, the step and the group's
+        global index alone: the same permutation whatever the number of processes, and after a resume."""
+        if not self.config.placebo:
+            return None
+        self._placebo_draws += 1
+        return random.Random(sample_seed(self.config.seed, step, group, PLACEBO_SALT))
+
+    # ------------------------------------------------------------------ drift
+    def _trainable(self) -> list[torch.Tensor]:
+        return [p for p in self.unwrapped_model.parameters() if p.requires_grad]
+
+    @torch.no_grad()
+    def _trainable_copy(self) -> list[torch.Tensor]:
+        return [p.detach().to("cpu", torch.float32, copy=True) for p in self._trainable()]
+
+    @torch.no_grad()
+    def weight_drift(self, before: Sequence[torch.Tensor] | None = None) -> dict[str, float]:
+        """``drift_rms``: RMS over the trainable parameters of ``theta - theta_0`` (the start); with
+        ``before`` (a copy taken before this step's update) also ``update_rms``, the RMS of this step's change."""
+        if self._theta0 is None:
+            return {}
+        total = update = 0.0
+        n = 0
+        for i, p in enumerate(self._trainable()):
+            now = p.detach().to("cpu", torch.float32)
+            total += float((now - self._theta0[i]).double().pow(2).sum())
+            if before is not None:
+                update += float((now - before[i]).double().pow(2).sum())
+            n += now.numel()
+        out = {"drift_rms": math.sqrt(total / max(1, n))}
+        if before is not None:
+            out["update_rms"] = math.sqrt(update / max(1, n))
+        return out
+
+    # ------------------------------------------------------------------ the step a trainer makes
+    def apply_update(
+        self, samples: Sequence[PolicySample], *, informative: float, groups: float, planned: int
+    ) -> dict[str, Any]:
+        """The update of one training step whose groups were sampled: ``informative`` of ``groups`` groups
+        (global counts) carry signal, ``planned`` groups make a full step (``pivots_per_step``,
+        ``tasks_per_step``). Every process must call it.
+
+        Fewer informative groups than ``min_informative_groups``: no optimiser step (the schedule advances,
+        ``skipped`` is 1). Else :meth:`policy_update`, its learning rate scaled by ``informative / planned``
+        (at most 1) with ``update_scale: informative_share``. Counts ``groups_sampled`` always and
+        ``groups_applied`` when applied; returns the update's statistics with ``groups``,
+        ``groups_informative``, ``lr_scale`` and the drift (``drift_rms``, ``update_rms``)."""
+        cfg = self.config
+        n_informative, n_groups = int(round(informative)), int(round(groups))
+        stats: dict[str, Any] = {"groups": n_groups, "groups_informative": n_informative}
+        self.counters.add_applied(groups_sampled=n_groups)
+        if n_informative < cfg.min_informative_groups:
+            self.skip_optimizer_steps(cfg.updates_per_batch)
+            self._placebo_draws = 0
+            stats.update(loss=0.0, skipped=1, tokens_in_loss=0, lr_scale=0.0, skip_reason="few_informative_groups")
+            stats.update(self.weight_drift(self._theta0))  # unchanged weights: update_rms 0
+            return stats
+        scale = 1.0
+        if cfg.update_scale == "informative_share" and planned > 0:
+            scale = min(1.0, n_informative / planned)
+        before = self._trainable_copy() if self._theta0 is not None else None
+        self._lr_scale = scale
+        try:
+            stats.update(self.policy_update(samples))
+        finally:
+            self._lr_scale = 1.0
+        if stats.get("skipped"):
+            stats.update(lr_scale=0.0, skip_reason="no_tokens")
+        else:
+            stats["lr_scale"] = scale
+            self.counters.add_applied(groups_applied=n_informative)
+        if before is not None:
+            stats.update(self.weight_drift(before))
+        return stats
+
+    def optimizer_step(self) -> dict[str, float]:
+        """The shared optimiser step at this update's learning-rate scale (set by :meth:`apply_update`; the
+        scheduler resets the rate right after); the returned ``lr`` is the rate used."""
+        scale = self._lr_scale
+        if scale != 1.0:
+            for group in self.optimizer.param_groups:
+                group["lr"] *= scale
+        out = super().optimizer_step()
+        out["lr"] *= scale
+        return out
 
     # ------------------------------------------------------------------ log-probabilities
     def _logprobs(self, model: Any, mb: MicroBatch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -202,6 +313,12 @@ class RLTrainer(Trainer):
         """``updates_per_batch`` optimiser steps on this process's samples; every process must call it,
         even with no samples. Returns loss/clip/KL statistics over the global batch."""
         cfg = self.config
+        if cfg.placebo and samples and not self._placebo_draws:
+            raise ConfigError(
+                f"placebo: true, but {type(self).__name__} made its groups without the placebo's shuffle",
+                hint="pass placebo=self.placebo_rng(step, group) to group_samples per group, or set placebo: false",
+            )
+        self._placebo_draws = 0
         batches, global_tokens = self.prepare_batches(samples)
         stats: dict[str, Any] = {"tokens_in_loss": int(global_tokens)}
         if global_tokens == 0:
@@ -226,7 +343,16 @@ class RLTrainer(Trainer):
         stats.update({k: v for k, v in opt_stats.items() if not math.isnan(v)})
         self.counters.tokens_trained += int(global_tokens)
         self.counters.samples_trained += int(self.reduce_sum(sum(len(mb.samples) for mb in batches)))
+        self.counters.add_applied(steps_applied=1, optimizer_steps_applied=cfg.updates_per_batch)
         return stats
 
 
-__all__ = ["MicroBatch", "PolicySample", "RLTrainer", "group_samples", "make_micro_batches", "sampler_agreement"]
+__all__ = [
+    "PLACEBO_SALT",
+    "MicroBatch",
+    "PolicySample",
+    "RLTrainer",
+    "group_samples",
+    "make_micro_batches",
+    "sampler_agreement",
+]

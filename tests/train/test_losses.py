@@ -54,3 +54,59 @@ def test_kl_k3_and_nll_by_hand():
     d = -0.5
     assert float(kl_k3(logp, ref, mask)) == pytest.approx(math.exp(d) - d - 1)
     assert float(nll_sum(logp, torch.tensor([[1, 0]]))) == pytest.approx(1.0)
+
+
+def test_placebo_shuffle_keeps_the_group_multiset_and_draws_by_its_seed():
+    import random
+
+    from pivotgym.train.losses import placebo_shuffle
+
+    adv = group_advantages([1.0, 0.0, 0.0, 1.0, 0.5], "std")
+    shuffled = placebo_shuffle(adv, random.Random(3))
+    assert sorted(shuffled.tolist()) == pytest.approx(sorted(adv.tolist()))
+    assert torch.equal(shuffled, placebo_shuffle(adv, random.Random(3)))  # seeded: repeatable
+    orders = {tuple(placebo_shuffle(adv, random.Random(s)).tolist()) for s in range(50)}
+    assert len(orders) > 5  # actually permutes
+
+
+def _softmax_pair():
+    torch.manual_seed(0)
+    theta = torch.randn(6, dtype=torch.float64)
+    ref = (theta + 0.05 * torch.randn(6, dtype=torch.float64)).log_softmax(-1)
+    return theta, ref
+
+
+def test_kl_k3_is_zero_with_zero_gradient_at_the_reference():
+    theta, _ = _softmax_pair()
+    theta.requires_grad_(True)
+    logp = theta.log_softmax(-1)
+    k3 = kl_k3(logp[None], logp.detach()[None], torch.ones(1, 6))
+    k3.backward()
+    assert float(k3.detach()) == 0.0
+    assert torch.count_nonzero(theta.grad) == 0
+
+
+def test_kl_k3_expectation_is_the_kl_and_its_gradient_pulls_towards_the_reference():
+    """Over one categorical with every token weighted by pi (the exact expectation of sampled tokens):
+    E_pi[k3] = KL(pi || ref); the gradient of k3 as a loss at fixed pi-weights is grad KL(ref || pi), whose
+    direction matches the forward KL's near the reference; a step along minus it lowers the KL."""
+    theta, ref = _softmax_pair()
+    theta.requires_grad_(True)
+    logp = theta.log_softmax(-1)
+    pi = logp.exp().detach()
+    forward_kl = (logp.exp() * (logp - ref)).sum()
+    estimate = (pi * ((ref - logp).exp() - (ref - logp) - 1)).sum()
+    assert float(estimate.detach()) == pytest.approx(float(forward_kl.detach()), rel=1e-9)
+
+    # k3 as a loss: the tokens are samples from pi (weights detached), the estimator is differentiated
+    expected_k3 = (pi * ((ref - logp).exp() - (ref - logp) - 1)).sum()
+    (g_k3,) = torch.autograd.grad(expected_k3, theta, retain_graph=True)
+    reverse_kl = (ref.exp() * (ref - logp)).sum()
+    (g_reverse,) = torch.autograd.grad(reverse_kl, theta, retain_graph=True)
+    (g_forward,) = torch.autograd.grad(forward_kl, theta)
+    torch.testing.assert_close(g_k3, g_reverse, rtol=1e-8, atol=1e-12)
+    cosine = float(torch.nn.functional.cosine_similarity(g_k3, g_forward, dim=0))
+    assert cosine > 0.99
+    with torch.no_grad():
+        stepped = (theta - 0.5 * g_k3).log_softmax(-1)
+        assert float((stepped.exp() * (stepped - ref)).sum()) < float(forward_kl.detach())
