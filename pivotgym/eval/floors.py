@@ -35,6 +35,8 @@ __all__ = ["METRICS", "FloorsResult", "StateFloor", "floors", "legal_states"]
 
 #: the per-problem metrics of :class:`FloorsResult`, in report order
 METRICS = ("random_legal", "expert", "multi_credit", "legal", "credited")
+#: the metrics that are shares (their intervals lie within [0, 1])
+SHARES = ("random_legal", "expert", "multi_credit")
 #: bump when a change alters what a floors state key identifies (the judge caches contexts per key)
 FLOORS_FORMAT = "1"
 
@@ -162,7 +164,8 @@ class FloorsResult:
 
     def interval(self, metric: str, method: str = "t", confidence: float = 0.95) -> MeanInterval:
         """The interval over problems of ``metric`` (:func:`pivotgym.eval.stats.mean_interval_over`)."""
-        return mean_interval_over(self.per_task[metric], method, confidence)
+        bounds = (0.0, 1.0) if metric in SHARES else None  # a share's interval stays within [0, 1]
+        return mean_interval_over(self.per_task[metric], method, confidence, bounds)
 
     def to_dict(self, *, states: bool = False, method: str = "t") -> dict[str, Any]:
         """JSON-ready summary: each metric's value and interval over problems, the counts, the per-problem

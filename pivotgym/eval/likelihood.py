@@ -36,6 +36,7 @@ __all__ = ["LIKELIHOOD_METRICS", "LikelihoodResult", "StateLikelihood", "action_
 
 #: the per-problem metrics of :class:`LikelihoodResult`
 LIKELIHOOD_METRICS = ("p_credited", "p_legal", "p_credited_given_legal")
+SHARES = LIKELIHOOD_METRICS  # every one is a probability: its interval stays within [0, 1]
 
 
 @dataclass
@@ -105,7 +106,8 @@ class LikelihoodResult:
         return dict(zip(self.task_ids, self.per_task[metric]))
 
     def interval(self, metric: str, method: str = "t", confidence: float = 0.95) -> MeanInterval:
-        return mean_interval_over(self.per_task[metric], method, confidence)
+        bounds = (0.0, 1.0) if metric in SHARES else None  # a share's interval stays within [0, 1]
+        return mean_interval_over(self.per_task[metric], method, confidence, bounds)
 
     def to_dict(self, *, states: bool = False, method: str = "t") -> dict[str, Any]:
         out: dict[str, Any] = {

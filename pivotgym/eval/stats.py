@@ -144,7 +144,8 @@ class MeanInterval:
 
     ``sd`` is the sample standard deviation of the units' values (of the differences, for a paired interval),
     the input :func:`min_detectable_difference` needs. With fewer than two units there is no interval:
-    ``low``/``high`` are NaN (``None`` in :meth:`to_dict`)."""
+    ``low``/``high`` are NaN (``None`` in :meth:`to_dict`). ``low``/``high`` may be clipped to the values'
+    possible range (``bounds``: a share cannot leave [0, 1]); ``half_width`` is the unclipped one."""
 
     mean: float
     low: float
@@ -153,11 +154,13 @@ class MeanInterval:
     sd: float
     method: str
     confidence: float = 0.95
+    #: half the interval's width before any clipping (NaN without an interval)
+    half: float = math.nan
 
     @property
     def half_width(self) -> float:
-        """Half the interval's width (NaN without an interval)."""
-        return (self.high - self.low) / 2
+        """Half the interval's width before clipping (NaN without an interval)."""
+        return self.half if math.isfinite(self.half) else (self.high - self.low) / 2
 
     @property
     def se(self) -> float:
@@ -194,8 +197,11 @@ def t_quantile(q: float, df: int) -> float:
     return float(sps.t.ppf(q, df))
 
 
-def t_interval(values: Sequence[float], confidence: float = 0.95) -> MeanInterval:
-    """Student's t interval for the mean of per-problem ``values``: ``mean +- t(1-a/2, n-1) * sd / sqrt(n)``.
+def t_interval(
+    values: Sequence[float], confidence: float = 0.95, bounds: tuple[float, float] | None = None
+) -> MeanInterval:
+    """Student's t interval for the mean of per-problem ``values``: ``mean +- t(1-a/2, n-1) * sd / sqrt(n)``,
+    clipped to ``bounds`` when given (``(0, 1)`` for a share: clipping never drops a possible true value).
 
     Over a few problems this keeps its coverage where the normal approximation and the percentile bootstrap
     do not (both ignore that the SD is itself estimated from n values). Below two values: no interval (NaN)."""
@@ -206,7 +212,14 @@ def t_interval(values: Sequence[float], confidence: float = 0.95) -> MeanInterva
         return MeanInterval(mean, math.nan, math.nan, n, math.nan, "t", confidence)
     sd = statistics.stdev(values)
     half = t_quantile(1 - (1 - confidence) / 2, n - 1) * sd / math.sqrt(n)
-    return MeanInterval(mean, mean - half, mean + half, n, sd, "t", confidence)
+    low, high = _clip(mean - half, mean + half, bounds)
+    return MeanInterval(mean, low, high, n, sd, "t", confidence, half)
+
+
+def _clip(low: float, high: float, bounds: tuple[float, float] | None) -> tuple[float, float]:
+    if bounds is None:
+        return low, high
+    return max(bounds[0], low), min(bounds[1], high)
 
 
 def paired_differences(
@@ -227,16 +240,22 @@ def paired_t_interval(
     base: Mapping[str, float] | Sequence[float],
     trained: Mapping[str, float] | Sequence[float],
     confidence: float = 0.95,
+    bounds: tuple[float, float] | None = None,
 ) -> MeanInterval:
     """The t interval of the mean paired difference ``trained - base`` over the units both score (problems,
     or seeds): each unit's own difficulty cancels out, and the interval's ``sd`` feeds
-    :func:`min_detectable_difference`."""
-    out = t_interval(paired_differences(base, trained), confidence)
-    return MeanInterval(out.mean, out.low, out.high, out.n, out.sd, "paired-t", confidence)
+    :func:`min_detectable_difference`. ``bounds``: ``(-1, 1)`` for a difference of shares."""
+    out = t_interval(paired_differences(base, trained), confidence, bounds)
+    return MeanInterval(out.mean, out.low, out.high, out.n, out.sd, "paired-t", confidence, out.half)
 
 
 def bca_interval(
-    values: Sequence[float], confidence: float = 0.95, *, resamples: int = 9999, seed: int = 0
+    values: Sequence[float],
+    confidence: float = 0.95,
+    bounds: tuple[float, float] | None = None,
+    *,
+    resamples: int = 9999,
+    seed: int = 0,
 ) -> MeanInterval:
     """The bias-corrected and accelerated (BCa) bootstrap interval of the mean (scipy), an option beside
     :func:`t_interval` for skewed scores over many problems; over very few problems it undercovers like any
@@ -261,15 +280,20 @@ def bca_interval(
         random_state=np.random.default_rng(seed),
     )
     low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
-    return MeanInterval(mean, low, high, n, sd, "bca", confidence)
+    half = (high - low) / 2
+    low, high = _clip(low, high, bounds)
+    return MeanInterval(mean, low, high, n, sd, "bca", confidence, half)
 
 
-def mean_interval_over(values: Sequence[float], method: str = "t", confidence: float = 0.95) -> MeanInterval:
-    """:func:`t_interval` (``method="t"``) or :func:`bca_interval` (``"bca"``) of per-problem ``values``."""
+def mean_interval_over(
+    values: Sequence[float], method: str = "t", confidence: float = 0.95, bounds: tuple[float, float] | None = None
+) -> MeanInterval:
+    """:func:`t_interval` (``method="t"``) or :func:`bca_interval` (``"bca"``) of per-problem ``values``,
+    clipped to ``bounds``."""
     if method == "t":
-        return t_interval(values, confidence)
+        return t_interval(values, confidence, bounds)
     if method == "bca":
-        return bca_interval(values, confidence)
+        return bca_interval(values, confidence, bounds)
     raise ValueError(f"unknown interval method {method!r}; use 't' or 'bca'")
 
 

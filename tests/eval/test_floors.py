@@ -187,3 +187,43 @@ def test_floors_to_dict_carries_intervals_over_problems_and_limit_takes_the_firs
     rl = out["metrics"]["random_legal"]
     assert rl["n"] == 2 and rl["mean"] == pytest.approx(7 / 12) and rl["low"] < rl["mean"] < rl["high"]
     assert len(out["state_rows"]) == 4 and out["state_rows"][0]["legal"] == ["add 1", "add 2", "add 3"]
+
+
+def test_floors_command_prints_each_metric_with_its_interval_and_exits_1_without_judged_states(toy_registry, capsys):
+    import json
+
+    from pivotgym.cli import main
+
+    assert main(["floors", ENV_ID, "--executor", "serial"]) == 0
+    out = capsys.readouterr().out
+    assert f"{ENV_ID} [test]: 3 problems, 5 of 8 states judged (3 without legal actions" in out
+    line = next(row for row in out.splitlines() if row.startswith("random legal action (floor)"))
+    assert "50.0%" in line and "[" in line and line.rstrip().endswith("3")
+    assert main(["floors", ENV_ID, "--executor", "serial", "--limit", "1", "--json", "--states"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["task_ids"] == ["test-t4"] and len(data["state_rows"]) == 2
+    assert data["metrics"]["random_legal"]["mean"] == pytest.approx(2 / 3)
+    # target 7 comes last in the split: with only it, no state has legal actions
+    assert main(["floors", ENV_ID, "--executor", "serial", "--split", "train", "--interval", "bca"]) == 0
+    capsys.readouterr()
+    ClimbEnv.targets["none"] = [7]
+    ClimbEnv.splits = ("train", "test", "none")
+    try:
+        assert main(["floors", ENV_ID, "--executor", "serial", "--split", "none"]) == 1
+        assert "FAILED: no state could be judged in floors-toy/climb-v0" in capsys.readouterr().err
+    finally:
+        ClimbEnv.splits = ("train", "test")
+        del ClimbEnv.targets["none"]
+    assert main(["floors", "floors-toy/nope-v0"]) == 1
+    assert "nope" in capsys.readouterr().err
+
+
+def test_floors_command_with_a_model_adds_the_likelihood_rows(toy_registry, tiny_model_dir, capsys):
+    from pivotgym.cli import main
+
+    args = ["floors", ENV_ID, "--executor", "serial", "--limit", "1", "--model", str(tiny_model_dir), "--device", "cpu"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    for label in ("P(credited action)", "P(legal action)", "P(credited | legal)"):
+        assert label in out
+    assert "tokenised by the chat template 6, as plain text 0; 0 over the generation cap" in out

@@ -136,3 +136,12 @@ def test_mdd_from_half_width_reproduces_the_issue_numbers():
     assert math.isnan(min_detectable_difference(0.1, 1)) and math.isnan(mdd_from_half_width(1.0, 1))
     with pytest.raises(ValueError, match="power"):
         min_detectable_difference(0.1, 5, power=1.0)
+
+
+def test_bounds_clip_a_shares_interval_but_keep_the_unclipped_half_width_for_power():
+    values = [0.0, 0.0, 0.1, 0.9, 0.05]
+    free, clipped = t_interval(values), t_interval(values, bounds=(0.0, 1.0))
+    assert free.low < 0 and clipped.low == 0.0 and clipped.high == free.high
+    assert clipped.half_width == pytest.approx(free.half_width)
+    paired = paired_t_interval([1.0, 0.9, 1.0], [0.0, 0.2, 0.1], bounds=(-1.0, 1.0))
+    assert paired.low >= -1.0 and paired.half_width > paired.mean - paired.low
