@@ -90,9 +90,9 @@ def _oracle(problem: PlanningProblem) -> OptimalCost:
 class PlanningEnv(AgentEnv):
     """A pddlgym domain family as a multi-turn text env (see the module docstring).
 
-    With ``generator="blocks"`` or ``"gripper"`` the train and test splits are generated problems
-    (:mod:`pivotgym_planning.generators`: ``n_train``/``n_test`` problems of seed ``seed``, disjoint by a
-    canonical-state hash) over the pddlgym domain of that name, optionally limited to optimal lengths in
+    With ``generator="blocks"`` or ``"gripper"`` the train, test and warmup splits are generated problems
+    (:mod:`pivotgym_planning.generators`: ``n_train``/``n_test``/``n_warmup`` problems of seed ``seed``,
+    disjoint by a canonical-state hash) over the pddlgym domain of that name, optionally limited to optimal lengths in
     ``[min_length, max_length]``; every task carries its optimal length in ``metadata["optimal_length"]``
     (also ``"difficulty"``) and its optimal plan is the expert's. The ``ood`` split stays the held-out
     pddlgym families.
@@ -117,6 +117,7 @@ class PlanningEnv(AgentEnv):
         seed: int = 0,
         n_train: int = 400,
         n_test: int = 200,
+        n_warmup: int = 100,
         min_length: int | None = None,
         max_length: int | None = None,
         **kwargs: Any,
@@ -134,21 +135,21 @@ class PlanningEnv(AgentEnv):
         self.max_step_limit = max_step_limit
         self.validate_plans = validate_plans
         self.generator = generator
-        self.generator_args = (int(seed), int(n_train), int(n_test))
+        self.generator_args = (int(seed), int(n_train), int(n_test), int(n_warmup))
         self.length_range = (min_length, max_length)
         if generator is not None:
             from pivotgym_planning.generators import domain
 
             self.family = domain(generator).folder
             self.ood_families = [f for f in self.ood_families if f != self.family]
-            self.splits = ("train", "test", "ood") if self.ood_families else ("train", "test")
+            self.splits = ("train", "test", "warmup", "ood") if self.ood_families else ("train", "test", "warmup")
         self.problem: PlanningProblem | None = None
         self.state: frozenset[str] = frozenset()
         self.plan: list[str] = []
 
     # ---------------------------------------------------------------- tasks
     def load_tasks(self, split: str) -> list[Task]:
-        if split in ("train", "test") and self.generator is not None:
+        if split in ("train", "test", "warmup") and self.generator is not None:
             return self._generated_tasks(split)
         if split in ("train", "test"):
             items = family_splits(self.family)[split]
@@ -175,10 +176,10 @@ class PlanningEnv(AgentEnv):
         from pivotgym_planning.generators import generated_splits
 
         assert self.generator is not None
-        seed, n_train, n_test = self.generator_args
+        seed, n_train, n_test, n_warmup = self.generator_args
         low, high = self.length_range
         tasks = []
-        for p in generated_splits(self.generator, seed, n_train, n_test)[split]:
+        for p in generated_splits(self.generator, seed, n_train, n_test, n_warmup)[split]:
             if (low is not None and p.optimal_length < low) or (high is not None and p.optimal_length > high):
                 continue
             tasks.append(

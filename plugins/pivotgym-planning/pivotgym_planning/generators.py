@@ -1,5 +1,5 @@
-"""Generated planning problems: uniformly random blocks-world states, random gripper problems, train/test
-splits of hundreds of problems, graded by optimal plan length.
+"""Generated planning problems: uniformly random blocks-world states, random gripper problems, train, test
+and warm-up splits of hundreds of problems, graded by optimal plan length.
 
 Why: pddlgym ships five train and five test blocks problems, too few to tell methods apart, and blocks has
 almost no equivalent actions. These generators give hundreds of problems per domain, deterministic by seed,
@@ -46,9 +46,11 @@ same problem. The canonical form of a problem (its ``(init, goal)`` pair) is:
   list of (initial room, goal room) of the balls) under the room permutation that makes it smallest.
 
 The SHA-256 of the form's text is the problem's ``canonical`` hash. A problem goes to ``test`` when that
-hash is 0 modulo 3 and to ``train`` otherwise, so the two splits are disjoint *by construction*, for every
-seed and size (a problem of one seed's test split can never be in another seed's train split), and a
-duplicate of an earlier problem is skipped. Draws go on until both splits are full.
+hash is 0 modulo 3, to ``warmup`` (a small set for a format warm-up model) when it is 1 modulo 6, and to
+``train`` otherwise, so the splits are disjoint *by construction*, for every seed and size (a problem of
+one seed's test split can never be in another seed's train split), and a duplicate of an earlier problem
+is skipped. Draws go on until every split is full; a split is a prefix of the same split with a larger
+quota.
 
 **Determinism and cache.** Everything follows from ``random.Random`` seeded with a hash of the domain,
 generator version and seed, so a seed gives byte-identical problems. Results are cached as JSON under
@@ -287,9 +289,19 @@ def canonical_hash(canonical: str) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+#: the splits of a generated domain: ``warmup`` is a small set for a format warm-up model that must not see
+#: the training problems
+SPLITS = ("train", "test", "warmup")
+
+
 def split_of_hash(digest: str) -> str:
-    """``test`` when the canonical hash (hex) is 0 modulo 3, else ``train``: disjoint splits by construction."""
-    return "test" if int(digest, 16) % 3 == 0 else "train"
+    """The split of a problem, from its canonical hash (hex) alone: ``test`` when it is 0 modulo 3 (a third of
+    all problems), ``warmup`` when it is 1 modulo 6 (a sixth), else ``train`` (a half). Disjoint splits by
+    construction."""
+    value = int(digest, 16)
+    if value % 3 == 0:
+        return "test"
+    return "warmup" if value % 6 == 1 else "train"
 
 
 def split_of(canonical: str) -> str:
@@ -311,20 +323,23 @@ def _solve(spec: DomainSpec, problem_pddl: str) -> list[str] | None:
     return None if found is None else found[0]
 
 
-def generate(name: str, seed: int = 0, n_train: int = 400, n_test: int = 200) -> dict[str, list[GeneratedProblem]]:
-    """Generate the ``train`` and ``test`` splits of domain ``name`` (no cache; see :func:`generated_splits`)."""
+def generate(
+    name: str, seed: int = 0, n_train: int = 400, n_test: int = 200, n_warmup: int = 100
+) -> dict[str, list[GeneratedProblem]]:
+    """Generate the ``train``, ``test`` and ``warmup`` splits of domain ``name`` (no cache; see
+    :func:`generated_splits`). Each split is a prefix of the same split generated with a larger quota."""
     spec = domain(name)
     rng = _rng(name, seed)
-    quotas = {"train": n_train, "test": n_test}
-    out: dict[str, list[GeneratedProblem]] = {"train": [], "test": []}
+    quotas = {"train": n_train, "test": n_test, "warmup": n_warmup}
+    out: dict[str, list[GeneratedProblem]] = {s: [] for s in SPLITS}
     seen: set[str] = set()
     draws = 0
     while any(len(out[s]) < quotas[s] for s in out):
         draws += 1
-        if draws > 100 * (n_train + n_test) + 1000:
+        if draws > 100 * sum(quotas.values()) + 1000:
+            got = ", ".join(f"{len(out[s])}/{quotas[s]} {s}" for s in SPLITS)
             raise ConfigError(
-                f"{name}: only {len(out['train'])}/{n_train} train and {len(out['test'])}/{n_test} test distinct "
-                f"problems after {draws - 1} draws",
+                f"{name}: only {got} distinct problems after {draws - 1} draws",
                 hint="ask for fewer problems",
             )
         draw = spec.draw(rng, f"{name}-gen")
@@ -353,31 +368,32 @@ def generate(name: str, seed: int = 0, n_train: int = 400, n_test: int = 200) ->
     return out
 
 
-def cache_path(name: str, seed: int, n_train: int, n_test: int) -> Path:
+def cache_path(name: str, seed: int, n_train: int, n_test: int, n_warmup: int = 100) -> Path:
     """Where the splits of (domain, generator version, seed, sizes) are cached."""
     from pivotgym.sampling.models import cache_root
 
-    return cache_root() / "planning" / "generated" / f"{name}-g{GENERATOR_VERSION}-s{seed}-{n_train}-{n_test}.json"
+    stem = f"{name}-g{GENERATOR_VERSION}-s{seed}-{n_train}-{n_test}-{n_warmup}"
+    return cache_root() / "planning" / "generated" / f"{stem}.json"
 
 
 def to_json(splits: dict[str, list[GeneratedProblem]]) -> str:
     """The splits as canonical JSON text (sorted keys): equal splits give byte-identical text."""
-    return json.dumps({s: [asdict(p) for p in splits[s]] for s in ("train", "test")}, sort_keys=True) + "\n"
+    return json.dumps({s: [asdict(p) for p in splits[s]] for s in SPLITS}, sort_keys=True) + "\n"
 
 
 @functools.lru_cache(maxsize=32)
 def generated_splits(
-    name: str, seed: int = 0, n_train: int = 400, n_test: int = 200
+    name: str, seed: int = 0, n_train: int = 400, n_test: int = 200, n_warmup: int = 100
 ) -> dict[str, list[GeneratedProblem]]:
     """The splits of domain ``name``, read from the on-disk cache or generated and cached atomically."""
-    path = cache_path(name, seed, n_train, n_test)
+    path = cache_path(name, seed, n_train, n_test, n_warmup)
     if path.is_file():
         try:
             data = json.loads(path.read_text())
-            return {s: [GeneratedProblem(**p) for p in data[s]] for s in ("train", "test")}
+            return {s: [GeneratedProblem(**p) for p in data[s]] for s in SPLITS}
         except (ValueError, KeyError, TypeError):
             pass  # a corrupt or foreign file: regenerate and replace it
-    splits = generate(name, seed, n_train, n_test)
+    splits = generate(name, seed, n_train, n_test, n_warmup)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     try:
@@ -391,7 +407,9 @@ def generated_splits(
 
 
 # ---------------------------------------------------------------------------- measurements
-def domain_stats(name: str, seed: int = 0, n_train: int = 400, n_test: int = 200) -> dict[str, Any]:
+def domain_stats(
+    name: str, seed: int = 0, n_train: int = 400, n_test: int = 200, n_warmup: int = 100
+) -> dict[str, Any]:
     """What the experiment can resolve on domain ``name``: the optimal lengths of both splits, and over every
     expert state of the test split (the state before each expert action) the number of legal actions
     (``PlanningEnv.legal_actions``) and how many of them the functional verifier (``planning/optimal``)
@@ -405,8 +423,8 @@ def domain_stats(name: str, seed: int = 0, n_train: int = 400, n_test: int = 200
     from pivotgym_planning.verifier import OptimalActionVerifier
 
     start = time.monotonic()
-    splits = generated_splits(name, seed, n_train, n_test)
-    kwargs = {"seed": seed, "n_train": n_train, "n_test": n_test}
+    splits = generated_splits(name, seed, n_train, n_test, n_warmup)
+    kwargs = {"seed": seed, "n_train": n_train, "n_test": n_test, "n_warmup": n_warmup}
     env_id = f"planning/{name}-gen-v0"
     env = pivotgym.make(env_id, **kwargs)
     verifier = OptimalActionVerifier()
@@ -437,10 +455,10 @@ def domain_stats(name: str, seed: int = 0, n_train: int = 400, n_test: int = 200
         "domain": name,
         "env_id": env_id,
         "seed": seed,
-        "problems": {s: len(splits[s]) for s in ("train", "test")},
-        "optimal_length": {s: lengths(s) for s in ("train", "test")},
+        "problems": {s: len(splits[s]) for s in SPLITS},
+        "optimal_length": {s: lengths(s) for s in SPLITS},
         "mean_optimal_length": {
-            s: round(sum(p.optimal_length for p in splits[s]) / max(1, len(splits[s])), 2) for s in ("train", "test")
+            s: round(sum(p.optimal_length for p in splits[s]) / max(1, len(splits[s])), 2) for s in SPLITS
         },
         "test_states": states,
         "mean_legal_actions": round(sum(legal_counts) / max(1, states), 2),
@@ -461,17 +479,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--train", type=int, default=400)
     parser.add_argument("--test", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--stats", action="store_true", help="measure lengths, legal and credited actions")
     args = parser.parse_args(argv)
     for name in args.domains:
         start = time.monotonic()
-        splits = generated_splits(name, args.seed, args.train, args.test)
+        splits = generated_splits(name, args.seed, args.train, args.test, args.warmup)
         if args.stats:
-            print(json.dumps(domain_stats(name, args.seed, args.train, args.test)))
+            print(json.dumps(domain_stats(name, args.seed, args.train, args.test, args.warmup)))
         else:
             print(
-                f"{name}: {len(splits['train'])} train, {len(splits['test'])} test in "
-                f"{time.monotonic() - start:.1f} s -> {cache_path(name, args.seed, args.train, args.test)}"
+                f"{name}: " + ", ".join(f"{len(splits[s])} {s}" for s in SPLITS) + " in "
+                f"{time.monotonic() - start:.1f} s -> {cache_path(name, args.seed, args.train, args.test, args.warmup)}"
             )
 
 

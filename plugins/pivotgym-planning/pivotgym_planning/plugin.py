@@ -35,11 +35,12 @@ def register_environments(register):  # noqa: ANN001, ANN201 - pluggy hook
             ENV,
             verifier="planning/optimal",
             exact_verifier="planning/exact",
-            splits=("train", "test", "ood"),
+            splits=("train", "test", "warmup", "ood"),
             generator=name,
             description=(
-                f"generated PDDL {name} problems (pivotgym_planning.generators, seed 0: 400 train / 200 test, "
-                "disjoint by canonical hash; optimal length in task metadata); ood split: held-out families"
+                f"generated PDDL {name} problems (pivotgym_planning.generators, seed 0: 400 train / 200 test / "
+                "100 warmup, disjoint by canonical hash; optimal length in task metadata); ood split: held-out "
+                "families"
             ),
         )
     for name, family in OOD_FAMILIES.items():

@@ -140,7 +140,7 @@ def test_problems_shipped_by_the_exact_table_have_optimal_expert_plans_that_val_
 
 
 # ---------------------------------------------------------------------------- generated envs
-SMALL = {"n_train": 12, "n_test": 6}  # prefixes of the registered 400/200 splits (same task ids)
+SMALL = {"n_train": 12, "n_test": 6, "n_warmup": 3}  # prefixes of the registered 400/200 splits (same task ids)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -161,8 +161,10 @@ def test_generated_env_passes_check_and_serves_disjoint_splits_with_optimal_leng
     pivotgym.check_env(eid, env_kwargs=SMALL).raise_for_failures()
     env = pivotgym.make(eid, **SMALL)
     train, test = env.tasks("train"), env.tasks("test")
-    assert len(train) == 12 and len(test) == 6 and env.tasks("ood")
-    assert not {t.metadata["canonical"] for t in train} & {t.metadata["canonical"] for t in test}
+    warmup = env.tasks("warmup")
+    assert len(train) == 12 and len(test) == 6 and len(warmup) == 3 and env.tasks("ood")
+    hashes = [{t.metadata["canonical"] for t in tasks} for tasks in (train, test, warmup)]
+    assert sum(map(len, hashes)) == len(set().union(*hashes)) == 21
     for traj in env.expert_trajectories("test", limit=3):
         task = env.get_task(traj.task_id)
         plan = [m["content"] for m in traj.messages if m["role"] == "assistant"]

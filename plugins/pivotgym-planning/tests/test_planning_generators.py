@@ -123,19 +123,20 @@ def test_gripper_canonical_form_ignores_ball_and_room_names():
 
 @pytest.fixture(scope="module")
 def small_blocks():
-    return G.generate("blocks", seed=3, n_train=30, n_test=15)
+    return G.generate("blocks", seed=3, n_train=30, n_test=15, n_warmup=8)
 
 
 @pytest.mark.parametrize("name", sorted(G.DOMAINS))
 def test_generation_is_deterministic_byte_for_byte(name):
-    assert G.to_json(G.generate(name, 5, 12, 6)) == G.to_json(G.generate(name, 5, 12, 6))
-    assert G.to_json(G.generate(name, 5, 12, 6)) != G.to_json(G.generate(name, 6, 12, 6))
+    assert G.to_json(G.generate(name, 5, 12, 6, 3)) == G.to_json(G.generate(name, 5, 12, 6, 3))
+    assert G.to_json(G.generate(name, 5, 12, 6, 3)) != G.to_json(G.generate(name, 6, 12, 6, 3))
 
 
 def test_smaller_splits_are_prefixes_of_larger_ones(small_blocks):
     """Task ids stay valid whatever split sizes an env was built with."""
-    smaller = G.generate("blocks", seed=3, n_train=10, n_test=5)
+    smaller = G.generate("blocks", seed=3, n_train=10, n_test=5, n_warmup=2)
     assert smaller["train"] == small_blocks["train"][:10] and smaller["test"] == small_blocks["test"][:5]
+    assert smaller["warmup"] == small_blocks["warmup"][:2]
 
 
 def _towers(facts):
@@ -154,21 +155,21 @@ def _towers(facts):
 
 
 def test_splits_are_disjoint_up_to_renaming_and_solved_optimally(small_blocks):
-    train, test = small_blocks["train"], small_blocks["test"]
-    assert len(train) == 30 and len(test) == 15
+    train, test, warmup = small_blocks["train"], small_blocks["test"], small_blocks["warmup"]
+    assert len(train) == 30 and len(test) == 15 and len(warmup) == 8
     # an independent check: orbit keys from the PDDL text by brute force over every renaming
     orbit = {}
-    for p in train + test:
+    for p in train + test + warmup:
         problem = problem_from_text(p.folder, p.problem_pddl)  # read back by the plugin's PDDL parser
         init = _towers(f for f in problem.init if f.startswith(("(on ", "(ontable ")))
         goal = _towers(problem.goal)
         orbit[p.name] = _brute_blocks_orbit(init, goal)
-    assert len(set(orbit.values())) == len(train) + len(test)  # no two problems are renamings of each other
-    assert not {p.canonical for p in train} & {p.canonical for p in test}
-    assert all(G.split_of_hash(p.canonical) == "test" for p in test)
-    assert all(G.split_of_hash(p.canonical) == "train" for p in train)
-    other = G.generate("blocks", seed=4, n_train=30, n_test=15)  # disjoint across seeds too
-    assert not {p.canonical for p in other["train"]} & {p.canonical for p in test}
+    assert len(set(orbit.values())) == len(orbit)  # no two problems are renamings of each other
+    hashes = {s: {p.canonical for p in small_blocks[s]} for s in G.SPLITS}
+    assert not hashes["train"] & hashes["test"] and not hashes["warmup"] & (hashes["train"] | hashes["test"])
+    assert all(G.split_of_hash(p.canonical) == s for s in G.SPLITS for p in small_blocks[s])
+    other = G.generate("blocks", seed=4, n_train=30, n_test=15, n_warmup=8)  # disjoint across seeds too
+    assert not {p.canonical for p in other["train"] + other["warmup"]} & hashes["test"]
     for p in train[:5] + test[:5]:  # the stored plan reaches the goal in optimal_length steps
         problem = problem_from_text(p.folder, p.problem_pddl)
         state = problem.init
@@ -181,8 +182,8 @@ def test_cache_is_written_atomically_and_reused(tmp_path, monkeypatch):
     monkeypatch.setenv("PIVOTGYM_CACHE", str(tmp_path))
     G.generated_splits.cache_clear()
     try:
-        first = G.generated_splits("gripper", 9, 8, 4)
-        path = G.cache_path("gripper", 9, 8, 4)
+        first = G.generated_splits("gripper", 9, 8, 4, 2)
+        path = G.cache_path("gripper", 9, 8, 4, 2)
         assert path.is_file() and path.is_relative_to(tmp_path)
         assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left behind
         assert path.read_text() == G.to_json(first)
@@ -190,10 +191,10 @@ def test_cache_is_written_atomically_and_reused(tmp_path, monkeypatch):
         data["train"][0]["optimal_length"] = 999  # the cache is what is read back
         path.write_text(json.dumps(data))
         G.generated_splits.cache_clear()
-        assert G.generated_splits("gripper", 9, 8, 4)["train"][0].optimal_length == 999
+        assert G.generated_splits("gripper", 9, 8, 4, 2)["train"][0].optimal_length == 999
         path.write_text("{not json")  # a corrupt file is regenerated
         G.generated_splits.cache_clear()
-        assert G.to_json(G.generated_splits("gripper", 9, 8, 4)) == G.to_json(first)
+        assert G.to_json(G.generated_splits("gripper", 9, 8, 4, 2)) == G.to_json(first)
     finally:
         G.generated_splits.cache_clear()
 
@@ -205,11 +206,11 @@ def test_unknown_domain_is_a_config_error():
         G.generate("sokoban")
 
 
-#: SHA-256 of to_json(generate(name, 0, 12, 6)): the same bytes in every process and on every machine (bump
+#: SHA-256 of to_json(generate(name, 0, 12, 6, 3)): the same bytes in every process and on every machine (bump
 #: GENERATOR_VERSION and these together when the generators change on purpose)
 PINNED = {
-    "blocks": "e56df6c2f587280ef46ce687af8b76d5598f64d050473be195832c687a964d7e",
-    "gripper": "9402b1bbc5fb390cbba38861af61d2712df8a605b0712e9f22f8c56faa4c7db1",
+    "blocks": "40b855630b843578842172e44b5137e30e9c6d8e2510fba0e9a47e38e7ff60e3",
+    "gripper": "f14140badaa2907fcec28a7328a7141e163fa19a8fedb1fec64314148e592728",
 }
 
 
@@ -218,4 +219,28 @@ def test_seed_zero_gives_the_pinned_bytes(name):
     import hashlib
 
     assert G.GENERATOR_VERSION == 1
-    assert hashlib.sha256(G.to_json(G.generate(name, 0, 12, 6)).encode()).hexdigest() == PINNED[name]
+    assert hashlib.sha256(G.to_json(G.generate(name, 0, 12, 6, 3)).encode()).hexdigest() == PINNED[name]
+
+
+def test_split_rule_shares():
+    """A third of all problems are test, a sixth warmup, a half train (by hash residue)."""
+    counts = Counter(G.split_of_hash(G.canonical_hash(str(i))) for i in range(6000))
+    assert abs(counts["test"] - 2000) < 150 and abs(counts["warmup"] - 1000) < 120 and abs(counts["train"] - 3000) < 160
+
+
+def test_stats_judge_every_legal_action_and_separate_the_domains(tmp_path, monkeypatch):
+    """The README's measurement on tiny splits: credited actions are a subset of the legal ones, every
+    expert state has one, and gripper has more states with two or more credited actions than blocks."""
+    monkeypatch.setenv("PIVOTGYM_CACHE", str(tmp_path))
+    G.generated_splits.cache_clear()
+    try:
+        stats = {name: G.domain_stats(name, 0, 4, 6, 2) for name in ("blocks", "gripper")}
+    finally:
+        G.generated_splits.cache_clear()
+    for s in stats.values():
+        assert s["problems"] == {"train": 4, "test": 6, "warmup": 2}
+        assert s["test_states"] == sum(k * v for k, v in s["optimal_length"]["test"].items())
+        assert s["mean_legal_actions"] >= s["mean_credited_actions"] >= 1
+        assert 0 < s["random_legal_accuracy"] <= 1 and s["states_with_no_credited_action"] == 0
+        assert s["undecided_verdicts"] == 0
+    assert stats["gripper"]["share_states_credited_ge2"] > stats["blocks"]["share_states_credited_ge2"]
