@@ -1,25 +1,28 @@
-"""The arithmetic behind the report's claims: the cost to reach a target score, and percentile bootstrap
-intervals (over seeds, then tasks or items) of cost ratios and paired score differences, each with a verdict."""
+"""The arithmetic behind the report's claims: the cost to reach a target score, scores at a matched budget,
+and paired t intervals over problems (or items) of score differences, each with its minimum detectable
+difference and a verdict."""
 
 from __future__ import annotations
 
-import random
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pivotgym.eval.stats import t_interval
 from pivotgym.experiment.plots import Curve
 
 __all__ = [
     "CONTRADICTED",
     "NOT_MEASURABLE",
     "REPRODUCED",
-    "bootstrap_cost_ratio",
-    "bootstrap_mean_difference",
     "check_curves",
-    "cost_ratio",
-    "interval_text",
+    "difference_text",
+    "matched_budget",
+    "paired_item_difference",
     "reach_ratio",
+    "score_at",
     "time_to_reach",
+    "verdict_of",
 ]
 
 
@@ -47,47 +50,92 @@ def reach_ratio(fast: Curve, reference: Curve, x: str = "turns") -> dict[str, An
 
 
 # ----------------------------------------------------------------------------------------- uncertainty
-#: a claim's verdicts: the bootstrap interval of the cost ratio lies above 1x, below 1x, or straddles it
+#: a claim's verdicts: the interval of the difference lies above 0, below 0, or straddles it
 REPRODUCED, CONTRADICTED, NOT_MEASURABLE = "reproduced", "contradicted", "not measurable at this scale"
 
 
-def _mean_curve(curves: Sequence[Curve], seeds: Sequence[int], tasks: Sequence[int], x: str) -> list[dict[str, float]]:
-    """Average of the curves ``seeds`` (indices into ``curves``, repeats allowed) over the task indices
-    ``tasks`` (repeats allowed): point i has the mean ``x`` and the mean per-task score of point i."""
-    length = min(len(curves[s]) for s in seeds)
-    out = []
-    for i in range(length):
-        xs = [float(curves[s][i][x]) for s in seeds]
-        scores = [float(curves[s][i]["per_task"][t]) for s in seeds for t in tasks]
-        out.append({x: sum(xs) / len(xs), "score": sum(scores) / len(scores)})
+def verdict_of(low: float | None, high: float | None) -> str:
+    """:data:`REPRODUCED` when an interval of a difference lies above 0, :data:`CONTRADICTED` below,
+    otherwise (or without an interval) :data:`NOT_MEASURABLE`."""
+    if low is None or high is None:
+        return NOT_MEASURABLE
+    return REPRODUCED if low > 0 else CONTRADICTED if high < 0 else NOT_MEASURABLE
+
+
+def _difference(diffs: Sequence[float], seeds: int, level: float) -> dict[str, Any]:
+    """The paired t interval of per-unit differences, its minimum detectable difference and verdict."""
+    interval = t_interval(diffs, level)
+    out = interval.to_dict()
+    return {
+        "diff": out["mean"],
+        "low": out["low"],
+        "high": out["high"],
+        "level": level,
+        "method": "paired-t",
+        "items": interval.n,
+        "seeds": seeds,
+        "sd": out["sd"],
+        "mdd": None if math.isnan(mdd := interval.mdd()) else mdd,
+        "verdict": verdict_of(out["low"], out["high"]),
+    }
+
+
+def paired_item_difference(
+    a: Sequence[Mapping[str, float]], b: Sequence[Mapping[str, float]], *, level: float = 0.95
+) -> dict[str, Any]:
+    """Mean score of ``a`` minus ``b`` with a paired t interval over items, and the minimum detectable
+    difference of that design (two-sided 5%, power 80%).
+
+    ``a[i]`` and ``b[i]`` map item ids to scores for seed i; only items present in every mapping count. Each
+    item's difference is averaged over the seeds first, so an item (a test problem, an OOD question) is the
+    unit, as in the design's power calculation; the t interval keeps its coverage over few problems where a
+    percentile bootstrap does not (``tests/eval/test_stats.py``)."""
+    if not a or len(a) != len(b):
+        raise ValueError(f"need one item mapping per seed for both models, got {len(a)} and {len(b)}")
+    items = sorted(set.intersection(*(set(m) for m in (*a, *b))))
+    if not items:
+        raise ValueError("the two models share no scored items")
+    diffs = [sum(x[i] - y[i] for x, y in zip(a, b)) / len(a) for i in items]
+    return _difference(diffs, len(a), level)
+
+
+def score_at(curve: Curve, budget: float, x: str = "turns", offset: float = 0.0) -> list[float]:
+    """Per-task scores a method had reached within ``budget`` (of ``x`` minus ``offset``): those of its last
+    curve point at or under the budget, or its start point's when even that cost more (before profiling has
+    finished, PivotRL is still its start model)."""
+    reached = curve[0]
+    for point in curve:
+        if float(point[x]) - offset <= budget + 1e-9:
+            reached = point
+    return [float(v) for v in reached["per_task"]]
+
+
+def matched_budget(
+    fast: Sequence[Curve], reference: Sequence[Curve], x: str = "turns", *, profiling: bool = True, level: float = 0.95
+) -> dict[str, Any]:
+    """``fast`` minus ``reference`` in score at a matched budget of ``x`` (rollout turns or seconds).
+
+    Per seed the budget is the smaller of the two methods' final costs, and each method scores what it had
+    reached within it (:func:`score_at`); each task's difference is averaged over seeds and a paired t interval
+    over tasks gives the verdict and the minimum detectable difference. ``profiling=False`` leaves the cost
+    of the curves' start points out (PivotRL's profiling: the paper does not count it). Unlike a ratio of
+    costs to reach a target, this stays defined when a method never improves."""
+    n_tasks = check_curves(fast, reference)
+    budgets, diffs = [], [[0.0] * n_tasks for _ in fast]
+    scores = {"fast": 0.0, "reference": 0.0}
+    for s, (f, r) in enumerate(zip(fast, reference)):
+        off_f, off_r = (0.0, 0.0) if profiling else (float(f[0][x]), float(r[0][x]))
+        budget = min(float(f[-1][x]) - off_f, float(r[-1][x]) - off_r)
+        budgets.append(budget)
+        sf, sr = score_at(f, budget, x, off_f), score_at(r, budget, x, off_r)
+        diffs[s] = [p - q for p, q in zip(sf, sr)]
+        scores["fast"] += sum(sf) / n_tasks / len(fast)
+        scores["reference"] += sum(sr) / n_tasks / len(fast)
+    per_task = [sum(d[t] for d in diffs) / len(fast) for t in range(n_tasks)]
+    out = _difference(per_task, len(fast), level)
+    out.update({"x": x, "profiling": profiling, "budget": sum(budgets) / len(budgets), "budgets": budgets, **scores})
+    out["tasks"] = out.pop("items")
     return out
-
-
-def cost_ratio(
-    fast: Sequence[Curve],
-    reference: Sequence[Curve],
-    x: str = "turns",
-    seeds: Sequence[int] | None = None,
-    tasks: Sequence[int] | None = None,
-) -> float:
-    """``reference``'s cost / ``fast``'s cost to reach ``reference``'s final score, on curves averaged over
-    ``seeds`` and ``tasks`` (default: all).
-
-    ``fast`` never reaching the target gives 0 (infinitely costlier). A reference that never rises above its
-    own start score has no cost to beat (it "reaches" its target at its first point): that counts as 1x, no
-    evidence either way, so a flat or identical pair of curves can never look like a speed-up."""
-    seeds = list(range(len(reference))) if seeds is None else list(seeds)
-    tasks = list(range(len(reference[0][0]["per_task"]))) if tasks is None else list(tasks)
-    ref, fst = _mean_curve(reference, seeds, tasks, x), _mean_curve(fast, seeds, tasks, x)
-    target = ref[-1]["score"]
-    if ref[0]["score"] >= target - 1e-12:
-        return 1.0
-    ref_cost, fast_cost = time_to_reach(ref, target, x), time_to_reach(fst, target, x)
-    if fast_cost is None:
-        return 0.0
-    if not fast_cost:  # fast reached the target at no cost while the reference needed some
-        return float("inf")
-    return float(ref_cost) / fast_cost  # type: ignore[arg-type]
 
 
 def check_curves(fast: Sequence[Curve], reference: Sequence[Curve]) -> int:
@@ -104,93 +152,15 @@ def check_curves(fast: Sequence[Curve], reference: Sequence[Curve]) -> int:
     return sizes.pop()
 
 
-def bootstrap_cost_ratio(
-    fast: Sequence[Curve],
-    reference: Sequence[Curve],
-    x: str = "turns",
-    *,
-    resamples: int = 2000,
-    level: float = 0.95,
-    seed: int = 0,
-) -> dict[str, Any]:
-    """:func:`cost_ratio` with a percentile bootstrap interval over tasks and seeds.
+def difference_text(result: Mapping[str, Any], unit: str = "items") -> str:
+    """``+3.1 points, 95% t [-1.0, +7.2] over 40 items x 5 seed(s), detectable ≥ 5.8: **not measurable ...**``."""
 
-    ``fast[i]`` and ``reference[i]`` are seed i's curves, each point carrying ``per_task`` scores on the same
-    curve tasks. Every resample draws seeds with replacement, then tasks with replacement (the same draw for
-    both methods: the comparison is paired), and recomputes the ratio. The verdict is :data:`REPRODUCED`
-    only when the whole interval lies above 1x, :data:`CONTRADICTED` when it lies below, otherwise
-    :data:`NOT_MEASURABLE` (the data cannot tell the methods apart)."""
-    n_tasks = check_curves(fast, reference)
-    n_seeds = len(reference)
-    rng = random.Random(seed)
-    draws = []
-    for _ in range(resamples):
-        seeds = [rng.randrange(n_seeds) for _ in range(n_seeds)]
-        tasks = [rng.randrange(n_tasks) for _ in range(n_tasks)]
-        draws.append(cost_ratio(fast, reference, x, seeds, tasks))
-    draws.sort()
-    lo = draws[int((1 - level) / 2 * (resamples - 1))]
-    hi = draws[int((1 + level) / 2 * (resamples - 1))]
-    verdict = REPRODUCED if lo > 1.0 else CONTRADICTED if hi < 1.0 else NOT_MEASURABLE
-    return {
-        "ratio": cost_ratio(fast, reference, x),
-        "low": lo,
-        "high": hi,
-        "level": level,
-        "resamples": resamples,
-        "seeds": n_seeds,
-        "tasks": n_tasks,
-        "verdict": verdict,
-    }
+    def pts(v: float | None) -> str:
+        return "-" if v is None else f"{100 * v:+.1f}"
 
-
-def bootstrap_mean_difference(
-    a: Sequence[Mapping[str, float]],
-    b: Sequence[Mapping[str, float]],
-    *,
-    resamples: int = 2000,
-    level: float = 0.95,
-    seed: int = 0,
-) -> dict[str, Any]:
-    """Mean score of ``a`` minus ``b`` with a paired percentile bootstrap over seeds, then items.
-
-    ``a[i]`` and ``b[i]`` map item ids to scores for seed i; only items present in every mapping count.
-    The verdict is :data:`REPRODUCED` when the interval lies above 0, :data:`CONTRADICTED` below, otherwise
-    :data:`NOT_MEASURABLE`."""
-    if not a or len(a) != len(b):
-        raise ValueError(f"need one item mapping per seed for both models, got {len(a)} and {len(b)}")
-    items = sorted(set.intersection(*(set(m) for m in (*a, *b))))
-    if not items:
-        raise ValueError("the two models share no scored items")
-
-    def diff(seeds: Sequence[int], picks: Sequence[str]) -> float:
-        return sum(a[s][i] - b[s][i] for s in seeds for i in picks) / (len(seeds) * len(picks))
-
-    rng = random.Random(seed)
-    draws = sorted(
-        diff([rng.randrange(len(a)) for _ in a], [items[rng.randrange(len(items))] for _ in items])
-        for _ in range(resamples)
-    )
-    lo, hi = draws[int((1 - level) / 2 * (resamples - 1))], draws[int((1 + level) / 2 * (resamples - 1))]
-    verdict = REPRODUCED if lo > 0 else CONTRADICTED if hi < 0 else NOT_MEASURABLE
-    return {
-        "diff": diff(range(len(a)), items),
-        "low": lo,
-        "high": hi,
-        "level": level,
-        "items": len(items),
-        "seeds": len(a),
-        "verdict": verdict,
-    }
-
-
-def interval_text(result: Mapping[str, Any]) -> str:
-    """``1.40x [0.80x, 2.10x] (95%, 5 tasks x 3 seeds): not measurable at this scale``."""
-
-    def x(v: float) -> str:
-        return "never" if v == 0 else "inf" if v == float("inf") else f"{v:.2f}x"
-
+    mdd = result.get("mdd")
     return (
-        f"{x(result['ratio'])} [{x(result['low'])}, {x(result['high'])}] ({100 * result['level']:.0f}% bootstrap, "
-        f"{result['tasks']} tasks x {result['seeds']} seed(s)): **{result['verdict']}**"
+        f"{pts(result['diff'])} points, {100 * result.get('level', 0.95):.0f}% t [{pts(result['low'])}, {pts(result['high'])}] "
+        f"over {result.get('items', result.get('tasks'))} {unit} x {result['seeds']} seed(s), smallest difference "
+        f"detectable (80% power) {'-' if mdd is None else f'{100 * mdd:.1f}'} points: **{result['verdict']}**"
     )

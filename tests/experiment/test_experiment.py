@@ -65,7 +65,7 @@ def test_miniature_experiment_end_to_end(mini_experiment, arith_registry, tmp_pa
     for tag, points in (("pivot", pivot_curve), ("e2e", e2e_curve)):  # final eval reuses the last curve point
         final = json.loads((root / "eval" / f"{tag}-s0.json").read_text())["scores"]["arith/chain-v0@test"]
         assert final["value"] == points[-1]["score"] and final["n"] == len(points[-1]["per_task"])
-    for point in pivot_curve + e2e_curve:  # every point scores every curve task (the bootstrap's unit)
+    for point in pivot_curve + e2e_curve:  # every point scores every curve task (the interval's unit)
         assert len(point["per_task"]) == 1 and point["score"] == sum(point["per_task"])
 
     # matched baselines: E2E RL samples exactly the expert tasks; continued SFT gets PivotRL's optimiser steps
@@ -88,8 +88,9 @@ def test_miniature_experiment_end_to_end(mini_experiment, arith_registry, tmp_pa
         summary["accounting"]["sft-more"]["from_base"]["optimizer_steps"]
         == summary["accounting"]["pivot"]["from_base"]["optimizer_steps"]
     )
-    assert set(summary["bootstrap"]) == {"turns", "seconds"}
-    assert summary["bootstrap"]["turns"]["tasks"] == 1 and e2e_rows
+    assert set(summary["budget"]) == {"turns", "turns_trained", "seconds"}
+    assert summary["budget"]["turns"]["tasks"] == 1 and e2e_rows
+    assert "at matched" in report or "PivotRL − E2E RL" in report
     assert set(summary["ablation"]) == {"pivot", "random-turns", "exact-reward"}
     assert not (root / "train" / "pivot-s0" / "checkpoints").exists()
     assert (root / "models" / "sft-s0" / "config.json").exists()

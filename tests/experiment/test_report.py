@@ -49,80 +49,81 @@ E2E_SLOW = curve([0, 100, 200, 300], [[0] * N, [1] * 2 + [0] * 10, [1] * 4 + [0]
 PIVOT_FAST = curve([40, 60, 80, 100], [[0] * N, [1] * 6 + [0] * 6, [1] * 7 + [0] * 5, [1] * 8 + [0] * 4])
 
 
-def test_bootstrap_reproduces_a_consistent_speedup_over_seeds():
-    from pivotgym.experiment.stats import REPRODUCED, bootstrap_cost_ratio
+def test_matched_budget_scores_each_method_at_the_smaller_final_cost():
+    from pivotgym.experiment.stats import REPRODUCED, matched_budget, score_at
 
-    result = bootstrap_cost_ratio([PIVOT_FAST] * 3, [E2E_SLOW] * 3, "turns", resamples=500)
-    assert result["ratio"] == pytest.approx(300 / 60)
-    assert result["low"] > 1 and result["verdict"] == REPRODUCED
-    assert (result["tasks"], result["seeds"]) == (N, 3)
-    assert bootstrap_cost_ratio([PIVOT_FAST] * 3, [E2E_SLOW] * 3, "turns", resamples=500) == result  # seeded
+    # budget per seed = min(100, 300) = 100 turns: PivotRL's last point (8/12) vs E2E's point at 100 (2/12)
+    assert score_at(E2E_SLOW, 100) == [1.0] * 2 + [0.0] * 10
+    assert score_at(PIVOT_FAST, 30) == [0.0] * N  # before profiling ends PivotRL is its start model
+    result = matched_budget([PIVOT_FAST] * 3, [E2E_SLOW] * 3, "turns")
+    assert result["budget"] == 100 and result["fast"] == pytest.approx(8 / 12)
+    assert result["reference"] == pytest.approx(2 / 12) and result["diff"] == pytest.approx(6 / 12)
+    assert result["tasks"] == N and result["seeds"] == 3 and result["verdict"] == REPRODUCED
+    assert result["mdd"] > 0 and result["low"] <= result["diff"] <= result["high"]
+    # without profiling PivotRL's budget starts at 0: min(100 - 40, 300) = 60 -> its last point
+    unpaid = matched_budget([PIVOT_FAST], [E2E_SLOW], "turns", profiling=False)
+    assert unpaid["budget"] == 60 and unpaid["fast"] == pytest.approx(8 / 12)
+    assert unpaid["reference"] == 0.0
 
 
 FLAT_E2E = curve([0, 100, 200], [[1] + [0] * (N - 1)] * 3)  # E2E RL never rises above its start
 
 
-@pytest.mark.parametrize(
-    "pivot, e2e",
-    [(PIVOT_FAST, FLAT_E2E), (curve([40, 60], [[0] * N] * 2), FLAT_E2E), (E2E_SLOW, E2E_SLOW)],
-    ids=["flat-e2e", "both-flat", "identical"],
-)
-def test_flat_or_identical_curves_are_not_measurable(pivot, e2e):
-    from pivotgym.experiment.stats import NOT_MEASURABLE, bootstrap_cost_ratio
+def test_a_flat_e2e_curve_is_still_compared_at_the_matched_budget():
+    """The old cost ratio returned 1x by construction when E2E never improved; the matched budget compares the
+    scores the two methods actually reached."""
+    from pivotgym.experiment.stats import NOT_MEASURABLE, REPRODUCED, matched_budget
 
-    result = bootstrap_cost_ratio([pivot], [e2e], "turns", resamples=300)
-    assert result["ratio"] == 1.0 and result["verdict"] == NOT_MEASURABLE, result
-    assert result["low"] <= 1 <= result["high"]
+    assert matched_budget([PIVOT_FAST], [FLAT_E2E])["verdict"] == REPRODUCED
+    same = matched_budget([E2E_SLOW], [E2E_SLOW])
+    assert same["diff"] == 0 and same["verdict"] == NOT_MEASURABLE
 
 
 def test_a_single_lucky_task_is_not_enough():
-    """The old report quoted a ratio from one crossing; here PivotRL is ahead only through one task, so the
-    interval over tasks must include 1x."""
-    from pivotgym.experiment.stats import NOT_MEASURABLE, bootstrap_cost_ratio, cost_ratio
+    from pivotgym.experiment.stats import NOT_MEASURABLE, matched_budget
 
-    e2e = curve([0, 100, 200], [[0] * N, [0] * N, [1] + [0] * (N - 1)])
+    e2e = curve([0, 100, 200], [[0] * N, [0] * N, [0] * N])
     pivot = curve([50, 60, 70], [[0] * N, [1] + [0] * (N - 1), [1] + [0] * (N - 1)])
-    assert cost_ratio([pivot], [e2e]) == pytest.approx(200 / 60)  # the point estimate looks like a 3.3x win
-    result = bootstrap_cost_ratio([pivot], [e2e], resamples=1000)
-    assert result["verdict"] == NOT_MEASURABLE and result["low"] <= 1.0
+    result = matched_budget([pivot], [e2e])
+    assert result["diff"] == pytest.approx(1 / N) and result["verdict"] == NOT_MEASURABLE
+    assert result["mdd"] > result["diff"]  # the design cannot detect a one-task difference
 
 
-def test_pivotrl_costlier_is_contradicted_and_never_reaching_counts_as_zero():
-    from pivotgym.experiment.stats import CONTRADICTED, bootstrap_cost_ratio, cost_ratio
+def test_pivotrl_behind_is_contradicted():
+    from pivotgym.experiment.stats import CONTRADICTED, matched_budget
 
     late = curve([400, 500, 600], [[0] * N, [0] * N, [1] * 6 + [0] * 6])
-    assert bootstrap_cost_ratio([late], [E2E_SLOW], resamples=300)["verdict"] == CONTRADICTED
-    never = curve([40, 60], [[0] * N, [1] + [0] * (N - 1)])
-    assert cost_ratio([never], [E2E_SLOW]) == 0.0
+    assert matched_budget([late], [E2E_SLOW])["verdict"] == CONTRADICTED  # at 300 turns PivotRL is still at 0
 
 
-def test_bootstrap_rejects_curves_without_per_task_scores():
-    from pivotgym.experiment.stats import bootstrap_cost_ratio
+def test_matched_budget_rejects_curves_without_per_task_scores():
+    from pivotgym.experiment.stats import matched_budget
 
     with pytest.raises(ValueError, match="per_task"):
-        bootstrap_cost_ratio([PIVOT], [E2E])
+        matched_budget([PIVOT], [E2E])
     with pytest.raises(ValueError, match="one curve per seed"):
-        bootstrap_cost_ratio([PIVOT_FAST, PIVOT_FAST], [E2E_SLOW])
+        matched_budget([PIVOT_FAST, PIVOT_FAST], [E2E_SLOW])
     with pytest.raises(ValueError, match="same tasks"):
-        bootstrap_cost_ratio([curve([1], [[0, 1]])], [curve([1], [[0, 1, 1]])])
+        matched_budget([curve([1], [[0, 1]])], [curve([1], [[0, 1, 1]])])
 
 
 def test_mean_difference_interval_and_verdicts():
-    from pivotgym.experiment.stats import CONTRADICTED, NOT_MEASURABLE, REPRODUCED, bootstrap_mean_difference
+    from pivotgym.experiment.stats import CONTRADICTED, NOT_MEASURABLE, REPRODUCED, paired_item_difference
 
     better = {f"t{i}": 1.0 if i < 30 else 0.0 for i in range(60)}
     worse = {f"t{i}": 1.0 if i < 10 else 0.0 for i in range(60)}
-    up = bootstrap_mean_difference([better, better], [worse, worse], resamples=500)
+    up = paired_item_difference([better, better], [worse, worse])
     assert up["diff"] == pytest.approx(20 / 60) and up["low"] > 0 and up["verdict"] == REPRODUCED
-    assert bootstrap_mean_difference([worse], [better], resamples=500)["verdict"] == CONTRADICTED
-    same = bootstrap_mean_difference([better], [better], resamples=200)
+    assert up["method"] == "paired-t" and up["seeds"] == 2 and 0 < up["mdd"] < up["diff"]
+    assert paired_item_difference([worse], [better])["verdict"] == CONTRADICTED
+    same = paired_item_difference([better], [better])
     assert same["diff"] == 0 and same["verdict"] == NOT_MEASURABLE
     one = {**worse, "t59": 1.0}  # one item apart out of 60
-    assert bootstrap_mean_difference([one], [worse], resamples=500)["verdict"] == NOT_MEASURABLE
-    extra = bootstrap_mean_difference([{**better, "only-a": 1.0}], [worse], resamples=100)
+    assert paired_item_difference([one], [worse])["verdict"] == NOT_MEASURABLE
+    extra = paired_item_difference([{**better, "only-a": 1.0}], [worse])
     assert extra["items"] == 60  # only the items both models scored
     with pytest.raises(ValueError, match="share no"):
-        bootstrap_mean_difference([{"a": 1.0}], [{"b": 1.0}])
+        paired_item_difference([{"a": 1.0}], [{"b": 1.0}])
 
 
 def test_markdown_table_and_percent():
@@ -167,4 +168,4 @@ def test_ood_retention_claim_reads_the_sign_of_each_difference(sft_minus_base, p
 
     line = next(c for c in _claims(_ood_summary(sft_minus_base, pivot_minus_sft)) if "OOD retained" in c)
     assert f"SFT regresses**: {verdict}" in line
-    assert f"SFT − base on OOD {100 * sft_minus_base[0]:+.1f} points" in line and f"seed(s), {side};" in line
+    assert f"SFT − base on OOD {100 * sft_minus_base[0]:+.1f} points" in line and f"({side});" in line
