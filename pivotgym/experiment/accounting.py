@@ -60,9 +60,10 @@ def write_accounting(
     """What one training run spent, from its trainer summary, written to ``path``: a row of the report's
     side-by-side table.
 
-    ``rollout_turns`` counts every generated training turn (kept, filtered and profiling; ``extra_turns``
-    adds profiling done outside the trainer); ``wall_seconds`` excludes evaluation and adds
-    ``extra_seconds`` (profiling)."""
+    ``optimizer_steps`` is what the config asked for, ``optimizer_steps_applied`` what happened (an RL step
+    short of informative groups is skipped); ``rollout_turns`` counts every generated training turn (kept,
+    filtered and profiling; ``extra_turns`` adds profiling done outside the trainer); ``wall_seconds``
+    excludes evaluation and adds ``extra_seconds`` (profiling)."""
     c = summary.get("counters", {})
     row = {
         "method": method,
@@ -71,6 +72,11 @@ def write_accounting(
         "tasks": tasks,
         "optimizer_steps": optimizer_steps,
         "steps": int(summary.get("steps", 0)),
+        # what actually moved the weights (RL trainers skip or shrink steps short of signal); SFT applies all
+        "optimizer_steps_applied": int(c.get("optimizer_steps_applied", optimizer_steps)),
+        "steps_applied": int(c.get("steps_applied", summary.get("steps", 0))),
+        "groups_sampled": c.get("groups_sampled"),
+        "groups_applied": c.get("groups_applied"),
         "tokens_trained": int(c.get("tokens_trained", 0)),
         "tokens_generated": int(c.get("tokens_generated", 0)),
         "rollout_turns": int(c.get("total_turns", 0)) + extra_turns,
@@ -100,11 +106,13 @@ def accounting_table(layout: RunLayout, seeds: Sequence[int]) -> tuple[list[list
         if not rows:
             continue
         row = {k: mean(rows, k) for k in keys}
+        applied = mean([{"v": r.get("optimizer_steps_applied", r["optimizer_steps"])} for r in rows], "v")
         start = START_TAGS.get(str(rows[0].get("start", "")).lower())
         before = data.get(start, {}).get("from_base") if start else None  # the start's own cost from base
         total = {k: row[k] + (before[k] if before else 0.0) for k in row}
         data[tag] = {
             **row,
+            "optimizer_steps_applied": applied,
             "from_base": total,
             "start": rows[0].get("start"),
             "data": rows[0].get("data"),
@@ -115,7 +123,7 @@ def accounting_table(layout: RunLayout, seeds: Sequence[int]) -> tuple[list[list
                 METHOD_LABELS[tag],
                 METHOD_LABELS.get(start or "", rows[0].get("start")),
                 rows[0].get("data"),
-                f"{row['optimizer_steps']:.0f}",
+                f"{applied:.0f} of {row['optimizer_steps']:.0f}",
                 f"{total['optimizer_steps']:.0f}",
                 f"{total['tokens_trained']:.0f}",
                 f"{row['rollout_turns']:.0f}",

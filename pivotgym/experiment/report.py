@@ -251,14 +251,15 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
             "Mean over seeds. Continued SFT trains the SFT model further so that its optimiser steps from the "
             "base model equal PivotRL's; E2E RL samples only the tasks that have expert trajectories. Rollout "
             "turns count every generated training turn (PivotRL: its profiling samples too); wall-clock "
-            "excludes evaluation and includes PivotRL's profiling.",
+            "excludes evaluation and includes PivotRL's profiling. An RL step with too few informative groups "
+            "is skipped (`min_informative_groups`), so applied steps can be fewer than configured ones.",
             "",
             markdown_table(
                 [
                     "method",
                     "starts from",
                     "data",
-                    "optimiser steps",
+                    "optimiser steps applied",
                     "steps from base",
                     "tokens trained from base",
                     "rollout turns",

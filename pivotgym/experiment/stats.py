@@ -158,9 +158,9 @@ def difference_text(result: Mapping[str, Any], unit: str = "items") -> str:
     def pts(v: float | None) -> str:
         return "-" if v is None else f"{100 * v:+.1f}"
 
-    mdd = result.get("mdd")
+    mdd, level = result.get("mdd"), 100 * result.get("level", 0.95)
     return (
-        f"{pts(result['diff'])} points, {100 * result.get('level', 0.95):.0f}% t [{pts(result['low'])}, {pts(result['high'])}] "
+        f"{pts(result['diff'])} points, {level:.0f}% t [{pts(result['low'])}, {pts(result['high'])}] "
         f"over {result.get('items', result.get('tasks'))} {unit} x {result['seeds']} seed(s), smallest difference "
         f"detectable (80% power) {'-' if mdd is None else f'{100 * mdd:.1f}'} points: **{result['verdict']}**"
     )
