@@ -71,8 +71,8 @@ import itertools
 import json
 import os
 import random
-import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -395,13 +395,13 @@ def generated_splits(
             pass  # a corrupt or foreign file: regenerate and replace it
     splits = generate(name, seed, n_train, n_test, n_warmup)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")  # unique; umask permissions
     try:
-        with os.fdopen(fd, "w") as fh:
+        with open(tmp, "x") as fh:
             fh.write(to_json(splits))
-        os.replace(tmp, path)
+        os.replace(tmp, path)  # atomic: readers see the old file or the whole new one
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return splits
 

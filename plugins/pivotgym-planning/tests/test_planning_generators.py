@@ -244,3 +244,17 @@ def test_stats_judge_every_legal_action_and_separate_the_domains(tmp_path, monke
         assert 0 < s["random_legal_accuracy"] <= 1 and s["states_with_no_credited_action"] == 0
         assert s["undecided_verdicts"] == 0
     assert stats["gripper"]["share_states_credited_ge2"] > stats["blocks"]["share_states_credited_ge2"]
+
+
+def test_cache_file_is_readable_by_others_under_a_normal_umask(tmp_path, monkeypatch):
+    import os
+
+    monkeypatch.setenv("PIVOTGYM_CACHE", str(tmp_path))
+    G.generated_splits.cache_clear()
+    old = os.umask(0o022)
+    try:
+        G.generated_splits("blocks", 2, 3, 2, 1)
+    finally:
+        os.umask(old)
+        G.generated_splits.cache_clear()
+    assert G.cache_path("blocks", 2, 3, 2, 1).stat().st_mode & 0o777 == 0o644
