@@ -71,6 +71,14 @@ def test_pivot_run_counts_logs_and_checkpoints(arith_data, tmp_path):
     assert (tmp_path / "run" / "checkpoints" / "step-000002" / "trainer_state.json").is_file()
     if counters["rollout_turns"]:
         assert any(not torch.equal(a, b) for a, b in zip(before, trainer.unwrapped_model.parameters()))
+    # applied counts beside the configured steps; drift and the informative share on every train row
+    train_rows = [r for r in rows if r["kind"] == "train"]
+    assert counters["groups_sampled"] == 4 and counters["refill_pivots"] == 0
+    assert counters["steps_applied"] == sum(1 for r in train_rows if not r.get("skipped"))
+    assert counters["optimizer_steps_applied"] == counters["steps_applied"]
+    assert counters["groups_applied"] == sum(r["groups_informative"] for r in train_rows if not r.get("skipped"))
+    assert all({"drift_rms", "informative_groups", "groups_informative", "lr_scale"} <= set(r) for r in train_rows)
+    assert all(r["lr_scale"] == r["groups_informative"] / 2 for r in train_rows if not r.get("skipped"))
 
 
 def test_functional_verifier_zero_variance_groups_are_filtered_and_change_nothing(arith_data, tmp_path):
@@ -171,3 +179,87 @@ def test_failed_verifications_leave_the_group_instead_of_scoring_zero(arith_data
     stats = trainer.train_step(0)
     assert stats["failed_verifications"] > 0  # the tiny model writes odd lengths often
     assert stats["tokens_in_loss"] == 0 and stats["reward_mean"] == 1.0
+
+
+def test_a_step_short_of_signal_is_skipped_and_the_summary_says_so(arith_data, tmp_path):
+    from pivotgym.sampling.testing import tiny_llama
+
+    model, tokenizer = tiny_llama(seed=1)
+    before = [p.detach().clone() for p in model.parameters()]
+    config = small_config(arith_data, tmp_path / "run", min_informative_groups=3)  # > pivots_per_step: never
+    summary = PivotTrainer(config, model=model, tokenizer=tokenizer).fit()
+    c = summary["counters"]
+    assert (c["steps"], c["steps_applied"], c["optimizer_steps_applied"], c["groups_applied"]) == (2, 0, 0, 0)
+    assert c["groups_sampled"] == 4 and c["tokens_trained"] == 0
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    rows = [r for r in read_jsonl(tmp_path / "run" / "metrics.jsonl") if r["kind"] == "train"]
+    assert [r["skip_reason"] for r in rows] == ["few_informative_groups"] * 2
+    assert all(r["drift_rms"] == 0.0 for r in rows)
+
+
+def test_refill_draws_more_pivots_up_to_its_bound_and_counts_their_rollouts(arith_data, tmp_path):
+    from pivotgym.sampling.testing import tiny_llama
+
+    model, tokenizer = tiny_llama(seed=1)
+    config = small_config(
+        arith_data, tmp_path / "run", steps=1, refill=True, refill_rounds=2, min_informative_groups=3, eval_pivots=1
+    )
+    trainer = PivotTrainer(config, model=model, tokenizer=tokenizer)
+    trainer.setup_data()
+    stats = trainer.train_step(0)
+    drawn = 2 + stats["refill_pivots"]
+    assert stats["refill_pivots"] in (2, 4) and stats["groups"] == drawn  # whole rounds of pivots_per_step
+    assert trainer.data_state["cursor"] == drawn  # the next states of the seeded order: resumable
+    c = trainer.counters
+    assert c.refill_pivots == drawn - 2 and c.groups_sampled == drawn
+    assert c.rollout_turns + c.filtered_turns == 4 * drawn  # refill rollouts are counted like the first round's
+    if stats["refill_pivots"] == 2:  # stopped early: it had enough
+        assert stats["groups_informative"] >= 3 and not stats.get("skipped")
+    if stats.get("skipped"):
+        assert stats["groups_informative"] < 3 and c.steps_applied == 0
+    # without refill the same step is one round
+    plain = PivotTrainer(
+        small_config(arith_data, tmp_path / "plain", steps=1), model=tiny_llama(seed=1)[0], tokenizer=tokenizer
+    )
+    plain.setup_data()
+    assert plain.train_step(0)["groups"] == 2 and plain.data_state["cursor"] == 2
+
+
+def test_non_pivot_training_states_are_scored_greedily_at_each_evaluation(arith_data, tmp_path):
+    """The profiled turns that were not selected as pivots (profiles minus pivots), drawn by the seed, are
+    scored greedily beside the eval pivots."""
+    from pivotgym.jsonl import read_pivot_set, write_pivot_set, write_profiles
+    from pivotgym.sampling.testing import tiny_llama
+    from pivotgym.types import PivotSet
+
+    every = read_pivot_set(arith_data / "pivots.jsonl")
+    write_profiles(tmp_path / "profiles.jsonl", every.pivots)
+    half = every.pivots[: len(every.pivots) // 2]
+    write_pivot_set(tmp_path / "half.jsonl", PivotSet(every.rule, half))
+    model, tokenizer = tiny_llama(seed=3)
+    settings = dict(pivots=str(tmp_path / "half.jsonl"), profiles=str(tmp_path / "profiles.jsonl"), steps=1)
+    trainer = PivotTrainer(
+        small_config(arith_data, tmp_path / "run", non_pivot_eval=3, **settings), model=model, tokenizer=tokenizer
+    )
+    summary = trainer.fit()
+    pivots = {(p.trajectory_id, p.turn) for p in half}
+    held = [(s.turn.trajectory_id, s.turn.turn) for s in trainer.non_pivot_states]
+    assert len(held) == min(3, len(every.pivots) - len(half)) and not set(held) & pivots
+    evals = [r for r in read_jsonl(tmp_path / "run" / "metrics.jsonl") if r["kind"] == "eval"]
+    assert [r["eval_non_pivot_states"] for r in evals] == [len(held)] * 2
+    assert all(0.0 <= r["eval_non_pivot_pass"] <= 1.0 for r in evals)
+    assert summary["final_eval"]["non_pivot_pass"] == evals[-1]["eval_non_pivot_pass"]
+    assert summary["counters"]["eval_turns"] == 2 * (2 * 2 + len(held))  # greedy: one completion per state
+    again = PivotTrainer(
+        small_config(arith_data, tmp_path / "again", non_pivot_eval=3, **settings), model=model, tokenizer=tokenizer
+    )
+    again.setup_data()
+    assert [(s.turn.trajectory_id, s.turn.turn) for s in again.non_pivot_states] == held  # same seed, same states
+    given = PivotTrainer(
+        small_config(arith_data, tmp_path / "given", non_pivot_eval=1, **settings),
+        model=model,
+        tokenizer=tokenizer,
+        non_pivot_states=trainer.non_pivot_states,
+    )
+    given.setup_data()
+    assert given.non_pivot_states == trainer.non_pivot_states[:1]  # passed in: the first non_pivot_eval
