@@ -44,7 +44,7 @@ ExperimentError = ConfigError
 #: trajectories of the test tasks) where the greedy action passes the functional verifier, per task
 CURVE_METRICS = ("episodes", "turns")
 #: the extra PivotRL runs of the ablation stage
-ABLATIONS = ("random_turns", "exact_reward")
+ABLATIONS = ("random_turns", "exact_reward", "placebo")
 #: where PivotRL and E2E RL start (and, for ``warmup``, SFT and continued SFT too)
 RL_INITS = ("base", "sft", "warmup")
 
@@ -199,7 +199,8 @@ class ExperimentConfig:
     #: trained on them)
     warmup_tasks: int = 0
     #: extra PivotRL runs: `random_turns` (as many random profiled turns instead of the pivots),
-    #: `exact_reward` (profiled and trained with the exact-match verifier)
+    #: `exact_reward` (profiled and trained with the exact-match verifier), `placebo` (the same pivots with
+    #: advantages shuffled inside each group: zero expected signal, so any change it makes is the optimiser's)
     ablations: list[str] = field(default_factory=lambda: list(ABLATIONS))
     #: the matched SFT baseline (stage `sft-more`: SFT continued for PivotRL's extra optimiser steps); false
     #: skips it

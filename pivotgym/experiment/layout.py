@@ -42,9 +42,10 @@ METHOD_LABELS = {
     "e2e": "E2E RL",
     "random-turns": "random turns",
     "exact-reward": "exact-match reward",
+    "placebo": "placebo (shuffled advantages)",
 }
 #: ablation name (config ``ablations``) -> the method tag of its PivotRL run
-ABLATION_TAGS = {"random_turns": "random-turns", "exact_reward": "exact-reward"}
+ABLATION_TAGS = {"random_turns": "random-turns", "exact_reward": "exact-reward", "placebo": "placebo"}
 
 
 def upstream(stage: str, rl_init: str) -> tuple[str, ...]:
@@ -168,6 +169,10 @@ class RunLayout:
 
     def curve(self, tag: str, seed: int) -> Path:
         return self.train_dir(tag, seed) / "curve.json"
+
+    def metrics(self, tag: str, seed: int) -> Path:
+        """The trainer's per-step and evaluation rows (``metrics.jsonl``)."""
+        return self.train_dir(tag, seed) / "metrics.jsonl"
 
     def accounting(self, tag: str, seed: int) -> Path:
         return self.train_dir(tag, seed) / "accounting.json"

@@ -75,7 +75,45 @@ ABLATIONS = (
     ("pivot", "PivotRL (pivots, functional)"),
     ("random-turns", METHOD_LABELS["random-turns"]),
     ("exact-reward", METHOD_LABELS["exact-reward"]),
+    ("placebo", METHOD_LABELS["placebo"]),
 )
+#: the runs of the harm check (training states that are not pivots, before and after)
+HARM_CHECKED = ("pivot", "placebo")
+
+
+def harm_check(layout: RunLayout, seeds: Sequence[int]) -> dict[str, dict[str, Any]]:
+    """Per RL run of :data:`HARM_CHECKED`: the greedy pass rate on profiled training turns that are *not*
+    pivots at the trainer's first and last evaluation (``eval_non_pivot_pass``), and the weights' RMS drift
+    from the start at the last step. A method that does no harm keeps the first; the placebo shows what the
+    optimiser alone does to it."""
+    out: dict[str, dict[str, Any]] = {}
+    for tag in HARM_CHECKED:
+        starts, ends, drifts, states = [], [], [], []
+        for seed in seeds:
+            path = layout.metrics(tag, seed)
+            if not path.exists():
+                continue
+            rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+            evals = [r for r in rows if r.get("kind") == "eval" and r.get("eval_non_pivot_pass") is not None]
+            if len(evals) < 2:
+                continue
+            starts.append(float(evals[0]["eval_non_pivot_pass"]))
+            ends.append(float(evals[-1]["eval_non_pivot_pass"]))
+            states.append(int(evals[-1].get("eval_non_pivot_states", 0)))
+            drift = [r["drift_rms"] for r in rows if r.get("drift_rms") is not None]
+            if drift:
+                drifts.append(float(drift[-1]))
+        if starts:
+            n = len(starts)
+            out[tag] = {
+                "start": sum(starts) / n,
+                "end": sum(ends) / n,
+                "delta": (sum(ends) - sum(starts)) / n,
+                "states": states,
+                "drift_rms": sum(drifts) / len(drifts) if drifts else None,
+                "seeds": n,
+            }
+    return out
 
 
 def _link(layout: RunLayout, plot: str) -> str:
@@ -465,11 +503,40 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
             "",
             "Same trainer and budget; *random turns* trains on as many randomly chosen profiled turns as "
             "there are pivots; *exact-match reward* profiles, selects and trains with the exact-match "
-            f"verifier instead of the functional one.{note}",
+            "verifier instead of the functional one; the *placebo* trains on the pivots with advantages shuffled "
+            f"inside each group, so it should change nothing.{note}",
             "",
             markdown_table(["variant", "in-domain", "seeds"], abl_rows),
             "",
             f"![ablation]({_link(layout, 'ablation')})",
+            "",
+        ]
+
+    # ---- harm check
+    summary["harm"] = harm = harm_check(layout, seeds)
+    if harm:
+        lines += [
+            "## Does RL do harm?",
+            "",
+            "Greedy pass rate on profiled training turns that were *not* selected as pivots (the trainer's "
+            "`non_pivot_eval` states), at the first and the last evaluation, and the RMS distance of the weights "
+            "from the start after the last step. The placebo trains on the same pivots with advantages shuffled "
+            "inside each group (zero expected signal): what it changes, the optimiser settings change alone.",
+            "",
+            markdown_table(
+                ["run", "non-pivot pass at start", "at end", "Δ points", "weight drift (RMS)", "seeds"],
+                [
+                    [
+                        METHOD_LABELS[tag],
+                        pct(h["start"]),
+                        pct(h["end"]),
+                        f"{100 * h['delta']:+.1f}",
+                        "-" if h["drift_rms"] is None else f"{h['drift_rms']:.2e}",
+                        h["seeds"],
+                    ]
+                    for tag, h in harm.items()
+                ],
+            ),
             "",
         ]
 
@@ -569,5 +636,15 @@ def _claims(summary: Mapping[str, Any]) -> list[str]:
             f"- **Functional reward beats exact match** (point estimate, no interval): "
             f"{'yes' if a['pivot']['in_domain'] > a['exact-reward']['in_domain'] else 'no'} "
             f"({pct(a['pivot']['in_domain'])} vs {pct(a['exact-reward']['in_domain'])})."
+        )
+    if "placebo" in a and "pivot" in a:
+        out.append(
+            f"- **The placebo changes less than PivotRL** (point estimate, no interval): "
+            f"PivotRL {pct(a['pivot']['in_domain'])} vs placebo {pct(a['placebo']['in_domain'])}; on non-pivot "
+            "training states "
+            + ", ".join(
+                f"{METHOD_LABELS[tag]} {100 * h['delta']:+.1f} points" for tag, h in summary.get("harm", {}).items()
+            )
+            + "."
         )
     return out or ["- not enough stages finished to judge"]

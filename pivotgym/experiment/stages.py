@@ -285,9 +285,17 @@ def stage_profile(run: Run, seed: int, verifier: str = "functional") -> None:
             )
 
 
-def _pivot_run(run: Run, seed: int, tag: str, pivots: Path, verifier: str, full_eval: bool) -> None:
+def _pivot_run(
+    run: Run,
+    seed: int,
+    tag: str,
+    pivots: Path,
+    verifier: str,
+    full_eval: bool,
+    overrides: Mapping[str, Any] | None = None,
+) -> None:
     """One PivotRL run on ``pivots``; ``full_eval``: a learning curve and the whole suite (else the final
-    in-domain score only, for the ablations)."""
+    in-domain score only, for the ablations); ``overrides``: trainer fields of this run only (the placebo)."""
     from pivotgym.train import PivotConfig, PivotTrainer
 
     layout = run.layout
@@ -302,7 +310,7 @@ def _pivot_run(run: Run, seed: int, tag: str, pivots: Path, verifier: str, full_
     meta = json.loads(layout.profiles_meta(profiled, seed).read_text())
     cfg = PivotConfig.from_dict(
         {
-            **trainer_kwargs(run, run.config.pivot, seed, out_dir, run.rl_model(seed)),
+            **trainer_kwargs(run, {**run.config.pivot, **(overrides or {})}, seed, out_dir, run.rl_model(seed)),
             "pivots": str(pivots),
             "trajectories": str(layout.expert),
             "profiles": str(layout.profiles(profiled, seed)),
@@ -397,13 +405,17 @@ def stage_e2e(run: Run, seed: int) -> None:
 
 
 def stage_ablation(run: Run, seed: int) -> None:
-    """PivotRL on as many random profiled turns, and PivotRL profiled and trained with exact-match rewards."""
+    """PivotRL on as many random profiled turns, PivotRL profiled and trained with exact-match rewards, and
+    the placebo: PivotRL on the same pivots with advantages shuffled inside each group."""
     layout = run.layout
     if "random_turns" in run.config.ablations:
         _pivot_run(run, seed, ABLATION_TAGS["random_turns"], layout.pivots("random", seed), "functional", False)
     if "exact_reward" in run.config.ablations:
         stage_profile(run, seed, verifier="exact")
         _pivot_run(run, seed, ABLATION_TAGS["exact_reward"], layout.pivots("exact", seed), "exact", False)
+    if "placebo" in run.config.ablations:
+        pivots = layout.pivots("functional", seed)
+        _pivot_run(run, seed, ABLATION_TAGS["placebo"], pivots, "functional", False, {"placebo": True})
 
 
 #: stage name -> its function (seedless stages take the run only)

@@ -30,7 +30,9 @@ def test_shipped_configs_parse():
 
 def test_miniature_experiment_end_to_end(mini_experiment, arith_registry, tmp_path):
     # two E2E steps; both ablations; RL starts from (and profiles with) the saved SFT model
-    path = mini_experiment(tmp_path / "mini.yaml", e2e={"steps": 2}, ablations=["random_turns", "exact_reward"])
+    path = mini_experiment(
+        tmp_path / "mini.yaml", e2e={"steps": 2}, ablations=["random_turns", "exact_reward", "placebo"]
+    )
     root = tmp_path / "run"
     summary = run_experiment(load_experiment(path), out_dir=root)
 
@@ -91,7 +93,8 @@ def test_miniature_experiment_end_to_end(mini_experiment, arith_registry, tmp_pa
     assert set(summary["budget"]) == {"turns", "turns_trained", "seconds"}
     assert summary["budget"]["turns"]["tasks"] == 1 and e2e_rows
     assert "at matched" in report or "PivotRL − E2E RL" in report
-    assert set(summary["ablation"]) == {"pivot", "random-turns", "exact-reward"}
+    assert set(summary["ablation"]) == {"pivot", "random-turns", "exact-reward", "placebo"}
+    assert (root / "eval" / "placebo-s0.json").exists() and "| placebo (shuffled advantages) |" in report
     assert not (root / "train" / "pivot-s0" / "checkpoints").exists()
     assert (root / "models" / "sft-s0" / "config.json").exists()
     sft_start = json.loads((root / "eval" / "sft-s0-curve-score.json").read_text())["score"]

@@ -169,3 +169,25 @@ def test_ood_retention_claim_reads_the_sign_of_each_difference(sft_minus_base, p
     line = next(c for c in _claims(_ood_summary(sft_minus_base, pivot_minus_sft)) if "OOD retained" in c)
     assert f"SFT regresses**: {verdict}" in line
     assert f"SFT − base on OOD {100 * sft_minus_base[0]:+.1f} points" in line and f"({side});" in line
+
+
+def test_harm_check_reads_non_pivot_pass_and_drift(tmp_path):
+    import json
+
+    from pivotgym.experiment.layout import RunLayout
+    from pivotgym.experiment.report import harm_check
+
+    layout = RunLayout(tmp_path)
+    for tag, (start, end) in (("pivot", (0.5, 0.5)), ("placebo", (0.5, 0.25))):
+        path = layout.metrics(tag, 0)
+        path.parent.mkdir(parents=True)
+        rows = [
+            {"kind": "eval", "step": 0, "eval_non_pivot_pass": start, "eval_non_pivot_states": 8},
+            {"kind": "train", "step": 1, "drift_rms": 1e-5},
+            {"kind": "train", "step": 2, "drift_rms": 3e-5},
+            {"kind": "eval", "step": 2, "eval_non_pivot_pass": end, "eval_non_pivot_states": 8},
+        ]
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    harm = harm_check(layout, [0, 1])  # seed 1 never ran: left out
+    assert harm["pivot"]["delta"] == 0 and harm["placebo"]["delta"] == -0.25
+    assert harm["placebo"]["drift_rms"] == 3e-5 and harm["placebo"]["seeds"] == 1
