@@ -33,7 +33,9 @@ class Episode:
 
     ``rewards`` holds each assistant turn's step reward; ``turns`` its (prompt ids, completion ids) when the
     loop records tokens (training), else stays empty; ``steps`` and ``messages`` are the transcript (per-turn
-    records and the env's chat history) when asked for."""
+    records and the env's chat history) when asked for. ``progress`` is the env's
+    :meth:`~pivotgym.env.AgentEnv.progress` read once the episode is over (done or cut off), when asked for
+    (None: not asked, or the env cannot say)."""
 
     task_id: str
     rewards: list[float] = field(default_factory=list)
@@ -44,6 +46,7 @@ class Episode:
     tokens: int = 0
     steps: list[dict[str, Any]] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
+    progress: float | None = None
 
     @property
     def reward(self) -> float:
@@ -103,14 +106,19 @@ def run_episodes(
     timer: Callable[[str], AbstractContextManager[Any]] | None = None,
     progress: bool = False,
     desc: str = "episodes",
+    read_progress: bool = False,
 ) -> list[list[Episode]]:
     """``n`` episodes of each task in ``task_ids`` (one list per task, in order), see the module docstring.
 
     ``make_env`` builds a fresh env per episode. An episode ends when its env terminates or truncates, or
-    after ``max_turns`` turns when given. ``tokens`` sends token ids (``sampler.encode`` of the env's prompt)
+    after ``max_turns`` turns when given; without ``max_turns`` the env's own turn limit (``max_turns`` of the
+    env, per task where the env sizes it by the task) is the only cap, so no episode is cut below what its task
+    needs. ``tokens`` sends token ids (``sampler.encode`` of the env's prompt)
     and records each turn's (prompt ids, completion ids) in :attr:`Episode.turns`; otherwise the sampler gets
     the chat messages. ``timer(name)`` wraps the ``"generation"`` and ``"verification"`` (env) phases.
-    ``progress`` shows a tqdm bar over finished episodes, with the current turn and live episodes beside it."""
+    ``progress`` shows a tqdm bar over finished episodes, with the current turn and live episodes beside it.
+    ``read_progress`` stores each env's :meth:`~pivotgym.env.AgentEnv.progress` in :attr:`Episode.progress`
+    once its episode is over (the E2E partial-progress reward)."""
     from tqdm.auto import tqdm
 
     phase = timer or (lambda _name: contextlib.nullcontext())
@@ -122,7 +130,19 @@ def run_episodes(
         for start in range(0, len(task_ids), size):
             group = list(range(start, min(start + size, len(task_ids))))
             out += _run_group(
-                sampler, make_env, task_ids, group, params, n, seeds, max_turns, tokens, transcripts, phase, bar
+                sampler,
+                make_env,
+                task_ids,
+                group,
+                params,
+                n,
+                seeds,
+                max_turns,
+                tokens,
+                transcripts,
+                phase,
+                bar,
+                read_progress,
             )
     return out
 
@@ -140,6 +160,7 @@ def _run_group(
     transcripts: bool,
     phase: Callable[[str], AbstractContextManager[Any]],
     bar: Any,
+    read_progress: bool = False,
 ) -> list[list[Episode]]:
     """The episodes of the tasks ``group`` (indices into ``task_ids``), all advancing together."""
     envs = [[make_env() for _ in range(n)] for _ in group]
@@ -190,6 +211,11 @@ def _run_group(
         for row, eps in zip(envs, episodes):
             for env, episode in zip(row, eps):
                 episode.messages = list(env.messages)
+    if read_progress:
+        for row, eps in zip(envs, episodes):
+            for env, episode in zip(row, eps):
+                value = getattr(env, "unwrapped", env).progress()
+                episode.progress = None if value is None else float(value)
     return episodes
 
 

@@ -150,3 +150,26 @@ def test_each_multi_turn_member_shows_a_bar_over_its_episodes(envs, capsys):
     assert "general/navigate-v0" in err and "item" in err
     evaluate_suite({"test/counter-v0@test": "in_domain"}, Replies(), None, limit=2, progress=False)
     assert capsys.readouterr().err == ""
+
+
+class ProgressEnv(CounterEnv):
+    """CounterEnv that reports how far the value is towards the target."""
+
+    def progress(self):
+        return min(1.0, self.value / self.task.data["target"])
+
+
+def test_progress_is_read_at_each_episodes_end_and_the_env_limit_is_the_default_cap(envs, monkeypatch):
+    monkeypatch.setitem(envs.envs, "test/progress-v0", EnvSpec("test/progress-v0", ProgressEnv, "tests"))
+    # target 103: `add 1` six times reaches 6 when the env's own limit (6 turns) truncates the episode
+    (episodes,) = run_episodes(Replies(), lambda: make("test/progress-v0"), ["test-100"], PARAMS, read_progress=True)
+    assert episodes[0].num_turns == 6 and episodes[0].truncated
+    assert episodes[0].progress == pytest.approx(6 / 103)
+    (cut,) = run_episodes(Replies(), lambda: make("test/progress-v0"), ["test-100"], PARAMS, max_turns=2, n=2)
+    assert [e.progress for e in cut] == [None, None]  # not asked for
+    (cut,) = run_episodes(
+        Replies(), lambda: make("test/progress-v0"), ["test-100"], PARAMS, max_turns=2, n=2, read_progress=True
+    )
+    assert [e.progress for e in cut] == [pytest.approx(2 / 103)] * 2  # read when cut off by max_turns too
+    (none,) = run_episodes(Replies(), lambda: make("test/counter-v0"), ["test-100"], PARAMS, read_progress=True)
+    assert none[0].progress is None  # the env cannot say

@@ -76,9 +76,14 @@ def test_e2e_runs_episodes_and_counts_turns(arith_data, tmp_path):
     trainer = E2ETrainer(config, model=model, tokenizer=tokenizer)
     summary = trainer.fit()
     counters = summary["counters"]
-    # a random model never answers right: every episode runs to the turn cap with return 0 -> all filtered
-    assert counters["filtered_turns"] == 2 * 2 * 2 and counters["rollout_turns"] == 0
-    assert counters["eval_turns"] == 2 * 1 * 2  # evals before and after, 1 task x 1 episode x 2 turns
+    # a random model never answers right: every episode runs to the turn cap with return 0 -> all filtered,
+    # so the step draws its 4 refill tasks too (2 + 4 tasks x 2 episodes x 2 turns), and skips its update
+    assert counters["filtered_turns"] == (2 + 4) * 2 * 2 and counters["rollout_turns"] == 0
+    (row,) = [r for r in trainer.history if r["kind"] == "train"]
+    assert (row["refill_tasks"], row["groups"], row["groups_informative"], row["skipped"]) == (4, 6, 0, 1)
+    assert (row["episodes"], row["turns"]) == (12, 24)
+    # evals before and after, 1 task x 1 episode x 8 turns: the env's own limit, not the training cap of 2
+    assert counters["eval_turns"] == 2 * 1 * 8
     assert summary["final_eval"]["score"] == 0.0
     assert counters["seconds_verification"] > 0
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
