@@ -11,6 +11,7 @@ A run folder ``runs/<name>/`` holds::
     data/profiles-<verifier>-s<seed>.jsonl (+ .meta.json), data/select-<verifier>-s<seed>.json,
     data/pivots-<functional|exact|random>-s<seed>.jsonl
     eval/<tag>[-s<seed>].json (+ .items.jsonl)   suite evaluations; eval/<tag>-curve-score.json curve starts
+    eval/floors.json          the in-domain floors (random legal action, always expert, multi-credit share)
     train/<tag>-s<seed>/      trainer output, curve.json, accounting.json, experiment-summary.json
     models/sft-s<seed>/       the saved SFT model (RL start, continued SFT start)
     models/warmup-s<seed>/    the saved warm-up model (``rl_init: warmup``: every method's start)
@@ -159,6 +160,11 @@ class RunLayout:
         part = self.ood_part(result)
         return [result, self.items(result), part, self.items(part)]
 
+    @property
+    def floors(self) -> Path:
+        """The in-domain floors: random-legal baseline, always-expert ceiling, multi-credit share."""
+        return self.evals / "floors.json"
+
     def curve_start(self, tag: str, seed: int | None = None) -> Path:
         """The in-domain curve score of an RL start model (``base``, ``sft`` or ``warmup``)."""
         return self.evals / ("base-curve-score.json" if tag == "base" else f"{tag}-s{seed}-curve-score.json")
@@ -206,7 +212,7 @@ class RunLayout:
     def outputs(self, stage: str, seed: int | None = None) -> list[Path]:
         """Everything ``stage`` writes for ``seed`` (what ``--rerun`` deletes before running it again)."""
         if stage == "base":
-            return [*self.result_files("base"), self.curve_start("base"), self.held_out]
+            return [*self.result_files("base"), self.curve_start("base"), self.held_out, self.floors]
         if stage == "expert":
             return [self.expert, self.warmup_expert]
         if stage == "report":

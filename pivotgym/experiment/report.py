@@ -264,6 +264,13 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
             "per_seed_in_domain": ind_v,
             "per_seed_ood": ood_v,
         }
+    floors = _read(layout.floors) if turns else None
+    if floors and "metrics" in floors:
+        summary["floors"] = floors["metrics"]
+        width = len(rows[0]) if rows else 0
+        for key, label in (("random_legal", "random legal action (floor)"), ("expert", "expert action (ceiling)")):
+            value = floors["metrics"][key]["mean"]
+            rows.append([label, pct(value)] + ["-"] * (width - 2))
     in_domain_label = "in-domain turn accuracy" if turns else "in-domain"
     header = (
         ["model", in_domain_label, "Δ vs base"]
@@ -281,6 +288,25 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
             "",
         ]
     lines += [markdown_table(header, rows), ""]
+    if floors and "metrics" in floors:
+        fm = floors["metrics"]
+
+        def ci(key: str) -> str:
+            low, high = fm[key]["low"], fm[key]["high"]
+            return "" if low is None else f" [{pct(low)}, {pct(high)}]"
+
+        lines += [
+            f"Floors on the same {floors['judged_states']} held-out states of {floors['problems']} problems "
+            f"(`eval/floors.json`): a uniformly random legal action scores **{pct(fm['random_legal']['mean'])}%**"
+            f"{ci('random_legal')}, the expert's own action {pct(fm['expert']['mean'])}%; the verifier credits "
+            f"two or more distinct actions at {pct(fm['multi_credit']['mean'])}%{ci('multi_credit')} of states "
+            f"({fm['legal']['mean']:.2f} legal and {fm['credited']['mean']:.2f} credited actions per state on "
+            "average; 95% t intervals over problems). Where that share is near 0, the functional verifier "
+            "credits what exact match credits and cannot show its value.",
+            "",
+        ]
+    elif floors:
+        lines += [f"No floors: {floors.get('unsupported')}.", ""]
     acc_rows, summary["accounting"] = accounting_table(layout, seeds)
     if acc_rows:
         lines += [

@@ -121,6 +121,18 @@ class Run:
             self._held_out = read_trajectories(path)
         return self._held_out
 
+    def floors(self) -> dict[str, Any]:
+        """The floors of turn accuracy on the held-out states (:func:`pivotgym.eval.floors.floors`): the score
+        of a uniformly random legal action, of the expert's own action, and the share of states where the
+        verifier credits two or more distinct actions, each over the same problems as turn accuracy; or
+        ``{"unsupported": ...}`` when the env cannot enumerate its legal actions."""
+        from pivotgym.eval.floors import floors
+
+        result = floors(self.env(), trajectories=self.held_out_trajectories(), executor=self.executor())
+        if not result.judged:
+            return {"env_id": self.config.env, "unsupported": f"{self.config.env} does not enumerate legal actions"}
+        return result.to_dict()
+
     def generation_cap(self, cap: int | None) -> int:
         """New tokens per turn in the target env: its own limit, which ``cap`` can only shorten."""
         from pivotgym.env import generation_cap

@@ -95,12 +95,15 @@ def _start(run: Run, seed: int) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------------------- stages
 def stage_base(run: Run) -> None:
-    """Evaluate the base model on the suite; its curve score is the learning curves' start (``rl_init: base``)."""
+    """Evaluate the base model on the suite; its curve score is the learning curves' start (``rl_init: base``).
+    With ``curve.metric: turns`` it also measures the in-domain floors on the held-out states."""
     out, curve0 = run.layout.result("base"), run.layout.curve_start("base")
     if not _done(out):
         run.evaluate(run.base_sampler(), out)
     if not _done(curve0):
         write_json(curve0, run.curve_point_from_eval(out) or run.curve_point(run.base_sampler()))
+    if run.curve_metric == "turns" and not _done(run.layout.floors):
+        write_json(run.layout.floors, run.floors())
 
 
 def stage_expert(run: Run) -> None:

@@ -191,3 +191,26 @@ def test_harm_check_reads_non_pivot_pass_and_drift(tmp_path):
     harm = harm_check(layout, [0, 1])  # seed 1 never ran: left out
     assert harm["pivot"]["delta"] == 0 and harm["placebo"]["delta"] == -0.25
     assert harm["placebo"]["drift_rms"] == 3e-5 and harm["placebo"]["seeds"] == 1
+
+
+def test_floors_stand_beside_the_in_domain_score(tmp_path):
+    import json
+
+    from pivotgym.eval.floors import METRICS
+    from pivotgym.experiment import ExperimentConfig
+    from pivotgym.experiment.layout import RunLayout
+    from pivotgym.experiment.report import write_experiment_report
+
+    layout = RunLayout(tmp_path)
+    layout.make_dirs()
+    metric = {"mean": 0.25, "low": 0.2, "high": 0.3, "n": 40, "sd": 0.1, "se": 0.016, "method": "t"}
+    metrics = {m: dict(metric) for m in METRICS}
+    metrics["expert"]["mean"], metrics["legal"]["mean"] = 1.0, 4.0
+    floors = {"metrics": metrics, "judged_states": 320, "problems": 40}
+    layout.floors.write_text(json.dumps(floors))
+    config = ExperimentConfig(name="x", env="planning/gripper-gen-v0", curve={"metric": "turns"})
+    summary = write_experiment_report(layout, config)
+    report = layout.report.read_text()
+    assert "| random legal action (floor) | 25.0 |" in report and "| expert action (ceiling) | 100.0 |" in report
+    assert "320 held-out states of 40 problems" in report and "[20.0, 30.0]" in report
+    assert summary["floors"]["random_legal"]["mean"] == 0.25
