@@ -173,13 +173,14 @@ class PlanningEnv(AgentEnv):
         return tasks
 
     def _generated_tasks(self, split: str) -> list[Task]:
-        from pivotgym_planning.generators import generated_splits
+        from pivotgym_planning.generators import generated_split
 
         assert self.generator is not None
         seed, n_train, n_test, n_warmup = self.generator_args
         low, high = self.length_range
         tasks = []
-        for p in generated_splits(self.generator, seed, n_train, n_test, n_warmup)[split]:
+        size = {"train": n_train, "test": n_test, "warmup": n_warmup}[split]
+        for p in generated_split(self.generator, split, seed, size):  # only this split is generated
             if (low is not None and p.optimal_length < low) or (high is not None and p.optimal_length > high):
                 continue
             tasks.append(

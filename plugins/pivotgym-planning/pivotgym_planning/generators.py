@@ -29,9 +29,10 @@ balls, with either gripper).
 
 **Difficulty and filtering.** Each draw picks its size (blocks ``n``; gripper ``n`` and ``r``) uniformly
 from the domain's sizes, and every accepted problem is solved optimally with the plugin's own search
-(:func:`pivotgym_planning.env.optimal_plan`: A*, else the exact h* table); its optimal plan length is its
-difficulty (``optimal_length``). Draws whose optimal length is below ``min_length`` (e.g. the goal already
-holds) are rejected, so the problems are uniform *given* their size and a nontrivial length.
+(:func:`pivotgym_planning.env.optimal_plan`: A*, else the exact h* table; gripper reads the plan from the
+exact table first, which its symmetries make small); its optimal plan length is its difficulty
+(``optimal_length``). Draws whose optimal length is below ``min_length`` (e.g. the goal already holds) are
+rejected, so the problems are uniform *given* their size and a nontrivial length.
 
 **Canonical form and splits.** Two problems that differ only by renaming interchangeable objects are the
 same problem. The canonical form of a problem (its ``(init, goal)`` pair) is:
@@ -54,8 +55,9 @@ quota.
 
 **Determinism and cache.** Everything follows from ``random.Random`` seeded with a hash of the domain,
 generator version and seed, so a seed gives byte-identical problems. Results are cached as JSON under
-``$PIVOTGYM_CACHE/planning/generated/`` (default ``~/.cache/pivotgym``), keyed by domain, generator version,
-seed and split sizes, written atomically (a temporary file, then a rename).
+``$PIVOTGYM_CACHE/planning/generated/`` (default ``~/.cache/pivotgym``), one file per split keyed by domain,
+generator version, seed, split and size, written atomically (a temporary file, then a rename); loading one
+split generates and solves only that split's problems.
 
 ``python -m pivotgym_planning.generators --stats`` prints, per domain, the distribution of optimal lengths,
 the mean number of legal actions at the held-out expert states, and the share of those states where the
@@ -230,6 +232,10 @@ class DomainSpec:
     draw: Callable[[random.Random, str], Draw]
     min_length: int
     description: str
+    #: how the optimal plan is found: ``"astar"`` (:func:`pivotgym_planning.env.optimal_plan`: A*, else the
+    #: exact table) or ``"table"`` (the exact h* table first: fast where interchangeable objects shrink the
+    #: state space, as in gripper; A* on a space without symmetry, like blocks, is faster)
+    solver: str = "astar"
 
 
 def _draw_blocks(rng: random.Random, name: str) -> Draw:
@@ -256,7 +262,12 @@ DOMAINS: dict[str, DomainSpec] = {
         "blocks", "blocks", _draw_blocks, 2, "uniformly random initial and goal states (bwstates), 3-6 blocks"
     ),
     "gripper": DomainSpec(
-        "gripper", "gripper", _draw_gripper, 2, "random robot, ball and goal rooms; 2-6 balls, 2-3 rooms"
+        "gripper",
+        "gripper",
+        _draw_gripper,
+        2,
+        "random robot, ball and goal rooms; 2-6 balls, 2-3 rooms",
+        solver="table",
     ),
 }
 
@@ -315,29 +326,48 @@ def _rng(name: str, seed: int) -> random.Random:
 
 
 def _solve(spec: DomainSpec, problem_pddl: str) -> list[str] | None:
+    """An optimal plan by the plugin's own search (see :attr:`DomainSpec.solver`), None if none is found."""
     from pivotgym_planning.env import optimal_plan
     from pivotgym_planning.model import problem_from_text
+    from pivotgym_planning.statespace import DEFAULT_MAX_STATES
 
     problem = problem_from_text(spec.folder, problem_pddl)
+    if spec.solver == "table":  # the verifier's oracle later reuses this very table (same root and cap)
+        task = problem.search_task()
+        table = task.exact_table(problem.init, DEFAULT_MAX_STATES)
+        plan = table.plan(task.project(problem.init)) if table.complete else None
+        if plan is not None:
+            return list(plan)
     found = optimal_plan(problem, problem.init)
     return None if found is None else found[0]
 
 
 def generate(
-    name: str, seed: int = 0, n_train: int = 400, n_test: int = 200, n_warmup: int = 100
+    name: str,
+    seed: int = 0,
+    n_train: int = 400,
+    n_test: int = 200,
+    n_warmup: int = 100,
+    *,
+    splits: tuple[str, ...] = SPLITS,
 ) -> dict[str, list[GeneratedProblem]]:
-    """Generate the ``train``, ``test`` and ``warmup`` splits of domain ``name`` (no cache; see
-    :func:`generated_splits`). Each split is a prefix of the same split generated with a larger quota."""
+    """Generate the ``splits`` (default all: ``train``, ``test``, ``warmup``) of domain ``name`` (no cache;
+    see :func:`generated_split`). Only the problems of the requested splits are solved, and each split is the
+    same whichever other splits are generated with it, and a prefix of the same split with a larger quota."""
     spec = domain(name)
     rng = _rng(name, seed)
-    quotas = {"train": n_train, "test": n_test, "warmup": n_warmup}
-    out: dict[str, list[GeneratedProblem]] = {s: [] for s in SPLITS}
+    sizes = {"train": n_train, "test": n_test, "warmup": n_warmup}
+    unknown = [s for s in splits if s not in sizes]
+    if unknown:
+        raise ConfigError(f"{name}: unknown split(s) {unknown}", hint=f"generated splits are {', '.join(SPLITS)}")
+    quotas = {s: sizes[s] for s in splits}
+    out: dict[str, list[GeneratedProblem]] = {s: [] for s in splits}
     seen: set[str] = set()
     draws = 0
     while any(len(out[s]) < quotas[s] for s in out):
         draws += 1
         if draws > 100 * sum(quotas.values()) + 1000:
-            got = ", ".join(f"{len(out[s])}/{quotas[s]} {s}" for s in SPLITS)
+            got = ", ".join(f"{len(out[s])}/{quotas[s]} {s}" for s in out)
             raise ConfigError(
                 f"{name}: only {got} distinct problems after {draws - 1} draws",
                 hint="ask for fewer problems",
@@ -347,7 +377,7 @@ def generate(
             continue
         seen.add(draw.canonical)
         split = split_of(draw.canonical)
-        if len(out[split]) >= quotas[split]:
+        if split not in quotas or len(out[split]) >= quotas[split]:
             continue
         plan = _solve(spec, draw.problem_pddl)
         if plan is None or len(plan) < spec.min_length:
@@ -368,42 +398,54 @@ def generate(
     return out
 
 
-def cache_path(name: str, seed: int, n_train: int, n_test: int, n_warmup: int = 100) -> Path:
-    """Where the splits of (domain, generator version, seed, sizes) are cached."""
+def cache_path(name: str, split: str, seed: int, size: int) -> Path:
+    """Where one split of (domain, generator version, seed, size) is cached."""
     from pivotgym.sampling.models import cache_root
 
-    stem = f"{name}-g{GENERATOR_VERSION}-s{seed}-{n_train}-{n_test}-{n_warmup}"
-    return cache_root() / "planning" / "generated" / f"{stem}.json"
+    return cache_root() / "planning" / "generated" / f"{name}-g{GENERATOR_VERSION}-s{seed}-{split}{size}.json"
 
 
 def to_json(splits: dict[str, list[GeneratedProblem]]) -> str:
-    """The splits as canonical JSON text (sorted keys): equal splits give byte-identical text."""
-    return json.dumps({s: [asdict(p) for p in splits[s]] for s in SPLITS}, sort_keys=True) + "\n"
+    """Splits as canonical JSON text (sorted keys): equal splits give byte-identical text."""
+    return json.dumps({s: [asdict(p) for p in problems] for s, problems in splits.items()}, sort_keys=True) + "\n"
 
 
-@functools.lru_cache(maxsize=32)
-def generated_splits(
-    name: str, seed: int = 0, n_train: int = 400, n_test: int = 200, n_warmup: int = 100
-) -> dict[str, list[GeneratedProblem]]:
-    """The splits of domain ``name``, read from the on-disk cache or generated and cached atomically."""
-    path = cache_path(name, seed, n_train, n_test, n_warmup)
+@functools.lru_cache(maxsize=64)
+def generated_split(name: str, split: str, seed: int = 0, size: int | None = None) -> list[GeneratedProblem]:
+    """One split of domain ``name`` (``size`` problems; default 400 train, 200 test, 100 warmup), read from
+    the on-disk cache or generated (only this split's problems are solved) and cached atomically."""
+    size = DEFAULT_SIZES[split] if size is None and split in DEFAULT_SIZES else size
+    if split not in DEFAULT_SIZES or size is None:
+        raise ConfigError(f"{name}: unknown split {split!r}", hint=f"generated splits are {', '.join(SPLITS)}")
+    path = cache_path(name, split, seed, size)
     if path.is_file():
         try:
-            data = json.loads(path.read_text())
-            return {s: [GeneratedProblem(**p) for p in data[s]] for s in SPLITS}
+            return [GeneratedProblem(**p) for p in json.loads(path.read_text())[split]]
         except (ValueError, KeyError, TypeError):
             pass  # a corrupt or foreign file: regenerate and replace it
-    splits = generate(name, seed, n_train, n_test, n_warmup)
+    problems = generate(name, seed, **{f"n_{split}": size}, splits=(split,))[split]
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")  # unique; umask permissions
     try:
         with open(tmp, "x") as fh:
-            fh.write(to_json(splits))
+            fh.write(to_json({split: problems}))
         os.replace(tmp, path)  # atomic: readers see the old file or the whole new one
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    return splits
+    return problems
+
+
+#: default split sizes
+DEFAULT_SIZES = {"train": 400, "test": 200, "warmup": 100}
+
+
+def generated_splits(
+    name: str, seed: int = 0, n_train: int = 400, n_test: int = 200, n_warmup: int = 100
+) -> dict[str, list[GeneratedProblem]]:
+    """Every split of domain ``name`` (each through :func:`generated_split`, cached on disk)."""
+    sizes = {"train": n_train, "test": n_test, "warmup": n_warmup}
+    return {s: generated_split(name, s, seed, sizes[s]) for s in SPLITS}
 
 
 # ---------------------------------------------------------------------------- measurements
@@ -490,7 +532,7 @@ def main(argv: list[str] | None = None) -> None:
         else:
             print(
                 f"{name}: " + ", ".join(f"{len(splits[s])} {s}" for s in SPLITS) + " in "
-                f"{time.monotonic() - start:.1f} s -> {cache_path(name, args.seed, args.train, args.test, args.warmup)}"
+                f"{time.monotonic() - start:.1f} s -> {cache_path(name, 'SPLIT', args.seed, 0).parent}"
             )
 
 

@@ -146,13 +146,13 @@ SMALL = {"n_train": 12, "n_test": 6, "n_warmup": 3}  # prefixes of the registere
 @pytest.fixture(autouse=True, scope="module")
 def _generated_cache(tmp_path_factory):
     """Generated splits are cached under a temporary $PIVOTGYM_CACHE, never the user's."""
-    from pivotgym_planning.generators import generated_splits
+    from pivotgym_planning.generators import generated_split
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PIVOTGYM_CACHE", str(tmp_path_factory.mktemp("pivotgym-cache")))
-        generated_splits.cache_clear()
+        generated_split.cache_clear()
         yield
-    generated_splits.cache_clear()
+    generated_split.cache_clear()
 
 
 @pytest.mark.parametrize("name", ["blocks", "gripper"])

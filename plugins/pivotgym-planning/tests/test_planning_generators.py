@@ -178,25 +178,28 @@ def test_splits_are_disjoint_up_to_renaming_and_solved_optimally(small_blocks):
         assert problem.goal_reached(state) and len(p.plan) == p.optimal_length >= G.DOMAINS["blocks"].min_length
 
 
-def test_cache_is_written_atomically_and_reused(tmp_path, monkeypatch):
+def test_cache_is_written_atomically_per_split_and_reused(tmp_path, monkeypatch):
     monkeypatch.setenv("PIVOTGYM_CACHE", str(tmp_path))
-    G.generated_splits.cache_clear()
+    G.generated_split.cache_clear()
     try:
-        first = G.generated_splits("gripper", 9, 8, 4, 2)
-        path = G.cache_path("gripper", 9, 8, 4, 2)
+        train = G.generated_split("gripper", "train", 9, 8)
+        path = G.cache_path("gripper", "train", 9, 8)
         assert path.is_file() and path.is_relative_to(tmp_path)
-        assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left behind
-        assert path.read_text() == G.to_json(first)
+        assert [p.name for p in path.parent.iterdir()] == [path.name]  # only this split; no temporary file
+        assert path.read_text() == G.to_json({"train": train})
+        assert train == G.generate("gripper", 9, 8, 4, 2)["train"]  # the same as generated with the others
         data = json.loads(path.read_text())
         data["train"][0]["optimal_length"] = 999  # the cache is what is read back
         path.write_text(json.dumps(data))
-        G.generated_splits.cache_clear()
-        assert G.generated_splits("gripper", 9, 8, 4, 2)["train"][0].optimal_length == 999
+        G.generated_split.cache_clear()
+        assert G.generated_split("gripper", "train", 9, 8)[0].optimal_length == 999
         path.write_text("{not json")  # a corrupt file is regenerated
-        G.generated_splits.cache_clear()
-        assert G.to_json(G.generated_splits("gripper", 9, 8, 4, 2)) == G.to_json(first)
+        G.generated_split.cache_clear()
+        assert G.generated_split("gripper", "train", 9, 8) == train
+        assert sorted(G.generated_splits("gripper", 9, 8, 4, 2)) == sorted(G.SPLITS)
+        assert len(list(path.parent.iterdir())) == 3
     finally:
-        G.generated_splits.cache_clear()
+        G.generated_split.cache_clear()
 
 
 def test_unknown_domain_is_a_config_error():
@@ -204,13 +207,15 @@ def test_unknown_domain_is_a_config_error():
 
     with pytest.raises(ConfigError, match="unknown generated planning domain"):
         G.generate("sokoban")
+    with pytest.raises(ConfigError, match="unknown split"):
+        G.generated_split("blocks", "validation")
 
 
 #: SHA-256 of to_json(generate(name, 0, 12, 6, 3)): the same bytes in every process and on every machine (bump
 #: GENERATOR_VERSION and these together when the generators change on purpose)
 PINNED = {
     "blocks": "40b855630b843578842172e44b5137e30e9c6d8e2510fba0e9a47e38e7ff60e3",
-    "gripper": "f14140badaa2907fcec28a7328a7141e163fa19a8fedb1fec64314148e592728",
+    "gripper": "baa9d851319b91de6492d53cd78725423f15305afde45e27f3f3c64f36241261",
 }
 
 
@@ -232,11 +237,11 @@ def test_stats_judge_every_legal_action_and_separate_the_domains(tmp_path, monke
     """The README's measurement on tiny splits: credited actions are a subset of the legal ones, every
     expert state has one, and gripper has more states with two or more credited actions than blocks."""
     monkeypatch.setenv("PIVOTGYM_CACHE", str(tmp_path))
-    G.generated_splits.cache_clear()
+    G.generated_split.cache_clear()
     try:
         stats = {name: G.domain_stats(name, 0, 4, 6, 2) for name in ("blocks", "gripper")}
     finally:
-        G.generated_splits.cache_clear()
+        G.generated_split.cache_clear()
     for s in stats.values():
         assert s["problems"] == {"train": 4, "test": 6, "warmup": 2}
         assert s["test_states"] == sum(k * v for k, v in s["optimal_length"]["test"].items())
@@ -250,11 +255,11 @@ def test_cache_file_is_readable_by_others_under_a_normal_umask(tmp_path, monkeyp
     import os
 
     monkeypatch.setenv("PIVOTGYM_CACHE", str(tmp_path))
-    G.generated_splits.cache_clear()
+    G.generated_split.cache_clear()
     old = os.umask(0o022)
     try:
-        G.generated_splits("blocks", 2, 3, 2, 1)
+        G.generated_split("blocks", "test", 2, 2)
     finally:
         os.umask(old)
-        G.generated_splits.cache_clear()
-    assert G.cache_path("blocks", 2, 3, 2, 1).stat().st_mode & 0o777 == 0o644
+        G.generated_split.cache_clear()
+    assert G.cache_path("blocks", "test", 2, 2).stat().st_mode & 0o777 == 0o644
