@@ -62,8 +62,10 @@ def generate_single(
 ) -> list[dict[str, Any]]:
     """One greedy reply per task of a single-turn YAML env, judged by the env's scorer (no answer: 0).
 
-    With ``transcripts``, each result carries ``"transcript"``: the prompt and the reply as messages, and the
-    one step's reward and judgement."""
+    Each result has ``parsed``: whether an answer could be read out of the reply at all (the env's
+    ``check_reply`` accepted it), so a member's parse rate can be told apart from its accuracy - a gain that
+    is all parse rate is a format effect. With ``transcripts``, each result carries ``"transcript"``: the
+    prompt and the reply as messages, and the one step's reward and judgement."""
     from pivotgym.errors import InvalidAction
 
     prompts = [env.initial_messages(t) for t in tasks]
@@ -71,12 +73,17 @@ def generate_single(
     results = []
     for task, prompt, comps in zip(tasks, prompts, completions):
         text = comps[0].text
+        parsed = True
         try:
             env.check_reply(task, text)
-            reward, details = env.judge(task, text)
         except InvalidAction as exc:
-            reward, details = 0.0, {"error": str(exc)}
-        row = {"reward": reward, "reply": text[:500], "details": details}
+            parsed, reward, details = False, 0.0, {"error": str(exc)}
+        if parsed:
+            try:
+                reward, details = env.judge(task, text)
+            except InvalidAction as exc:  # read as an answer, refused by the scorer: a parsed wrong answer
+                reward, details = 0.0, {"error": str(exc)}
+        row = {"reward": reward, "parsed": parsed, "reply": text[:500], "details": details}
         if transcripts:
             row["transcript"] = {
                 "messages": [*prompt, {"role": "assistant", "content": text}],

@@ -42,9 +42,13 @@ per assistant turn, its ``reward``, ``terminated``, ``truncated``, ``finish_reas
 ``info`` (e.g. ``error``), so a failed episode can be read back. Readers must treat ``transcript`` (and
 ``max_new_tokens``) as optional: older files and loglik members have none.
 
-Each member's score in the result is ``{"metric", "value", "n", "ci95", "per_item", "seconds"}``:
+Each member's score in the result is ``{"metric", "value", "n", "ci95", "per_item", "parse_rate", "seconds"}``:
 ``per_item`` maps each task id to its score, so two results can be checked for the same items and compared
-item by item (:func:`pivotgym.eval.compare.compare`).
+item by item (:func:`pivotgym.eval.compare.compare`). ``parse_rate`` is the share of the member's replies
+from which an answer could be read at all (a generated single-turn member: the env's ``check_reply``
+accepted the reply; its item has ``parsed``), printed beside accuracy so that a gain which is only a format
+effect shows as one; it is None where it is not measured (log-likelihood members generate no reply; episode
+and turn-accuracy members judge actions, not answers; items written before ``parsed`` was recorded).
 """
 
 from __future__ import annotations
@@ -222,9 +226,10 @@ def evaluate_suite(
 
 
 def _totals(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """A member score's extra fields from its items: the mean ``acc_norm`` of loglik items, the summed
+    """A member score's extra fields from its items: ``parse_rate`` (the share of items whose reply gave an
+    answer; None unless every item records ``parsed``), the mean ``acc_norm`` of loglik items, the summed
     ``states`` and ``failed`` of turn-accuracy items (each only when every item has it)."""
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"parse_rate": parse_rate(rows)}
     if rows and all(r.get("acc_norm") is not None for r in rows):
         out["acc_norm"] = sum(float(r["acc_norm"]) for r in rows) / len(rows)
     for key in ("states", "failed"):
@@ -233,4 +238,12 @@ def _totals(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return out
 
 
-__all__ = ["Member", "evaluate_suite", "member_tasks", "suite_members"]
+def parse_rate(rows: Sequence[Mapping[str, Any]]) -> float | None:
+    """The share of ``rows`` (suite items) whose reply gave an answer (``parsed`` true); None when there are
+    no rows or any row does not record ``parsed`` (loglik, episode and turn-accuracy items, older files)."""
+    if not rows or any(not isinstance(r.get("parsed"), bool) for r in rows):
+        return None
+    return sum(bool(r["parsed"]) for r in rows) / len(rows)
+
+
+__all__ = ["Member", "evaluate_suite", "member_tasks", "parse_rate", "suite_members"]
