@@ -107,6 +107,7 @@ def run_episodes(
     progress: bool = False,
     desc: str = "episodes",
     read_progress: bool = False,
+    reuse_prefixes: bool = True,
 ) -> list[list[Episode]]:
     """``n`` episodes of each task in ``task_ids`` (one list per task, in order), see the module docstring.
 
@@ -118,15 +119,22 @@ def run_episodes(
     the chat messages. ``timer(name)`` wraps the ``"generation"`` and ``"verification"`` (env) phases.
     ``progress`` shows a tqdm bar over finished episodes, with the current turn and live episodes beside it.
     ``read_progress`` stores each env's :meth:`~pivotgym.env.AgentEnv.progress` in :attr:`Episode.progress`
-    once its episode is over (the E2E partial-progress reward)."""
+    once its episode is over (the E2E partial-progress reward). With ``reuse_prefixes`` a sampler that offers
+    ``reuse_prefixes()`` (the transformers one) keeps each prompt's key/value rows for the run, so an episode's
+    next turn prefills only the reply and the env's answer, not its whole history again (same samples); the
+    policy must not change during the call."""
     from tqdm.auto import tqdm
 
     phase = timer or (lambda _name: contextlib.nullcontext())
     out: list[list[Episode]] = []
     size = batch_size or max(1, len(task_ids))
-    with tqdm(
-        total=len(task_ids) * n, desc=desc, unit="episode", disable=not progress, leave=False, dynamic_ncols=True
-    ) as bar:
+    reuse = getattr(sampler, "reuse_prefixes", None) if reuse_prefixes else None
+    with (
+        reuse() if reuse is not None else contextlib.nullcontext(),
+        tqdm(
+            total=len(task_ids) * n, desc=desc, unit="episode", disable=not progress, leave=False, dynamic_ncols=True
+        ) as bar,
+    ):
         for start in range(0, len(task_ids), size):
             group = list(range(start, min(start + size, len(task_ids))))
             out += _run_group(

@@ -13,10 +13,12 @@ trainers use them as the old-policy logprobs.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import warnings
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -37,6 +39,12 @@ class HFSampler:
     so each group's ``len(group) * n`` fits (a single prompt with a larger n still runs as one group).
     ``cache_implementation``: ``"dynamic"`` (default on CPU: finished rows leave the cache) or ``"static"``
     (default on CUDA: fixed shapes, decode step compiled with CUDA graphs when ``compile``, default on CUDA).
+
+    Inside :meth:`reuse_prefixes` (the episode loop opens it for a run of episodes) the key/value rows of the
+    prompts prefilled are kept, up to ``prefix_cache_tokens`` tokens (least recently used dropped first), and a
+    later prompt that extends a kept one - an episode's next turn: its history plus the reply and the env's
+    answer - prefills only its new tokens. The weights must not change inside the block (the kept rows are the
+    old weights'); leaving it drops every kept row.
     """
 
     backend = "hf"
@@ -52,6 +60,7 @@ class HFSampler:
         cache_implementation: str | None = None,
         compile: bool | None = None,
         sync_every: int = 8,
+        prefix_cache_tokens: int = 32_768,
     ) -> None:
         self.in_memory = not isinstance(model, (str, os.PathLike))
         if isinstance(model, (str, os.PathLike)):
@@ -84,6 +93,12 @@ class HFSampler:
         self._compiled: Any = None
         self._static_capable: bool | None = None
         self._static_cache: tuple[Any, Any] | None = None
+        self.prefix_cache_tokens = max(0, int(prefix_cache_tokens))
+        #: prompt ids -> per-layer (keys, values) of that prompt, ``[heads, len, dim]``; None outside reuse_prefixes
+        self._prefixes: OrderedDict[tuple[int, ...], list[tuple[torch.Tensor, torch.Tensor]]] | None = None
+        self._spent_prefixes: set[tuple[int, ...]] = set()
+        #: prompt tokens whose key/value rows were reused, and prompt tokens prefilled, inside reuse_prefixes
+        self.prefix_stats = {"reused_tokens": 0, "prefilled_tokens": 0}
 
     # ------------------------------------------------------------------ info
     @property
@@ -110,6 +125,123 @@ class HFSampler:
 
     def decode(self, token_ids: Sequence[int]) -> str:
         return str(self.tokenizer.decode(list(token_ids), skip_special_tokens=True))
+
+    # -------------------------------------------------------------- prefix reuse
+    @contextlib.contextmanager
+    def reuse_prefixes(self) -> Iterator[None]:
+        """Keep prompts' key/value rows across calls inside the block, so a prompt extending a kept one
+        prefills only its new tokens (see the class docstring). Same samples as without (the kept rows are what
+        the prefill would recompute); nested blocks share the outer one's rows."""
+        if self._prefixes is not None or not self.prefix_cache_tokens:
+            yield
+            return
+        self._prefixes = OrderedDict()
+        try:
+            yield
+        finally:
+            self._prefixes = None
+            self._spent_prefixes.clear()
+
+    def _kept_prefix(self, prompt: list[int]) -> tuple[tuple[int, ...] | None, int]:
+        """The longest kept prompt that ``prompt`` extends, and how many of its rows serve (at most all but
+        ``prompt``'s last token, whose logits the prefill must produce)."""
+        best: tuple[int, ...] | None = None
+        for key in self._prefixes or ():
+            if len(key) <= len(prompt) and (best is None or len(key) > len(best)) and tuple(prompt[: len(key)]) == key:
+                best = key
+        if best is None:
+            return None, 0
+        return best, min(len(best), len(prompt) - 1)
+
+    def _prefill_reusing(self, prompts: list[list[int]], n: int) -> tuple[torch.Tensor, Any, torch.Tensor]:
+        """:meth:`_prefill` that takes each prompt's first tokens from the longest kept prompt it extends and
+        runs only the rest, then keeps every prompt's rows.
+
+        Row layout (``K`` = most reused, ``R`` = most run): kept rows right-aligned in ``[0, K)``, the tokens
+        run right-aligned in ``[K, K + R)``, padding masked out wherever a row is shorter; positions follow
+        each row's real tokens, so the logits and the cache are the plain prefill's."""
+        from transformers import DynamicCache
+
+        assert self._prefixes is not None
+        hits = [self._kept_prefix(p) for p in prompts]
+        reused = [k for _, k in hits]
+        run = [len(p) - k for p, k in zip(prompts, reused)]
+        batch, width_k, width_r = len(prompts), max(reused), max(run)
+        device = self.device
+        config = getattr(self.model, "config", None)
+        if width_k:
+            layers = []
+            template = self._prefixes[next(key for key, k in hits if k and key is not None)]
+            for layer, (keys0, values0) in enumerate(template):
+                k = keys0.new_zeros((batch, keys0.shape[0], width_k, keys0.shape[2]))
+                v = values0.new_zeros((batch, values0.shape[0], width_k, values0.shape[2]))
+                for row, (key, count) in enumerate(hits):
+                    if count and key is not None:
+                        kept_k, kept_v = self._prefixes[key][layer]
+                        k[row, :, width_k - count :] = kept_k[:, :count]
+                        v[row, :, width_k - count :] = kept_v[:, :count]
+                layers.append((k, v))
+            cache = DynamicCache(ddp_cache_data=layers, config=config)
+            for key, count in hits:
+                if count and key is not None:
+                    self._prefixes.move_to_end(key)
+                    self._spent_prefixes.add(key)
+        else:
+            cache = DynamicCache(config=config)
+        input_ids = torch.full((batch, width_r), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((batch, width_k + width_r), dtype=torch.long)
+        position = torch.zeros((batch, width_r), dtype=torch.long)
+        for row, (ids, count, todo) in enumerate(zip(prompts, reused, run)):
+            input_ids[row, width_r - todo :] = torch.as_tensor(ids[count:], dtype=torch.long)
+            attention[row, width_k - count : width_k] = 1
+            attention[row, width_k + width_r - todo :] = 1
+            position[row, width_r - todo :] = torch.arange(count, len(ids))
+        input_ids, attention, position = input_ids.to(device), attention.to(device), position.to(device)
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=attention,
+            position_ids=position,
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        self.prefix_stats["reused_tokens"] += sum(reused)
+        self.prefix_stats["prefilled_tokens"] += sum(run)
+        self._keep_prefixes(prompts, reused, run, out.past_key_values, width_k, width_r)
+        return _repeat_rows(out, attention, n)
+
+    def _keep_prefixes(
+        self, prompts: list[list[int]], reused: list[int], run: list[int], cache: Any, width_k: int, width_r: int
+    ) -> None:
+        """Keep each prompt's rows of ``cache`` (laid out as in :meth:`_prefill_reusing`), dropping the least
+        recently used kept prompts beyond ``prefix_cache_tokens``."""
+        assert self._prefixes is not None
+        end = width_k + width_r
+        for row, (ids, count, todo) in enumerate(zip(prompts, reused, run)):
+            if len(ids) > self.prefix_cache_tokens:
+                continue
+            rows = []
+            for layer in cache.layers:
+                parts_k = [layer.keys[row, :, width_k - count : width_k], layer.keys[row, :, end - todo : end]]
+                parts_v = [layer.values[row, :, width_k - count : width_k], layer.values[row, :, end - todo : end]]
+                rows.append((torch.cat(parts_k, dim=1), torch.cat(parts_v, dim=1)))
+            self._prefixes[tuple(ids)] = rows
+            self._prefixes.move_to_end(tuple(ids))
+        total = sum(len(key) for key in self._prefixes)
+        while total > self.prefix_cache_tokens and self._prefixes:
+            key, _ = self._prefixes.popitem(last=False)
+            total -= len(key)
+
+    def _reusable(self) -> bool:
+        """Whether prefix reuse applies now: inside :meth:`reuse_prefixes`, on a model whose cache is plain
+        per-layer keys and values (not sliding-window or recurrent layers)."""
+        if self._prefixes is None:
+            return False
+        config = getattr(self.model, "config", None)
+        types = set(getattr(config, "layer_types", None) or [])
+        if types:
+            return types <= {"full_attention"}
+        return not (getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True))
 
     # -------------------------------------------------------------- sampling
     #: takes ``seeds=`` (one seed per prompt) in :meth:`sample`; see :func:`~pivotgym.sampling.base.sample_seeded`
@@ -158,6 +290,10 @@ class HFSampler:
                     bar.update(len(picked))
         finally:
             self.model.train(was_training)
+            if self._prefixes is not None:  # a kept prompt that was extended will not be asked for again
+                for key in self._spent_prefixes:
+                    self._prefixes.pop(key, None)
+                self._spent_prefixes.clear()
         return results
 
     def _groups(
@@ -182,9 +318,12 @@ class HFSampler:
 
         if not any(h != i for i, h in enumerate(hosts)):  # nothing shared: plain length-sorted batches
             order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+            reuse = params.max_new_tokens > 0 and self._reusable()
             for start in range(0, len(order), per_group):
                 picked = order[start : start + per_group]
-                yield picked, self._generate([encoded[i] for i in picked], n, params, rows(picked))
+                prompts = [encoded[i] for i in picked]
+                prefill = self._prefill_reusing(prompts, n) if reuse else None
+                yield picked, self._generate(prompts, n, params, rows(picked), prefill)
             return
         members: dict[int, list[int]] = {}
         for i, h in enumerate(hosts):

@@ -200,3 +200,32 @@ def test_the_progress_reward_without_the_hook_names_the_env(tmp_path, toy_envs):
         trainer.train_step(0)
     with pytest.raises(ConfigError, match="reward must be outcome or progress"):
         E2EConfig(env_id="x", reward="shaped").validate()
+
+
+def test_episodes_are_the_same_with_and_without_prefix_reuse_and_later_turns_reuse_the_history(toy_envs):
+    from pivotgym.eval.rollout import run_episodes
+    from pivotgym.registry import make
+    from pivotgym.sampling.base import SamplingParams
+    from pivotgym.sampling.hf import HFSampler
+    from pivotgym.sampling.testing import tiny_llama
+
+    model, tokenizer = tiny_llama(seed=3)
+    sampler = HFSampler(model, tokenizer, cache_implementation="dynamic")
+    runs = {}
+    for reuse in (False, True):
+        runs[reuse] = run_episodes(
+            sampler,
+            lambda: make("test/parity-v0"),
+            ["train-0", "train-1"],
+            SamplingParams(temperature=1.0, max_new_tokens=4),
+            n=3,
+            seeds=lambda g, turn, slot: 100 * g + 10 * turn + slot,
+            tokens=True,
+            reuse_prefixes=reuse,
+        )
+        if not reuse:
+            assert sampler.prefix_stats["reused_tokens"] == 0
+    assert [[e.turns for e in g] for g in runs[False]] == [[e.turns for e in g] for g in runs[True]]
+    # turns 2 and 3 of every episode reuse at least its first prompt
+    first = sum(len(g[0].turns[0][0]) for g in runs[True]) * 3
+    assert sampler.prefix_stats["reused_tokens"] >= 2 * first
