@@ -149,6 +149,7 @@ class RLTrainer(Trainer):
         self.counters.track_applied()
         #: the trainable parameters at the start (fp32, CPU), for the drift; None with ``track_drift: false``
         self._theta0: list[torch.Tensor] | None = self._trainable_copy() if config.track_drift else None
+        self._before: list[torch.Tensor] | None = None
         self._lr_scale = 1.0
         self._placebo_draws = 0  # placebo RNGs handed out since the last update (placebo must be wired)
 
@@ -167,8 +168,13 @@ class RLTrainer(Trainer):
         return [p for p in self.unwrapped_model.parameters() if p.requires_grad]
 
     @torch.no_grad()
-    def _trainable_copy(self) -> list[torch.Tensor]:
-        return [p.detach().to("cpu", torch.float32, copy=True) for p in self._trainable()]
+    def _trainable_copy(self, into: list[torch.Tensor] | None = None) -> list[torch.Tensor]:
+        """The trainable parameters as fp32 CPU tensors (copied into ``into``'s buffers when given)."""
+        if into is None:
+            return [p.detach().to("cpu", torch.float32, copy=True) for p in self._trainable()]
+        for buffer, p in zip(into, self._trainable()):
+            buffer.copy_(p.detach())
+        return into
 
     @torch.no_grad()
     def weight_drift(self, before: Sequence[torch.Tensor] | None = None) -> dict[str, float]:
@@ -179,10 +185,12 @@ class RLTrainer(Trainer):
         total = update = 0.0
         n = 0
         for i, p in enumerate(self._trainable()):
-            now = p.detach().to("cpu", torch.float32)
-            total += float((now - self._theta0[i]).double().pow(2).sum())
+            now = p.detach().to("cpu", torch.float32).flatten()
+            diff = now - self._theta0[i].flatten()
+            total += float(torch.dot(diff, diff))
             if before is not None:
-                update += float((now - before[i]).double().pow(2).sum())
+                torch.sub(now, before[i].flatten(), out=diff)
+                update += float(torch.dot(diff, diff))
             n += now.numel()
         out = {"drift_rms": math.sqrt(total / max(1, n))}
         if before is not None:
@@ -215,7 +223,9 @@ class RLTrainer(Trainer):
         scale = 1.0
         if cfg.update_scale == "informative_share" and planned > 0:
             scale = min(1.0, n_informative / planned)
-        before = self._trainable_copy() if self._theta0 is not None else None
+        before = None
+        if self._theta0 is not None:  # one reused buffer set for the weights before this step
+            before = self._before = self._trainable_copy(self._before)
         self._lr_scale = scale
         try:
             stats.update(self.policy_update(samples))
