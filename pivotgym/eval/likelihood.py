@@ -162,6 +162,36 @@ def action_tokens(
     return [int(x) for x in tokenizer(action, add_special_tokens=False)["input_ids"]], "plain"
 
 
+def _rows(actions: Sequence[Sequence[int]], stops: Sequence[int], cap: int | None) -> tuple[list[list[int]], list[int]]:
+    """The completions to score for ``actions``: each action followed by each stop token (or alone at exactly
+    the cap; none beyond it), and the action each row belongs to."""
+    rows: list[list[int]] = []
+    owner: list[int] = []
+    for i, tokens in enumerate(actions):
+        if cap is not None and len(tokens) > cap:
+            continue
+        if cap is not None and len(tokens) == cap:  # the sampler stops on the length, not a stop token
+            rows.append(list(tokens))
+            owner.append(i)
+            continue
+        for stop in stops:
+            rows.append([*tokens, stop])
+            owner.append(i)
+    return rows, owner
+
+
+def _per_action(n: int, owner: Sequence[int], totals: Sequence[float]) -> list[float]:
+    """Each action's log-probability: the log-sum over its rows (its stop tokens); ``-inf`` without rows."""
+    grouped: dict[int, list[float]] = {}
+    for i, total in zip(owner, totals):
+        grouped.setdefault(i, []).append(float(total))
+    out = [-math.inf] * n
+    for i, values in grouped.items():
+        top = max(values)
+        out[i] = top + math.log(sum(math.exp(v - top) for v in values))
+    return out
+
+
 def action_logprobs(
     model: Any, prompt_ids: Sequence[int], actions: Sequence[Sequence[int]], stops: Sequence[int], cap: int | None
 ) -> list[float]:
@@ -172,36 +202,91 @@ def action_logprobs(
 
     from pivotgym.train.forward import completion_logprobs
 
-    rows: list[list[int]] = []
-    owner: list[tuple[int, bool]] = []  # (action index, whether the row ends with a stop token)
-    for i, tokens in enumerate(actions):
-        if cap is not None and len(tokens) > cap:
-            continue
-        if cap is not None and len(tokens) == cap:  # the sampler stops on the length, not a stop token
-            rows.append(list(tokens))
-            owner.append((i, False))
-            continue
-        for stop in stops:
-            rows.append([*tokens, stop])
-            owner.append((i, True))
-    out = [-math.inf] * len(actions)
+    rows, owner = _rows(actions, stops, cap)
     if not rows:
-        return out
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            logprobs, mask = completion_logprobs(model, list(prompt_ids), rows, shared_prefix=True)
-    finally:
-        model.train(was_training)
-    totals = (logprobs * mask).sum(dim=1).double().cpu().tolist()
-    per_action: dict[int, list[float]] = {}
-    for (i, _), total in zip(owner, totals):
-        per_action.setdefault(i, []).append(float(total))
-    for i, values in per_action.items():
-        top = max(values)
-        out[i] = top + math.log(sum(math.exp(v - top) for v in values))  # log-sum over the stop tokens
+        return [-math.inf] * len(actions)
+    with _scoring(model), torch.no_grad():
+        logprobs, mask = completion_logprobs(model, list(prompt_ids), rows, shared_prefix=True)
+    return _per_action(len(actions), owner, (logprobs * mask).sum(dim=1).double().cpu().tolist())
+
+
+def chain_logprobs(
+    model: Any,
+    prompts: Sequence[Sequence[int]],
+    actions: Sequence[Sequence[Sequence[int]]],
+    stops: Sequence[int],
+    cap: int | None,
+) -> list[list[float]]:
+    """:func:`action_logprobs` for the states of one trajectory at once. Their prompts usually form a chain
+    (each a prefix of the next, the history only growing), so the longest runs once, keeping the logits at
+    every state's last prompt position; each state then continues from that cache cut back to its own prompt.
+    Prompts that do not chain, or a model whose cache cannot be cut (sliding-window or recurrent layers),
+    fall back to one forward per state. The numbers are the same either way (a test checks them)."""
+    import copy
+
+    import torch
+
+    from pivotgym.train.forward import pad_right
+
+    longest: list[int] = max((list(p) for p in prompts), key=len, default=[])
+    chained = len(prompts) > 1 and all(longest[: len(p)] == list(p) for p in prompts) and _croppable(model)
+    if not chained:
+        return [action_logprobs(model, p, a, stops, cap) for p, a in zip(prompts, actions)]
+    device = next(model.parameters()).device
+    out: list[list[float]] = []
+    with _scoring(model), torch.no_grad():
+        ends = torch.as_tensor([len(p) - 1 for p in prompts], dtype=torch.long, device=device)
+        full = model(
+            input_ids=torch.as_tensor([longest], dtype=torch.long, device=device), use_cache=True, logits_to_keep=ends
+        )
+        for i, (prompt, acts) in enumerate(zip(prompts, actions)):
+            rows, owner = _rows(acts, stops, cap)
+            if not rows:
+                out.append([-math.inf] * len(acts))
+                continue
+            ids, mask = pad_right(rows, 0, device)
+            g, width = ids.shape
+            cache = copy.deepcopy(full.past_key_values)
+            if len(longest) > len(prompt):
+                cache.crop(-(len(longest) - len(prompt)))
+            cache.batch_repeat_interleave(g)
+            first = full.logits[:, i : i + 1, :].expand(g, 1, -1)  # predicts each row's first token
+            if width > 1:
+                attention = torch.cat([torch.ones((g, len(prompt)), dtype=torch.long, device=device), mask], dim=1)
+                rest = model(
+                    input_ids=ids[:, :-1], attention_mask=attention[:, :-1], past_key_values=cache, use_cache=True
+                ).logits
+                logits = torch.cat([first, rest], dim=1)
+            else:
+                logits = first
+            picked = torch.log_softmax(logits.float(), dim=-1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)
+            totals = (picked * mask).sum(dim=1).double().cpu().tolist()
+            out.append(_per_action(len(acts), owner, totals))
     return out
+
+
+def _croppable(model: Any) -> bool:
+    """Whether a prompt's cache can be cut back to a shorter prompt: every layer full attention (as the hf
+    sampler's prefix reuse requires)."""
+    config = getattr(model, "config", None)
+    types = set(getattr(config, "layer_types", None) or [])
+    if types:
+        return types <= {"full_attention"}
+    return not (getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True))
+
+
+class _scoring:
+    """Eval mode for the duration (dropout off), the model's own mode restored after."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.was_training = bool(getattr(model, "training", False))
+
+    def __enter__(self) -> None:
+        self.model.eval()
+
+    def __exit__(self, *exc: object) -> None:
+        self.model.train(self.was_training)
 
 
 def likelihood_scores(
@@ -233,19 +318,32 @@ def likelihood_scores(
             hint="score a FloorsResult made by pivotgym.eval.floors.floors() in this process, not one read back",
         )
     counts = {"template": 0, "plain": 0, "over_cap": 0}
+    chains: dict[str, list[Any]] = {}
+    for s in judged:
+        chains.setdefault(s.trajectory_id, []).append(s)
     rows: list[StateLikelihood] = []
-    for s in tqdm(judged, desc=f"likelihood {floors.env_id}", unit="state", disable=not progress, dynamic_ncols=True):
-        assert s.state is not None
-        messages = env.prompt_messages(s.state.prefix)
-        prompt_ids = sampler.encode(messages)
-        tokens = []
-        for action in s.legal:
-            ids, how = action_tokens(tokenizer, messages, prompt_ids, action, stops)
-            counts[how] += 1
-            counts["over_cap"] += int(len(ids) > limit)
-            tokens.append(ids)
-        logp = action_logprobs(model, prompt_ids, tokens, stops, limit)
-        rows.append(StateLikelihood(s.task_id, s.trajectory_id, s.turn, logp, s.credited))
+    bar = tqdm(
+        total=len(judged), desc=f"likelihood {floors.env_id}", unit="state", disable=not progress, dynamic_ncols=True
+    )
+    try:
+        for chain in chains.values():
+            prompts, actions = [], []
+            for s in chain:
+                messages = env.prompt_messages(s.state.prefix)
+                prompt_ids = sampler.encode(messages)
+                tokens = []
+                for action in s.legal:
+                    ids, how = action_tokens(tokenizer, messages, prompt_ids, action, stops)
+                    counts[how] += 1
+                    counts["over_cap"] += int(len(ids) > limit)
+                    tokens.append(ids)
+                prompts.append(prompt_ids)
+                actions.append(tokens)
+            for s, logp in zip(chain, chain_logprobs(model, prompts, actions, stops, limit)):
+                rows.append(StateLikelihood(s.task_id, s.trajectory_id, s.turn, logp, s.credited))
+            bar.update(len(chain))
+    finally:
+        bar.close()
     by_task: dict[str, list[StateLikelihood]] = {}
     for row in rows:
         by_task.setdefault(row.task_id, []).append(row)

@@ -144,3 +144,25 @@ def test_likelihood_refuses_a_sampler_without_a_model(pick_floors):
 
     with pytest.raises(SamplerError, match="transformers model"):
         likelihood_scores(object(), pick_floors, progress=False)
+
+
+def test_a_trajectorys_states_scored_from_one_prefill_equal_one_forward_per_state(pick_floors, tiny_sampler):
+    from pivotgym.eval.likelihood import action_logprobs, action_tokens, chain_logprobs
+    from pivotgym.registry import make
+
+    env = make(ENV_ID)
+    stops = sorted(tiny_sampler.eos_ids)
+    states = [s for s in pick_floors.states if s.task_id == "test-1"]
+    prompts, actions = [], []
+    for s in states:
+        messages = env.prompt_messages(s.state.prefix)
+        prompts.append(tiny_sampler.encode(messages))
+        actions.append([action_tokens(tiny_sampler.tokenizer, messages, prompts[-1], a, stops)[0] for a in s.legal])
+    assert prompts[1][: len(prompts[0])] == prompts[0]  # the chain the shared prefill relies on
+    actions[0][1] = actions[0][1] + [330, 331]  # actions of unequal length: padding must not leak in
+    chained = chain_logprobs(tiny_sampler.model, prompts, actions, stops, None)
+    alone = [action_logprobs(tiny_sampler.model, p, a, stops, None) for p, a in zip(prompts, actions)]
+    for got, want in zip(chained, alone):
+        assert got == pytest.approx(want, abs=1e-4)
+    capped = chain_logprobs(tiny_sampler.model, prompts, actions, stops, 2)
+    assert capped[0][1] == -math.inf and capped[0][0] == pytest.approx(alone[0][0], abs=1e-4)
