@@ -173,8 +173,9 @@ class MeanInterval:
         return min_detectable_difference(self.sd, self.n, alpha=alpha, power=power)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: ``{"mean", "low", "high", "n", "sd", "se", "method", "confidence"}`` (NaN as None)."""
-        return {
+        """JSON-ready: ``{"mean", "low", "high", "n", "sd", "se", "method", "confidence"}`` (NaN as None), and
+        for a paired interval ``"mdd"``, the comparison's minimum detectable difference (:meth:`mdd`)."""
+        out: dict[str, Any] = {
             "mean": _finite(self.mean),
             "low": _finite(self.low),
             "high": _finite(self.high),
@@ -184,6 +185,9 @@ class MeanInterval:
             "method": self.method,
             "confidence": self.confidence,
         }
+        if self.method.startswith("paired"):
+            out["mdd"] = _finite(self.mdd())
+        return out
 
 
 def _finite(value: float) -> float | None:

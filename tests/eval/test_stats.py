@@ -96,6 +96,8 @@ def test_paired_t_interval_pairs_by_unit_id_and_refuses_mismatched_sequences():
     out = paired_t_interval(base, trained)
     assert out.method == "paired-t" and out.n == 3 and out.mean == pytest.approx(0.1)
     assert out.low < 0.1 < out.high
+    assert out.to_dict()["mdd"] == pytest.approx(min_detectable_difference(out.sd, 3))
+    assert "mdd" not in t_interval([0.1, 0.2]).to_dict()
     with pytest.raises(ValueError, match="0 trained|3 base scores but 2"):
         paired_differences([0.1, 0.2, 0.3], [0.1, 0.2])
     with pytest.raises(ValueError, match="two mappings"):
