@@ -93,6 +93,9 @@ class PluginManager:
         self.pm = pluggy.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
         self.infos: dict[str, PluginInfo] = {}
+        #: entry points whose module was still being imported when loaded (it imported pivotgym, which built
+        #: the registry, before defining its hooks): registered without hooks, so the registry is built again
+        self.incomplete: list[str] = []
 
     @property
     def hook(self) -> Any:
@@ -144,6 +147,8 @@ class PluginManager:
             except BaseException as exc:  # noqa: BLE001 - SystemExit from a broken import counts too
                 info.fail("load", f"import failed: {exc!r}", traceback.format_exc())
                 continue
+            if getattr(getattr(plugin, "__spec__", None), "_initializing", False):
+                self.incomplete.append(ep.name)
             loaded.append((ep.name, plugin, info))
         for name, plugin, info in reversed(loaded):
             self.add(plugin, name, version=info.version, distribution=info.distribution)

@@ -395,16 +395,23 @@ _registry: Registry | None = None
 
 
 def get_registry() -> Registry:
-    """The process-wide registry, built on first use from the builtins and installed entry points."""
+    """The process-wide registry, built on first use from the builtins and installed entry points.
+
+    A plugin module imported before pivotgym is still being imported when the registry is first built (its
+    ``import pivotgym`` builds it before the module has defined its hooks): that registry is returned but not
+    kept, so the next call, once the module has finished importing, builds the whole one."""
     global _registry
     with _lock:
-        if _registry is None:
-            plugins = PluginManager()
-            plugins.load_builtins()
-            plugins.load_entry_points()
-            _registry = Registry.from_plugins(plugins)
-            _bridge_gymnasium(_registry)
-        return _registry
+        if _registry is not None:
+            return _registry
+        plugins = PluginManager()
+        plugins.load_builtins()
+        plugins.load_entry_points()
+        registry = Registry.from_plugins(plugins)
+        _bridge_gymnasium(registry)
+        if not plugins.incomplete:
+            _registry = registry
+        return registry
 
 
 def reset_registry(registry: Registry | None = None) -> None:

@@ -245,3 +245,19 @@ def test_entry_point_hooks_are_called_in_name_order_then_the_builtins(plugin_sit
     assert called[-1] == "builtins" and called[:-1] == sorted(called[:-1])
     assert {"arith", "hijack", "broken-hook"} <= set(called)
     assert list(pm.infos)[0] == "builtins" and list(pm.infos)[1:] == sorted(list(pm.infos)[1:])  # listing order
+
+
+def test_a_plugin_imported_before_pivotgym_still_registers_its_envs():
+    """Importing a plugin's hook module first makes it import pivotgym, which builds the registry while that
+    module is half imported (no hooks yet); the registry is then built again, so nothing vanishes silently."""
+    import subprocess
+    import sys
+
+    code = (
+        "import pivotgym_planning.plugin, pivotgym\n"
+        "envs = [k for k in pivotgym.get_registry().envs if k.startswith('planning/')]\n"
+        "print(len(envs), pivotgym.get_registry() is pivotgym.get_registry())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    count, cached = out.stdout.split()
+    assert int(count) >= 2 and cached == "True"
