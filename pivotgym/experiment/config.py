@@ -44,7 +44,7 @@ ExperimentError = ConfigError
 #: trajectories of the test tasks) where the greedy action passes the functional verifier, per task
 CURVE_METRICS = ("episodes", "turns")
 #: the extra PivotRL runs of the ablation stage
-ABLATIONS = ("random_turns", "exact_reward", "placebo")
+ABLATIONS = ("random_turns", "exact_reward", "placebo", "e2e_progress")
 #: where PivotRL and E2E RL start (and, for ``warmup``, SFT and continued SFT too)
 RL_INITS = ("base", "sft", "warmup")
 
@@ -61,6 +61,10 @@ class EvalSection:
     batch_size: int = 8
     #: with `curve.metric: turns`, also run the greedy episodes and report their success beside turn accuracy
     episodes: bool = True
+    #: with `curve.metric: turns`, also score every legal action's likelihood at the held-out states (envs with
+    #: `legal_actions()`, hf sampler): the exact probability of a credited action and of a legal one per model,
+    #: lower-variance companions of greedy turn accuracy (members `<env>@test:p_credited`, `:p_legal`)
+    likelihood: bool = False
 
 
 @dataclass
@@ -200,7 +204,9 @@ class ExperimentConfig:
     warmup_tasks: int = 0
     #: extra PivotRL runs: `random_turns` (as many random profiled turns instead of the pivots),
     #: `exact_reward` (profiled and trained with the exact-match verifier), `placebo` (the same pivots with
-    #: advantages shuffled inside each group: zero expected signal, so any change it makes is the optimiser's)
+    #: advantages shuffled inside each group: zero expected signal, so any change it makes is the optimiser's),
+    #: `e2e_progress` (E2E RL rewarded by the env's `progress()` at the episode's end, an extra row beside the
+    #: outcome-reward E2E RL that stays the main comparison)
     ablations: list[str] = field(default_factory=lambda: list(ABLATIONS))
     #: the matched SFT baseline (stage `sft-more`: SFT continued for PivotRL's extra optimiser steps); false
     #: skips it

@@ -84,6 +84,8 @@ def config_values(config: ExperimentConfig) -> dict[str, Any]:
     data.pop("path", None)
     if not data.get("sampler_options"):  # unset and empty are one input: runs recorded before it keep their prints
         data.pop("sampler_options", None)
+    if not data["eval"].get("likelihood"):  # off: runs recorded before the option existed keep their prints
+        data["eval"].pop("likelihood", None)
     if config.rl_init != "warmup":  # no warm-up model: runs recorded before it existed keep their prints
         data.pop("warmup", None)
         data.pop("warmup_tasks", None)
@@ -127,6 +129,8 @@ def stage_inputs(
     inputs = {k: v for k, v in values.items() if any(k == s or k.startswith(s + ".") for s in SLICES[stage])}
     if stage == "sft-more":
         inputs["sft-more.steps"] = matched_sft_steps(config)
+    if stage == "ablation" and "e2e_progress" in config.ablations:  # an E2E run among the ablations
+        inputs.update({k: v for k, v in values.items() if k.startswith("e2e.")})
     if seed is not None:
         inputs["seed"] = seed
     if stage not in ("expert",):

@@ -44,9 +44,15 @@ METHOD_LABELS = {
     "random-turns": "random turns",
     "exact-reward": "exact-match reward",
     "placebo": "placebo (shuffled advantages)",
+    "e2e-progress": "E2E RL, progress reward",
 }
 #: ablation name (config ``ablations``) -> the method tag of its PivotRL run
-ABLATION_TAGS = {"random_turns": "random-turns", "exact_reward": "exact-reward", "placebo": "placebo"}
+ABLATION_TAGS = {
+    "random_turns": "random-turns",
+    "exact_reward": "exact-reward",
+    "placebo": "placebo",
+    "e2e_progress": "e2e-progress",
+}
 
 
 def upstream(stage: str, rl_init: str) -> tuple[str, ...]:

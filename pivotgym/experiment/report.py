@@ -76,6 +76,8 @@ ABLATIONS = (
     ("random-turns", METHOD_LABELS["random-turns"]),
     ("exact-reward", METHOD_LABELS["exact-reward"]),
     ("placebo", METHOD_LABELS["placebo"]),
+    ("e2e", METHOD_LABELS["e2e"]),
+    ("e2e-progress", METHOD_LABELS["e2e-progress"]),
 )
 #: the runs of the harm check (training states that are not pivots, before and after)
 HARM_CHECKED = ("pivot", "placebo")
@@ -502,6 +504,8 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
     abl_rows, abl_vals, abl_err = [], {}, {}
     for tag, label in ABLATIONS:
         res = results[tag]
+        if tag == "e2e" and not results["e2e-progress"]:
+            continue  # the outcome-reward E2E row stands beside its progress-reward variant only
         if res:
             m, v = _mean_over(res, lambda r: _avg(r, "in_domain"))
             if m is not None:
@@ -530,7 +534,8 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
             "Same trainer and budget; *random turns* trains on as many randomly chosen profiled turns as "
             "there are pivots; *exact-match reward* profiles, selects and trains with the exact-match "
             "verifier instead of the functional one; the *placebo* trains on the pivots with advantages shuffled "
-            f"inside each group, so it should change nothing.{note}",
+            "inside each group, so it should change nothing; *E2E RL, progress reward* is E2E RL rewarded by the "
+            f"env's partial progress at the episode's end, beside the outcome-reward E2E RL.{note}",
             "",
             markdown_table(["variant", "in-domain", "seeds"], abl_rows),
             "",

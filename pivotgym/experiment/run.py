@@ -31,6 +31,7 @@ class Run:
         self._held_out: list[Any] | None = None
         self._executor: Any = None
         self._greedy: Any = None
+        self._floors: Any = None
 
     @property
     def root(self) -> Path:
@@ -126,12 +127,32 @@ class Run:
         of a uniformly random legal action, of the expert's own action, and the share of states where the
         verifier credits two or more distinct actions, each over the same problems as turn accuracy; or
         ``{"unsupported": ...}`` when the env cannot enumerate its legal actions."""
-        from pivotgym.eval.floors import floors
-
-        result = floors(self.env(), trajectories=self.held_out_trajectories(), executor=self.executor())
+        result = self.floors_result()
         if not result.judged:
             return {"env_id": self.config.env, "unsupported": f"{self.config.env} does not enumerate legal actions"}
         return result.to_dict()
+
+    def floors_result(self) -> Any:
+        """The :class:`~pivotgym.eval.floors.FloorsResult` of the held-out states, measured once per process
+        (the likelihood scores of every model reuse its legal actions and verdicts)."""
+        from pivotgym.eval.floors import floors
+
+        if self._floors is None:
+            self._floors = floors(self.env(), trajectories=self.held_out_trajectories(), executor=self.executor())
+        return self._floors
+
+    def likelihood_scores(self, sampler: Any) -> dict[str, Any]:
+        """Per held-out task (the floors' task order) the probability ``sampler``'s model puts on a credited
+        action (``p_credited``) and on a legal one (``p_legal``): :func:`pivotgym.eval.likelihood.likelihood_scores`."""
+        from pivotgym.eval.likelihood import likelihood_scores
+
+        floors = self.floors_result()
+        if not floors.judged:
+            raise ConfigError(
+                f"eval.likelihood: {self.config.env} does not enumerate its legal actions (legal_actions() is None)"
+            )
+        result = likelihood_scores(sampler, floors, self.env(), cap=self.config.eval.max_new_tokens)
+        return {"task_ids": list(result.task_ids), **{m: list(result.per_task[m]) for m in ("p_credited", "p_legal")}}
 
     def generation_cap(self, cap: int | None) -> int:
         """New tokens per turn in the target env: its own limit, which ``cap`` can only shorten."""
@@ -307,6 +328,17 @@ class Run:
                 {"member": key, "task_id": t.id, "reward": r, "metric": "success"}
                 for t, r in zip(self.curve_tasks(), episodes)
             ]
+        if self.curve_metric == "turns" and ev.likelihood:
+            started = time.perf_counter()
+            scored = self.likelihood_scores(sampler)
+            for metric in ("p_credited", "p_legal"):
+                key = f"{member}:{metric}"
+                scores[key] = {**summarize(scored[metric], metric), "seconds": round(time.perf_counter() - started, 2)}
+                roles[key] = "likelihood"
+                rows += [
+                    {"member": key, "task_id": t, "reward": r, "metric": metric}
+                    for t, r in zip(scored["task_ids"], scored[metric])
+                ]
         if curve.max_turns:
             for key in scores:
                 if key.endswith(":episodes") or metric == "success":

@@ -378,44 +378,57 @@ def expert_task_e2e(config: Any, task_ids: Sequence[str], **kwargs: Any) -> Any:
 
 def stage_e2e(run: Run, seed: int) -> None:
     """End-to-end RL on exactly the expert tasks: a learning curve, then the suite evaluation."""
+    _e2e_run(run, seed, "e2e", full_eval=True)
+
+
+def _e2e_run(run: Run, seed: int, tag: str, full_eval: bool, overrides: Mapping[str, Any] | None = None) -> None:
+    """One E2E RL run on exactly the expert tasks; ``full_eval``: a learning curve and the whole suite (else
+    the final in-domain score only, for the ablations); ``overrides``: trainer fields of this run only."""
     from pivotgym.train import E2EConfig
 
     layout = run.layout
-    out_dir, result = layout.train_dir("e2e", seed), layout.result("e2e", seed)
-    if _done(result, layout.curve("e2e", seed)):
+    out_dir, result = layout.train_dir(tag, seed), layout.result(tag, seed)
+    if _done(result, layout.curve(tag, seed)):
         return
+    section = {**run.config.e2e, **(overrides or {})}
     cfg = E2EConfig.from_dict(
-        {**trainer_kwargs(run, run.config.e2e, seed, out_dir, run.rl_model(seed)), "env_id": run.config.env}
+        {**trainer_kwargs(run, section, seed, out_dir, run.rl_model(seed)), "env_id": run.config.env}
     )
     task_ids = run.expert_task_ids()
     trainer = expert_task_e2e(cfg, task_ids)
-    summary, curve = _fit_with_curve(run, trainer, {"turns": 0.0, "seconds": 0.0, **_start(run, seed)})
-    write_json(layout.trainer_summary("e2e", seed), summary)
-    write_json(layout.task_ids("e2e", seed), list(trainer.task_ids))
+    if full_eval:
+        summary, curve = _fit_with_curve(run, trainer, {"turns": 0.0, "seconds": 0.0, **_start(run, seed)})
+    else:
+        summary, curve = trainer.fit(), []
+    write_json(layout.trainer_summary(tag, seed), summary)
+    write_json(layout.task_ids(tag, seed), list(trainer.task_ids))
     write_accounting(
-        layout.accounting("e2e", seed),
-        method=METHOD_LABELS["e2e"],
+        layout.accounting(tag, seed),
+        method=METHOD_LABELS[tag],
         start=run.config.rl_init,
         summary=summary,
         data=f"episodes on the {len(task_ids)} expert tasks",
-        optimizer_steps=optimizer_steps(run.config.e2e, summary["steps"]),
+        optimizer_steps=optimizer_steps(section, summary["steps"]),
         tasks=len(task_ids),
     )
-    write_json(layout.curve("e2e", seed), curve)
+    write_json(layout.curve(tag, seed), curve)
     last = curve[-1].get("per_task") if curve and curve[-1]["step"] == summary["steps"] else None
-    run.evaluate(trainer.sampler, result, in_domain=last)
-    _cleanup(run, "e2e", seed)
+    run.evaluate(trainer.sampler, result, members=None if full_eval else run.config.in_domain, in_domain=last)
+    _cleanup(run, tag, seed)
 
 
 def stage_ablation(run: Run, seed: int) -> None:
-    """PivotRL on as many random profiled turns, PivotRL profiled and trained with exact-match rewards, and
-    the placebo: PivotRL on the same pivots with advantages shuffled inside each group."""
+    """PivotRL on as many random profiled turns, PivotRL profiled and trained with exact-match rewards, the
+    placebo (PivotRL on the same pivots with advantages shuffled inside each group) and E2E RL rewarded by the
+    env's partial progress instead of the outcome."""
     layout = run.layout
     if "random_turns" in run.config.ablations:
         _pivot_run(run, seed, ABLATION_TAGS["random_turns"], layout.pivots("random", seed), "functional", False)
     if "exact_reward" in run.config.ablations:
         stage_profile(run, seed, verifier="exact")
         _pivot_run(run, seed, ABLATION_TAGS["exact_reward"], layout.pivots("exact", seed), "exact", False)
+    if "e2e_progress" in run.config.ablations:
+        _e2e_run(run, seed, ABLATION_TAGS["e2e_progress"], False, {"reward": "progress"})
     if "placebo" in run.config.ablations:
         pivots = layout.pivots("functional", seed)
         _pivot_run(run, seed, ABLATION_TAGS["placebo"], pivots, "functional", False, {"placebo": True})

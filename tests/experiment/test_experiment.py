@@ -31,7 +31,7 @@ def test_shipped_configs_parse():
 def test_miniature_experiment_end_to_end(mini_experiment, arith_registry, tmp_path):
     # two E2E steps; both ablations; RL starts from (and profiles with) the saved SFT model
     path = mini_experiment(
-        tmp_path / "mini.yaml", e2e={"steps": 2}, ablations=["random_turns", "exact_reward", "placebo"]
+        tmp_path / "mini.yaml", e2e={"steps": 2}, ablations=["random_turns", "exact_reward", "placebo", "e2e_progress"]
     )
     root = tmp_path / "run"
     summary = run_experiment(load_experiment(path), out_dir=root)
@@ -93,7 +93,8 @@ def test_miniature_experiment_end_to_end(mini_experiment, arith_registry, tmp_pa
     assert set(summary["budget"]) == {"turns", "turns_trained", "seconds"}
     assert summary["budget"]["turns"]["tasks"] == 1 and e2e_rows
     assert "at matched" in report or "PivotRL − E2E RL" in report
-    assert set(summary["ablation"]) == {"pivot", "random-turns", "exact-reward", "placebo"}
+    assert set(summary["ablation"]) == {"pivot", "random-turns", "exact-reward", "placebo", "e2e", "e2e-progress"}
+    assert (root / "eval" / "e2e-progress-s0.json").exists() and "| E2E RL, progress reward |" in report
     assert (root / "eval" / "placebo-s0.json").exists() and "| placebo (shuffled advantages) |" in report
     assert not (root / "train" / "pivot-s0" / "checkpoints").exists()
     assert (root / "models" / "sft-s0" / "config.json").exists()
@@ -321,3 +322,19 @@ def test_profiling_is_capped_by_the_env_and_samplers_come_from_the_registry(arit
     assert seen["params"].max_new_tokens == 8 and seen["params"].temperature == 1.0
     assert (seen["k"], seen["seed"], seen["verifier"], seen["sampler"]) == (3, 5, "functional", "S")
     assert made == [("hf", config.model)]
+
+
+def test_likelihood_scores_of_a_model_on_the_held_out_states(tiny_sampler, tmp_path):
+    from pivotgym.experiment import ExperimentConfig
+    from pivotgym.experiment.run import Run
+
+    config = ExperimentConfig(
+        name="x", env="planning/blocks-v0", executor="serial", curve={"metric": "turns", "tasks": 1}
+    )
+    run = Run(config, tmp_path)
+    floors = run.floors()
+    assert floors["problems"] == 1 and floors["metrics"]["random_legal"]["mean"] > 0
+    scored = run.likelihood_scores(tiny_sampler)
+    assert scored["task_ids"] == floors["task_ids"]
+    (p_credited,), (p_legal,) = scored["p_credited"], scored["p_legal"]
+    assert 0 < p_credited <= p_legal <= 1  # a random model puts some mass on every action

@@ -79,6 +79,10 @@ class ArithChainEnv(AgentEnv):
             return StepOutcome([message("user", "Correct. Done.")], reward=1.0, terminated=True)
         return StepOutcome([message("user", f"Correct. {self._instruction()}")], info={"correct": True})
 
+    def progress(self):
+        """The share of the chain's instructions answered correctly so far (the optional progress hook)."""
+        return self.step_index / len(self.task.data["ops"])
+
     def snapshot(self):
         return {
             "base": super().snapshot(),
