@@ -272,7 +272,7 @@ class PivotTrainer(RLTrainer):
             **stats,
             "reward_mean": totals["reward_sum"] / max(1.0, totals["judged"]),
             "informative_groups": totals["informative"] / max(1.0, totals["groups"]),
-            "refill_pivots": drawn - cfg.pivots_per_step,
+            "refilled_pivots": drawn - cfg.pivots_per_step,  # this step (the counter is cumulative)
             "failed_verifications": int(totals["failed_verifications"]),
         }
 

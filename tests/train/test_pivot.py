@@ -207,13 +207,13 @@ def test_refill_draws_more_pivots_up_to_its_bound_and_counts_their_rollouts(arit
     trainer = PivotTrainer(config, model=model, tokenizer=tokenizer)
     trainer.setup_data()
     stats = trainer.train_step(0)
-    drawn = 2 + stats["refill_pivots"]
-    assert stats["refill_pivots"] in (2, 4) and stats["groups"] == drawn  # whole rounds of pivots_per_step
+    drawn = 2 + stats["refilled_pivots"]
+    assert stats["refilled_pivots"] in (2, 4) and stats["groups"] == drawn  # whole rounds of pivots_per_step
     assert trainer.data_state["cursor"] == drawn  # the next states of the seeded order: resumable
     c = trainer.counters
     assert c.refill_pivots == drawn - 2 and c.groups_sampled == drawn
     assert c.rollout_turns + c.filtered_turns == 4 * drawn  # refill rollouts are counted like the first round's
-    if stats["refill_pivots"] == 2:  # stopped early: it had enough
+    if stats["refilled_pivots"] == 2:  # stopped early: it had enough
         assert stats["groups_informative"] >= 3 and not stats.get("skipped")
     if stats.get("skipped"):
         assert stats["groups_informative"] < 3 and c.steps_applied == 0
