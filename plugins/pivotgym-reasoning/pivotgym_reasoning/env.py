@@ -125,7 +125,7 @@ class ReasoningEnv(DeclarativeEnv):
     def _task(self, split: str, entry: dict[str, Any]) -> Task:
         data = {
             "id": f"{split}-{entry['index']:06d}",
-            "input": str(entry["question"]),
+            "input": self.spec.question(entry),
             "target": [str(entry["answer"])],
             "entry": {k: entry[k] for k in ("question", "answer", "metadata")},
             "level": self.level,

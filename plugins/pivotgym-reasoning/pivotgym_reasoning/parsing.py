@@ -19,13 +19,24 @@ from collections.abc import Callable
 
 from pivotgym.parsing.answers import normalize_answer
 
-__all__ = ["KINDS", "MAX_PARSE_CHARS", "parse_answer", "read_integer", "read_number_list", "read_word", "read_words"]
+__all__ = [
+    "KINDS",
+    "MAX_PARSE_CHARS",
+    "NUMBER_WORDS",
+    "parse_answer",
+    "read_integer",
+    "read_number",
+    "read_number_list",
+    "read_word",
+    "read_words",
+]
 
 #: the most characters of a reply that a reader looks at (the answers here are a few dozen characters)
 MAX_PARSE_CHARS = 2000
 
 _INTEGER = re.compile(r"-?\d+(?:,\d{3})*")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?$")
+_DECIMAL = re.compile(r"-?\d+(?:\.\d+)?")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
 _TOKEN = re.compile(r"\w[\w'-]*")
 _MARKERS = ("=", "->", ":")
@@ -52,10 +63,21 @@ def _first_line(reply: str, read: Callable[[str], str | None]) -> str | None:
     return None
 
 
+#: number words a small model answers counting questions with ("appears twice")
+NUMBER_WORDS = {
+    word: i
+    for i, word in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+        "sixteen seventeen eighteen nineteen twenty".split()
+    )
+} | {"once": 1, "twice": 2, "thrice": 3}
+
+
 def _integer(segment: str) -> str | None:
     found = [m.group(0).replace(",", "") for m in _INTEGER.finditer(segment)]
     if not found:
-        return None
+        words = [NUMBER_WORDS[w] for w in (m.group(0).lower() for m in _WORD.finditer(segment)) if w in NUMBER_WORDS]
+        return str(words[-1]) if words else None
     value = found[-1]
     sign = "-" if value.startswith("-") else ""
     return sign + (value.lstrip("-").lstrip("0") or "0")
@@ -63,13 +85,25 @@ def _integer(segment: str) -> str | None:
 
 def read_integer(reply: str) -> str | None:
     """The integer a reply answers (the last one in its answering line: ``5 - 3 = 2`` gives ``2``, ``There
-    are 8 legs.`` gives ``8``), with thousands commas and leading zeros dropped; None when there is none."""
+    are 8 legs.`` gives ``8``), with thousands commas and leading zeros dropped; a line without digits is read
+    by its last number word (``appears twice`` gives ``2``, up to twenty); None when there is neither."""
     return _first_line(reply, _integer)
 
 
 def _word(segment: str) -> str | None:
     word = segment.strip(_STRIP)
     return word if _WORD.fullmatch(word) else None
+
+
+def _number(segment: str) -> str | None:
+    found = [m.group(0) for m in _DECIMAL.finditer(segment)]
+    return found[-1] if found else None
+
+
+def read_number(reply: str) -> str | None:
+    """The number (integer or decimal) a reply answers: the last one in its answering line (``4.8 - 0.6 =
+    4.2`` gives ``4.2``); None when there is none."""
+    return _first_line(reply, _number)
 
 
 def read_word(reply: str) -> str | None:
@@ -125,6 +159,7 @@ def read_number_list(reply: str) -> str | None:
 #: answer kind -> reader
 KINDS: dict[str, Callable[[str], str | None]] = {
     "integer": read_integer,
+    "number": read_number,
     "word": read_word,
     "words": read_words,
     "number_list": read_number_list,

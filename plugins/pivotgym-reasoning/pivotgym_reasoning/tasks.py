@@ -54,6 +54,13 @@ def _expression_reply(entry: Mapping[str, Any]) -> str:
     return f"{expression} = {entry['answer']}"
 
 
+def _sum_reply(entry: Mapping[str, Any]) -> str:
+    """A worked chain-sum example's answer: the sum after the question's colon, then its result
+    (``98 + 93 = 191``), the form the base model writes on its own."""
+    expression = str(entry["question"]).rsplit(":", 1)[-1].strip()
+    return f"{expression} {entry['answer']}"
+
+
 def _gold_reply(entry: Mapping[str, Any]) -> str:
     return str(entry["answer"])
 
@@ -102,6 +109,8 @@ class ReasoningTask:
     description: str
     shot_reply: Callable[[Mapping[str, Any]], str] = _gold_reply
     shot_question: Callable[[Mapping[str, Any]], str] = _whole_question
+    #: the user message of an item (default: the generator's whole question)
+    question: Callable[[Mapping[str, Any]], str] = _whole_question
     base_config: Mapping[str, Any] = field(default_factory=dict)
     #: whether the env is a member of the ``ood-reasoning`` suite (its frozen level passed calibration)
     in_suite: bool = True
@@ -119,7 +128,9 @@ def env_id(name: str) -> str:
 _ARITHMETIC = {"operators": ("+", "-"), "allow_parentheses": False, "allow_negation": False}
 _SORTING = {"min_decimals": 0, "max_decimals": 0, "min_value": 0, "max_value": 99}
 
-#: catalog name -> task; the frozen ``level`` of each comes from the calibration in the README
+#: catalog name -> task. The frozen ``level`` and ``in_suite`` of each come from the calibration on
+#: smollm2-135m in the README: the three sums have a level in the band; the other tasks have none (the base
+#: model is at or below their chance floor at their easiest level), so they stay envs but not suite members
 TASKS: Mapping[str, ReasoningTask] = {
     "basic_arithmetic": ReasoningTask(
         dataset="basic_arithmetic",
@@ -134,6 +145,52 @@ TASKS: Mapping[str, ReasoningTask] = {
         shot_reply=_expression_reply,
         base_config=_ARITHMETIC,
     ),
+    "chain_sum": ReasoningTask(
+        dataset="chain_sum",
+        kind="integer",
+        levels={
+            # 16 tokens: the base model restates the sum before its result ("1 + 6 + 3 = 10"); at 8 it was cut
+            # off before the result (3% accuracy, 25% parsed)
+            "2x1to2digit": Level({"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 2}, 16),
+            "3x1digit": Level({"min_terms": 3, "max_terms": 3, "min_digits": 1, "max_digits": 1}, 16),
+            "2x2digit": Level({"min_terms": 2, "max_terms": 2, "min_digits": 2, "max_digits": 2}, 16),
+        },
+        level="2x1to2digit",
+        description="a chain of additions and subtractions, answered after its '='",
+        shot_reply=_sum_reply,
+        base_config={"allow_negation": False},
+    ),
+    "decimal_chain_sum": ReasoningTask(
+        dataset="decimal_chain_sum",
+        kind="number",
+        levels={
+            "2x1digit-1dp": Level(
+                {
+                    "min_terms": 2,
+                    "max_terms": 2,
+                    "min_digits": 1,
+                    "max_digits": 1,
+                    "min_decimal_places": 1,
+                    "max_decimal_places": 1,
+                },
+                16,
+            ),
+            "3x1digit-1dp": Level(
+                {
+                    "min_terms": 3,
+                    "max_terms": 3,
+                    "min_digits": 1,
+                    "max_digits": 1,
+                    "min_decimal_places": 1,
+                    "max_decimal_places": 1,
+                },
+                20,
+            ),
+        },
+        level="2x1digit-1dp",
+        description="additions and subtractions of one-decimal numbers, answered after the '='",
+        base_config={"allow_negation": False},
+    ),
     "leg_counting": ReasoningTask(
         dataset="leg_counting",
         kind="integer",
@@ -145,6 +202,7 @@ TASKS: Mapping[str, ReasoningTask] = {
         level="1animal-1to6",
         description="total legs of a list of animals",
         shot_question=_last_line,
+        in_suite=False,  # no level in the band on the base model (README)
     ),
     "letter_counting": ReasoningTask(
         dataset="letter_counting",
@@ -156,6 +214,7 @@ TASKS: Mapping[str, ReasoningTask] = {
         },
         level="3to5words",
         description="how often a letter occurs in a text",
+        in_suite=False,  # no level in the band on the base model (README)
     ),
     "number_sorting": ReasoningTask(
         dataset="number_sorting",
@@ -167,8 +226,12 @@ TASKS: Mapping[str, ReasoningTask] = {
         },
         level="3numbers",
         description="sort integers ascending or descending",
+        # the generator's two lines of list-format instructions made the base model repeat them (0 of 40
+        # parsed at 3 numbers); the worked examples show the format instead
         shot_question=_first_line,
+        question=_first_line,
         base_config=_SORTING,
+        in_suite=False,  # no level in the band on the base model (README)
     ),
     "spell_backward": ReasoningTask(
         dataset="spell_backward",
@@ -180,6 +243,7 @@ TASKS: Mapping[str, ReasoningTask] = {
         },
         level="3letters",
         description="spell a word backward",
+        in_suite=False,  # no level in the band on the base model (README)
     ),
     "word_sequence_reversal": ReasoningTask(
         dataset="word_sequence_reversal",
@@ -192,5 +256,6 @@ TASKS: Mapping[str, ReasoningTask] = {
         level="2words",
         description="reverse a list of words",
         shot_question=_last_line,
+        in_suite=False,  # no level in the band on the base model (README)
     ),
 }

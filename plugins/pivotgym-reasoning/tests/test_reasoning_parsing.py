@@ -9,6 +9,7 @@ import pytest
 from pivotgym_reasoning.parsing import (
     parse_answer,
     read_integer,
+    read_number,
     read_number_list,
     read_word,
     read_words,
@@ -25,12 +26,21 @@ from pivotgym_reasoning.parsing import (
         ("There are 1,200 legs.", "1200"),
         ("\n\n  8\nbecause 2 dogs", "8"),
         ("5 - 3 = 2, 2 - 6 = -4", "-4"),
+        ('The letter "h" appears twice in', "2"),
+        ("There are three.", "3"),
         ("I do not know", None),
+        ("I have no idea", None),
         ("", None),
     ],
 )
 def test_read_integer(reply, expected):
     assert read_integer(reply) == expected
+
+
+def test_read_number():
+    assert read_number("4.8 - 0.6 = 4.2") == "4.2"
+    assert read_number("-3.5") == "-3.5" and read_number("The sum is 7.") == "7"
+    assert read_number("no number") is None
 
 
 @pytest.mark.parametrize(
@@ -79,6 +89,6 @@ def test_parse_answer_dispatches_by_kind_and_refuses_blank_replies():
 )
 def test_readers_stay_fast_on_hostile_replies(hostile):
     started = time.perf_counter()
-    for kind in ("integer", "word", "words", "number_list"):
+    for kind in ("integer", "number", "word", "words", "number_list"):
         parse_answer(kind, hostile)
     assert time.perf_counter() - started < 1.0
