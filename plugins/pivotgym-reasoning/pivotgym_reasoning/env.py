@@ -168,7 +168,10 @@ class ReasoningEnv(DeclarativeEnv):
         answer = self.read_answer(reply)
         if answer is None:
             return 0.0, {"error": "no_answer", "answer": None}
-        score = self.score(task, answer)
+        try:
+            score = self.score(task, answer)
+        except Exception as exc:  # noqa: BLE001 - a scorer that chokes on a policy's answer scores it 0
+            return 0.0, {"answer": answer[:200], "error": f"scorer_error: {exc!r}"[:300]}
         return float(score >= 1.0), {"answer": answer[:200], "score": round(score, 4)}
 
     def check_reply(self, task: Task, reply: str) -> None:

@@ -92,6 +92,15 @@ def test_a_reply_without_an_answer_is_an_invalid_action(registry):
     assert env.judge(task, "1" * 5000)[1]["error"].startswith("action_too_long")
 
 
+@pytest.mark.parametrize("eid", ENV_IDS)
+def test_judging_never_raises_on_hostile_replies(registry, eid):
+    env = make(eid)
+    task = env.tasks("test")[0]
+    for reply in ("\ud800", "[" * 3000, "1, " * 1300, "= -" * 900, "\x00 7", "9" * 3999, "a-" * 1999):
+        reward, details = env.judge(task, reply)
+        assert reward in (0.0, 1.0) and isinstance(details, dict)
+
+
 def test_an_episode_is_one_turn_in_the_chat_format(registry):
     env = make("reasoning/spell-backward-v0")
     obs, _ = env.reset(options={"task_id": env.tasks("test")[3].id})
