@@ -47,7 +47,7 @@ def chance_floor(task: str, level: str, size: int = CALIBRATION_SIZE) -> dict[st
     from pivotgym_reasoning.env import ReasoningEnv, generate_entries
 
     env = ReasoningEnv(task, level=level)
-    entries = generate_entries(env.spec, level, SEEDS["calibration"], size)
+    entries = generate_entries(env.reasoning_task, level, SEEDS["calibration"], size)
     golds = Counter(str(e["answer"]) for e in entries)
     constant = golds.most_common(1)[0][1] / len(entries)
     scorer = env.scorer()
@@ -96,8 +96,11 @@ def calibrate(
         for level in (levels or {}).get(task) or list(TASKS[task].levels):
             started = time.perf_counter()
             env = ReasoningEnv(task, level=level)
-            items = [env._task("calibration", e) for e in generate_entries(env.spec, level, SEEDS["calibration"], n)]
-            tokens = env.spec.levels[level].max_new_tokens
+            items = [
+                env._task("calibration", e)
+                for e in generate_entries(env.reasoning_task, level, SEEDS["calibration"], n)
+            ]
+            tokens = env.reasoning_task.levels[level].max_new_tokens
             params = SamplingParams(temperature=0.0, max_new_tokens=tokens, seed=0)
             results = generate_single(sampler, env, items, params)
             floor = chance_floor(task, level)

@@ -12,6 +12,7 @@ and earns 1 only when that score is 1 (several scorers give partial credit; the 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pivotgym.declarative import AnswerVerifier, DeclarativeEnv, EnvConfig
@@ -27,6 +28,8 @@ __all__ = ["ReasoningEnv", "ReasoningVerifier", "generate_entries"]
 SYSTEM = "Answer with the final answer only, in the form the examples show."
 #: a reply longer than this is no answer (the answers are a few dozen characters; bounds what parsing reads)
 MAX_REPLY_CHARS = 4000
+#: control characters (tab, newline and carriage return allowed): such a reply is malformed, never an answer
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 #: how many generator indices a split may try per item it needs before giving up on unique questions
 _TRIES_PER_ITEM = 50
 #: a split also stops after this many repeated questions in a row (its question space is used up)
@@ -67,8 +70,9 @@ def generate_entries(
 class ReasoningEnv(DeclarativeEnv):
     """A reasoning-gym generator as a single-turn env (see the module docstring).
 
-    ``task`` is a catalog name (:data:`~pivotgym_reasoning.tasks.TASKS`); ``level`` overrides the frozen
-    difficulty (calibration uses it); ``test_size`` and ``train_size`` size the splits."""
+    ``task`` is a catalog name (:data:`~pivotgym_reasoning.tasks.TASKS`, kept as :attr:`reasoning_task`; not
+    ``spec``, which is gymnasium's registration record); ``level`` overrides the frozen difficulty
+    (calibration uses it); ``test_size`` and ``train_size`` size the splits."""
 
     max_action_chars = MAX_REPLY_CHARS
 
@@ -83,16 +87,19 @@ class ReasoningEnv(DeclarativeEnv):
     ) -> None:
         if task not in TASKS:
             raise ConfigError(f"unknown reasoning task {task!r}; the catalog has {sorted(TASKS)}")
-        self.spec = TASKS[task]
+        self.reasoning_task = TASKS[task]
         self.task_name = task
-        self.level = level or self.spec.level
-        if self.level not in self.spec.levels:
-            raise ConfigError(f"{env_id(task)}: unknown level {self.level!r}; levels are {list(self.spec.levels)}")
+        self.level = level or self.reasoning_task.level
+        if self.level not in self.reasoning_task.levels:
+            raise ConfigError(
+                f"{env_id(task)}: unknown level {self.level!r}; levels are {list(self.reasoning_task.levels)}"
+            )
+        spec = self.reasoning_task
         self.sizes = {"test": int(test_size), "train": int(train_size)}
         self._scorer: Any = None
         shots = [
-            {"input": self.spec.shot_question(e), "reply": self.spec.shot_reply(e)}
-            for e in generate_entries(self.spec, self.level, SEEDS["shots"], 2)
+            {"input": self.reasoning_task.shot_question(e), "reply": self.reasoning_task.shot_reply(e)}
+            for e in generate_entries(self.reasoning_task, self.level, SEEDS["shots"], 2)
         ]
         config = EnvConfig(
             id=env_id(task),
@@ -100,8 +107,8 @@ class ReasoningEnv(DeclarativeEnv):
             prompt={"system": SYSTEM, "template": "{input}", "shots": shots},
             answer={"type": "text"},
             splits={"train": {}, "test": {}},
-            description=f"reasoning-gym {self.spec.dataset} ({self.level}): {self.spec.description}",
-            max_new_tokens=self.spec.levels[self.level].max_new_tokens,
+            description=f"reasoning-gym {spec.dataset} ({self.level}): {spec.description}",
+            max_new_tokens=self.reasoning_task.levels[self.level].max_new_tokens,
         )
         super().__init__(config=config, **kwargs)
 
@@ -114,7 +121,7 @@ class ReasoningEnv(DeclarativeEnv):
         exclude: frozenset[str] = frozenset()
         if split == "train":
             exclude = frozenset(normalize_answer(str(t.data["input"])) for t in self.tasks("test"))
-        entries = generate_entries(self.spec, self.level, SEEDS[split], self.sizes[split], exclude)
+        entries = generate_entries(self.reasoning_task, self.level, SEEDS[split], self.sizes[split], exclude)
         if split == "test" and len(entries) < self.sizes[split]:
             raise ConfigError(
                 f"{self.env_id} at level {self.level!r} has only {len(entries)} distinct questions; "
@@ -125,7 +132,7 @@ class ReasoningEnv(DeclarativeEnv):
     def _task(self, split: str, entry: dict[str, Any]) -> Task:
         data = {
             "id": f"{split}-{entry['index']:06d}",
-            "input": self.spec.question(entry),
+            "input": self.reasoning_task.question(entry),
             "target": [str(entry["answer"])],
             "entry": {k: entry[k] for k in ("question", "answer", "metadata")},
             "level": self.level,
@@ -143,13 +150,13 @@ class ReasoningEnv(DeclarativeEnv):
             import reasoning_gym
 
             self._scorer = reasoning_gym.create_dataset(
-                self.spec.dataset, seed=SEEDS["test"], size=1, **self.spec.config(self.level)
+                self.reasoning_task.dataset, seed=SEEDS["test"], size=1, **self.reasoning_task.config(self.level)
             )
         return self._scorer
 
     def read_answer(self, reply: str) -> str | None:
         """The answer in ``reply`` as the scorer takes it, or None when none can be read."""
-        return parse_answer(self.spec.kind, reply)
+        return parse_answer(self.reasoning_task.kind, reply)
 
     def score(self, task: Task, answer: str) -> float:
         """reasoning-gym's own score of ``answer`` on ``task`` (in [0, 1]; some scorers give partial credit)."""
@@ -158,6 +165,8 @@ class ReasoningEnv(DeclarativeEnv):
     def judge(self, task: Task, reply: str) -> tuple[float, dict[str, Any]]:
         """(1 if the scorer gives the read answer full marks else 0, details); never raises on any string."""
         problem = self.too_long(reply)
+        if problem is None and _CONTROL.search(reply):
+            problem = "malformed: control characters"  # what check_reply refuses; a verifier calls judge alone
         if problem is None:
             try:
                 reply.encode("utf-8")
@@ -174,6 +183,13 @@ class ReasoningEnv(DeclarativeEnv):
             return 0.0, {"answer": answer[:200], "error": f"scorer_error: {exc!r}"[:300]}
         return float(score >= 1.0), {"answer": answer[:200], "score": round(score, 4)}
 
+    def wrong_action(self, expert_text: str) -> str | None:
+        """A legal but wrong answer at the current task (``pivotgym check``'s probe that the verifier does not
+        credit whatever parses): the gold number plus one, the word with a letter more, the list rotated or
+        reversed; None when the gold answer has no such variant."""
+        answer = self.read_answer(expert_text)
+        return _wrong_answer(self.reasoning_task.kind, answer) if answer is not None else None
+
     def check_reply(self, task: Task, reply: str) -> None:
         """Raise :class:`InvalidAction` for a reply with no answer of the task's kind in it."""
         problem = self.too_long(reply)
@@ -185,6 +201,26 @@ class ReasoningEnv(DeclarativeEnv):
                 "No answer found in the reply; give the final answer only, in the form the examples show.",
                 code="no_answer",
             )
+
+
+def _wrong_answer(kind: str, gold: str) -> str | None:
+    """A readable answer of ``kind`` that differs from ``gold`` in substance, or None."""
+    import json
+    from decimal import Decimal, InvalidOperation
+
+    if kind in ("integer", "number"):
+        try:
+            return str(Decimal(gold) + 1)
+        except InvalidOperation:
+            return None
+    if kind == "word":
+        return gold + gold[-1] if gold else None
+    if kind == "words":
+        items = [w.strip() for w in gold.split(",")]
+        rotated = items[1:] + items[:1]
+        return ", ".join(rotated) if rotated != items else None
+    items = json.loads(gold.replace("'", '"'))
+    return json.dumps(items[::-1]) if items[::-1] != items else None
 
 
 class ReasoningVerifier(AnswerVerifier):

@@ -51,7 +51,7 @@ class Gold:
         self.gold: dict[str, str] = {}
         for level in TASKS["spell_backward"].levels:
             env = ReasoningEnv("spell_backward", level=level)
-            for e in generate_entries(env.spec, level, SEEDS["calibration"], 10):
+            for e in generate_entries(env.reasoning_task, level, SEEDS["calibration"], 10):
                 self.gold[e["question"]] = e["answer"]
 
     def sample(self, prompts, n=1, params=None):

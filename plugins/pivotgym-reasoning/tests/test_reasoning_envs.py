@@ -41,6 +41,17 @@ def test_pivotgym_envs_lists_them(registry):
 
 
 @pytest.mark.parametrize("eid", ENV_IDS)
+def test_env_passes_the_contract_checks(registry, eid):
+    """`pivotgym check`: gymnasium's checker, determinism, malformed actions, expert replay, the verifier on
+    the expert's answer, reward-hacking probes (control characters among them) and a legal wrong answer."""
+    import pivotgym
+
+    report = pivotgym.check_env(eid, n_experts=2)
+    report.raise_for_failures()
+    assert "verifier_wrong_action" in {r.name for r in report.results if r.status == "pass"}
+
+
+@pytest.mark.parametrize("eid", ENV_IDS)
 def test_splits_are_deterministic_disjoint_and_full(registry, eid):
     env, again = make(eid), make(eid)
     test, train = env.tasks("test"), env.tasks("train")
@@ -96,9 +107,11 @@ def test_a_reply_without_an_answer_is_an_invalid_action(registry):
 def test_judging_never_raises_on_hostile_replies(registry, eid):
     env = make(eid)
     task = env.tasks("test")[0]
-    for reply in ("\ud800", "[" * 3000, "1, " * 1300, "= -" * 900, "\x00 7", "9" * 3999, "a-" * 1999):
+    for reply in ("\ud800", "[" * 3000, "1, " * 1300, "= -" * 900, "9" * 3999, "a-" * 1999):
         reward, details = env.judge(task, reply)
         assert reward in (0.0, 1.0) and isinstance(details, dict)
+    gold = task.data["target"][0]
+    assert env.judge(task, f"\x00\x1b[{gold}") == (0.0, {"error": "malformed: control characters"})
 
 
 def test_an_episode_is_one_turn_in_the_chat_format(registry):
