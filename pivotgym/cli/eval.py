@@ -159,10 +159,12 @@ def compare_cmd(
 
 
 def format_result(result: dict[str, Any]) -> str:
-    """A suite result as a table: value and 95% CI per member, then the role averages."""
+    """A suite result as a table: value, 95% CI and parse rate (share of replies with a readable answer; `-`
+    where no free-text reply is judged) per member, then the role averages."""
     rows = []
     for key, s in result["scores"].items():
         lo, hi = s["ci95"]
+        parsed = s.get("parse_rate")
         rows.append(
             [
                 key,
@@ -170,13 +172,14 @@ def format_result(result: dict[str, Any]) -> str:
                 s["metric"],
                 f"{100 * s['value']:.1f}",
                 f"[{100 * lo:.1f}, {100 * hi:.1f}]",
+                "-" if parsed is None else f"{100 * parsed:.1f}",
                 str(s["n"]),
             ]
         )
     for role, value in result.get("averages", {}).items():
         if value is not None:
-            rows.append([f"average {role}", role, "", f"{100 * value:.1f}", "", ""])
-    return table(rows, ["env", "role", "metric", "score %", "95% CI", "n"])
+            rows.append([f"average {role}", role, "", f"{100 * value:.1f}", "", "", ""])
+    return table(rows, ["env", "role", "metric", "score %", "95% CI", "parsed %", "n"])
 
 
 def register(app: typer.Typer) -> None:

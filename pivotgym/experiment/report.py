@@ -359,6 +359,23 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
             "95% confidence intervals per env and model are in `eval/*.json` (`ci95`).",
             "",
         ]
+        parsed = [k for k in keys if base["scores"][k].get("parse_rate") is not None]
+        if parsed:  # is a gain a format effect? the share of replies with a readable answer, per model
+            parse_rows = []
+            for key in parsed:
+                row = [key]
+                for tag, _label in METHODS:
+                    if results[tag]:
+                        m, v = _mean_over(results[tag], lambda r, k=key: r["scores"].get(k, {}).get("parse_rate"))
+                        row.append(_cell(m, v))
+                parse_rows.append(row)
+            lines += [
+                "Parse rate (% of replies from which an answer could be read; a score gain with a parse-rate gain "
+                "may be a format effect):",
+                "",
+                markdown_table(["env"] + [label for tag, label in METHODS if results[tag]], parse_rows),
+                "",
+            ]
 
     # ---- efficiency
     curves = {s: (_read(layout.curve("pivot", s)) or [], _read(layout.curve("e2e", s)) or []) for s in seeds}

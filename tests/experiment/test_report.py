@@ -214,3 +214,24 @@ def test_floors_stand_beside_the_in_domain_score(tmp_path):
     assert "| random legal action (floor) | 25.0 |" in report and "| expert action (ceiling) | 100.0 |" in report
     assert "320 held-out states of 40 problems" in report and "[20.0, 30.0]" in report
     assert summary["floors"]["random_legal"]["mean"] == 0.25
+
+
+def test_parse_rate_stands_beside_each_models_ood_score(tmp_path):
+    import json
+
+    from pivotgym.experiment import ExperimentConfig
+    from pivotgym.experiment.layout import RunLayout
+    from pivotgym.experiment.report import write_experiment_report
+
+    layout = RunLayout(tmp_path)
+    layout.make_dirs()
+
+    def result(value: float, parsed: float) -> dict:
+        score = {"value": value, "metric": "accuracy", "n": 200, "ci95": [0, 1], "parse_rate": parsed}
+        return {"scores": {"reasoning/chain-sum-v0@test": score}, "role": {"reasoning/chain-sum-v0@test": "ood"}}
+
+    layout.result("base").write_text(json.dumps(result(0.16, 0.9)))
+    layout.result("sft", 0).write_text(json.dumps(result(0.25, 1.0)))
+    write_experiment_report(layout, ExperimentConfig(name="x", env="arith/chain-v0"))
+    report = layout.report.read_text()
+    assert "Parse rate" in report and "| reasoning/chain-sum-v0@test | 90.0 | 100.0 |" in report
