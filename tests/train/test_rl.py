@@ -127,8 +127,6 @@ def test_kl_to_the_frozen_reference_pulls_a_drifted_policy_back(tmp_path):
 def test_placebo_permutes_each_group_and_its_expected_gradient_is_zero(tmp_path):
     """Over every permutation of a group's advantages (uniform, as the placebo's shuffle draws them) the
     policy gradient averages to zero, while the real advantages' gradient does not."""
-    import itertools
-
     model = make_tiny_llama()
     real = one_group()
     trainer = trainer_for(tmp_path, model=copy.deepcopy(model))
@@ -140,7 +138,11 @@ def test_placebo_permutes_each_group_and_its_expected_gradient_is_zero(tmp_path)
 
     g_real = gradient(real)
     total = torch.zeros_like(g_real)
-    perms = list(itertools.permutations(range(len(real))))
+    # the gradient is linear in the advantages, so its mean over the uniform permutation equals its mean over
+    # any set in which every sample gets every advantage equally often: the G cyclic shifts (G passes, not G!)
+    k = len(real)
+    perms = [[(i + shift) % k for i in range(k)] for shift in range(k)]
+    assert {tuple(sorted(p)) for p in perms} == {tuple(range(k))} and len(set(map(tuple, perms))) == k
     for perm in perms:
         shuffled = [
             PolicySample(s.prompt_ids, s.completion_ids, real[j].advantage, s.reward) for s, j in zip(real, perm)
@@ -152,7 +154,7 @@ def test_placebo_permutes_each_group_and_its_expected_gradient_is_zero(tmp_path)
     # the trainer's placebo RNG: every sample's advantage is independent of its reward (mean ~ 0 each)
     placebo = trainer_for(tmp_path / "placebo", model=copy.deepcopy(model), placebo=True)
     sums = torch.zeros(4, dtype=torch.float64)
-    n = 2000
+    n = 800
     for group in range(n):
         drawn = group_samples(PROMPT, COMPS, [1.0, 0.0, 0.0, 0.0], placebo=placebo.placebo_rng(0, group))
         assert [s.reward for s in drawn] == [1.0, 0.0, 0.0, 0.0]  # rewards stay with their completions
@@ -160,7 +162,7 @@ def test_placebo_permutes_each_group_and_its_expected_gradient_is_zero(tmp_path)
             sorted(s.advantage for s in group_samples(PROMPT, COMPS, [1.0, 0.0, 0.0, 0.0]))
         )
         sums += torch.tensor([s.advantage for s in drawn], dtype=torch.float64)
-    assert (sums / n).abs().max() < 0.1  # the real rewarded sample's advantage is 1.5
+    assert (sums / n).abs().max() < 0.15  # the real rewarded sample's advantage is 1.5 (SE of a mean 0.03)
     a = [s.advantage for s in group_samples(PROMPT, COMPS, [1.0, 0.0, 0.0, 0.0], placebo=placebo.placebo_rng(3, 7))]
     b = [s.advantage for s in group_samples(PROMPT, COMPS, [1.0, 0.0, 0.0, 0.0], placebo=placebo.placebo_rng(3, 7))]
     assert a == b  # seeded by (seed, step, group): repeatable and resumable
