@@ -19,7 +19,7 @@ __all__ = ["StageClock"]
 
 class StageClock:
     """``with StageClock(path) as clock: ...`` then ``clock.total``: seconds of this attempt plus every
-    earlier attempt recorded in ``path`` (``{"attempts": [s0, s1, ...]}``)."""
+    earlier attempt recorded in ``path`` (``{"seconds": [s0, s1, ...]}``)."""
 
     def __init__(self, path: Path, every: float = 5.0) -> None:
         self.path = Path(path)
@@ -34,7 +34,7 @@ class StageClock:
         if not self.path.exists():
             return []
         try:
-            return [float(s) for s in json.loads(self.path.read_text(encoding="utf-8"))["attempts"]]
+            return [float(s) for s in json.loads(self.path.read_text(encoding="utf-8"))["seconds"]]
         except (ValueError, KeyError, TypeError):
             return []  # a torn write of an earlier attempt: its seconds are lost, not the run
 
@@ -52,7 +52,7 @@ class StageClock:
         with self._lock:
             now = round(self.elapsed, 3) if seconds is None else seconds
             tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"attempts": [*self.earlier, now]}), encoding="utf-8")
+            tmp.write_text(json.dumps({"seconds": [*self.earlier, now]}), encoding="utf-8")
             tmp.replace(self.path)
 
     def _tick(self) -> None:

@@ -27,18 +27,18 @@ def test_a_killed_attempt_keeps_its_seconds(tmp_path):
     time.sleep(1.0)
     proc.send_signal(signal.SIGKILL)  # no finally, no atexit: only the periodic writes survive
     proc.wait(timeout=30)
-    killed = json.loads(path.read_text())["attempts"]
+    killed = json.loads(path.read_text())["seconds"]
     assert len(killed) == 1 and 0.8 <= killed[0] <= 5.0
 
     with StageClock(path, every=0.1) as clock:
         time.sleep(0.3)
     assert clock.earlier[0] == killed[0] and len(clock.earlier) == 2
-    assert clock.total == sum(json.loads(path.read_text())["attempts"]) >= killed[0] + 0.3
+    assert clock.total == sum(json.loads(path.read_text())["seconds"]) >= killed[0] + 0.3
 
 
 def test_a_torn_record_costs_its_seconds_not_the_run(tmp_path):
     path = tmp_path / "clock.json"
-    path.write_text('{"attempts": [1.5, ')
+    path.write_text('{"seconds": [1.5, ')
     with StageClock(path) as clock:
         pass
-    assert clock.earlier == [clock.total] and json.loads(path.read_text())["attempts"] == clock.earlier
+    assert clock.earlier == [clock.total] and json.loads(path.read_text())["seconds"] == clock.earlier

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 #: the only fields allowed to differ between two runs with the same settings: wall-clock measurements
-#: (``seconds`` of an evaluation member, a profiling run or a curve point; ``wall_seconds`` of a training run's
-#: accounting; ``elapsed_s`` and ``states_per_s`` of the profiler's statistics)
+#: (``seconds`` of an evaluation member, a profiling run, its attempts or a curve point; ``wall_seconds`` of a
+#: training run's accounting; ``elapsed_s`` and ``states_per_s`` of the profiler's statistics)
 TIME_FIELDS = frozenset({"seconds", "wall_seconds", "elapsed_s", "states_per_s"})
 #: the result files compared: evaluations and their items, curves, accounting, data (profiles, pivots, selection)
 RESULT_FILES = (
