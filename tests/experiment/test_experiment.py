@@ -13,7 +13,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "configs"
 
 
 def test_shipped_configs_parse():
-    for name in ("quickstart.yaml", "quickstart-tooluse.yaml", "paper.yaml"):
+    for name in ("quickstart.yaml", "quickstart-tooluse.yaml", "paper.yaml", "gripper-warmup.yaml"):
         config = load_experiment(EXAMPLES / name)
         assert config.in_domain and config.seeds
     paper = load_experiment(EXAMPLES / "paper.yaml")
