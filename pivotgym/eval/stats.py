@@ -209,12 +209,9 @@ def t_interval(
 
     Over a few problems this keeps its coverage where the normal approximation and the percentile bootstrap
     do not (both ignore that the SD is itself estimated from n values). Below two values: no interval (NaN)."""
-    _check_confidence(confidence)
-    n = len(values)
-    mean = sum(values) / n if n else math.nan
+    n, mean, sd = _spread(values, confidence)
     if n < 2:
         return MeanInterval(mean, math.nan, math.nan, n, math.nan, "t", confidence)
-    sd = statistics.stdev(values)
     half = t_quantile(1 - (1 - confidence) / 2, n - 1) * sd / math.sqrt(n)
     low, high = _clip(mean - half, mean + half, bounds)
     return MeanInterval(mean, low, high, n, sd, "t", confidence, half)
@@ -267,12 +264,9 @@ def bca_interval(
     import numpy as np
     from scipy import stats as sps
 
-    _check_confidence(confidence)
-    n = len(values)
-    mean = sum(values) / n if n else math.nan
+    n, mean, sd = _spread(values, confidence)
     if n < 2:
         return MeanInterval(mean, math.nan, math.nan, n, math.nan, "bca", confidence)
-    sd = statistics.stdev(values)
     if sd == 0:
         return MeanInterval(mean, mean, mean, n, 0.0, "bca", confidence)
     result = sps.bootstrap(
@@ -326,6 +320,15 @@ def mdd_from_half_width(
         return math.nan
     se = half_width / t_quantile(1 - (1 - confidence) / 2, n - 1)
     return min_detectable_difference(se * math.sqrt(n), n, alpha=alpha, power=power)
+
+
+def _spread(values: Sequence[float], confidence: float) -> tuple[int, float, float]:
+    """``(n, mean, sd)`` of per-problem ``values`` after checking ``confidence`` (NaN mean without values,
+    NaN SD below two)."""
+    _check_confidence(confidence)
+    n = len(values)
+    mean = sum(values) / n if n else math.nan
+    return n, mean, statistics.stdev(values) if n > 1 else math.nan
 
 
 def _check_confidence(confidence: float) -> None:

@@ -147,6 +147,17 @@ def _cell(mean: float | None, values: Sequence[float]) -> str:
     return pct(mean)
 
 
+def _member_cells(results: Mapping[str, Mapping[int, Any]], key: str, field: str) -> list[str]:
+    """One cell per method of :data:`METHODS` that has results: its ``field`` of suite member ``key``, mean
+    over seeds (with the range when several)."""
+    cells = []
+    for tag, _label in METHODS:
+        if results[tag]:
+            mean, values = _mean_over(results[tag], lambda r: r["scores"].get(key, {}).get(field))
+            cells.append(_cell(mean, values))
+    return cells
+
+
 def _avg(result: Mapping[str, Any], role: str) -> float | None:
     vals = [s["value"] for k, s in result["scores"].items() if result["role"].get(k) == role]
     return sum(vals) / len(vals) if vals else None
@@ -342,15 +353,13 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
     # ---- per-env table
     if base:
         keys = list(base["scores"])
-        header = ["env", "role", "metric", "n"] + [label for tag, label in METHODS if results[tag]]
-        env_rows = []
-        for key in keys:
-            row = [key, base["role"].get(key, ""), base["scores"][key]["metric"], base["scores"][key]["n"]]
-            for tag, _label in METHODS:
-                if results[tag]:
-                    m, v = _mean_over(results[tag], lambda r, k=key: r["scores"].get(k, {}).get("value"))
-                    row.append(_cell(m, v))
-            env_rows.append(row)
+        labels = [label for tag, label in METHODS if results[tag]]
+        header = ["env", "role", "metric", "n"] + labels
+        env_rows = [
+            [key, base["role"].get(key, ""), base["scores"][key]["metric"], base["scores"][key]["n"]]
+            + _member_cells(results, key, "value")
+            for key in keys
+        ]
         lines += [
             "### Per environment",
             "",
@@ -361,19 +370,12 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
         ]
         parsed = [k for k in keys if base["scores"][k].get("parse_rate") is not None]
         if parsed:  # is a gain a format effect? the share of replies with a readable answer, per model
-            parse_rows = []
-            for key in parsed:
-                row = [key]
-                for tag, _label in METHODS:
-                    if results[tag]:
-                        m, v = _mean_over(results[tag], lambda r, k=key: r["scores"].get(k, {}).get("parse_rate"))
-                        row.append(_cell(m, v))
-                parse_rows.append(row)
+            parse_rows = [[key] + _member_cells(results, key, "parse_rate") for key in parsed]
             lines += [
                 "Parse rate (% of replies from which an answer could be read; a score gain with a parse-rate gain "
                 "may be a format effect):",
                 "",
-                markdown_table(["env"] + [label for tag, label in METHODS if results[tag]], parse_rows),
+                markdown_table(["env"] + labels, parse_rows),
                 "",
             ]
 
