@@ -277,6 +277,8 @@ def check_choices(config: Any, source: Source = Source()) -> None:
     metric = get(get(config, "curve") or {}, "metric", "episodes")
     if metric not in CURVE_METRICS:
         raise _choice_error(source, ("curve", "metric"), metric, CURVE_METRICS)
+    if get(get(config, "eval") or {}, "likelihood", False) and metric != "turns":
+        raise source.error(("eval", "likelihood"), "needs curve.metric: turns (it scores the held-out expert states)")
     rl_init = get(config, "rl_init", "base")
     if rl_init not in RL_INITS:
         raise _choice_error(source, ("rl_init",), rl_init, RL_INITS)

@@ -174,9 +174,10 @@ def test_warmup_model_is_every_methods_start_and_never_sees_the_training_data(
     [
         ({"rl_init": "warmup"}, "warmup_tasks: must be at least 1"),
         ({"rl_init": "warmup", "warmup_tasks": 2, "train_tasks": None}, "train_tasks: must be a number"),
+        ({"eval": {"likelihood": True}}, "eval.likelihood: needs curve.metric: turns"),
     ],
 )
-def test_warmup_needs_its_own_trajectories(mini_experiment, tmp_path, changes, message):
+def test_options_that_need_another_setting_say_so(mini_experiment, tmp_path, changes, message):
     with pytest.raises(ExperimentError, match=message):
         load_experiment(mini_experiment(tmp_path / "mini.yaml", **changes))
 
