@@ -40,6 +40,19 @@ def _remove(path: Path) -> None:
         path.unlink()
 
 
+def _add_seconds(path: Path, stage: str, seconds: float) -> None:
+    """Add ``seconds`` to ``stage``'s total in the timings file, read and written under an exclusive lock:
+    runs of other seeds in the same folder (``--seeds 1,2`` and ``--seeds 3,4`` side by side) add theirs
+    to the same file without losing one another's."""
+    import fcntl
+
+    with open(path.with_name(path.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        timings: dict[str, float] = json.loads(path.read_text()) if path.exists() else {}
+        timings[stage] = timings.get(stage, 0.0) + seconds
+        write_json(path, timings)
+
+
 def run_experiment(
     config: ExperimentConfig,
     out_dir: str | Path | None = None,
@@ -88,7 +101,6 @@ def run_experiment(
             for path in [*layout.outputs(stage, seed), layout.record(stage, seed)]:
                 _remove(path)
     write_json(layout.config, {**config.to_dict(), "provenance": collect(config.sampler)})
-    timings: dict[str, float] = json.loads(layout.timings.read_text()) if layout.timings.exists() else {}
     run = Run(config, layout.root)
     from pivotgym.experiment.stages import STAGE_FUNCTIONS
 
@@ -109,8 +121,7 @@ def run_experiment(
             function(run) if seed is None else function(run, seed)
             StageRecord(stage, seed, prints[(stage, seed)], inputs[(stage, seed)], status="done").write(path)
             elapsed = time.perf_counter() - started
-            timings[stage] = timings.get(stage, 0.0) + elapsed
-            write_json(layout.timings, timings)
+            _add_seconds(layout.timings, stage, elapsed)
             print(f"[experiment] stage {which}: done in {elapsed:.0f} s", flush=True)
     finally:
         run.close()

@@ -1,4 +1,5 @@
-"""The stage clock counts the seconds of attempts that were killed, so a resumed profile is not undercounted."""
+"""The stage clock counts the seconds of attempts that were killed, so a resumed profile is not undercounted;
+stage seconds from runs side by side in one folder all reach the timings file."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from pivotgym.experiment.clock import StageClock
 
@@ -42,3 +44,25 @@ def test_a_torn_record_costs_its_seconds_not_the_run(tmp_path):
     with StageClock(path) as clock:
         pass
     assert clock.earlier == [clock.total] and json.loads(path.read_text())["seconds"] == clock.earlier
+
+
+def _add_many(path: str, stage: str, times: int) -> None:
+    from pivotgym.experiment.pipeline import _add_seconds
+
+    for _ in range(times):
+        _add_seconds(Path(path), stage, 1.0)
+
+
+def test_stage_seconds_added_by_processes_side_by_side_are_all_kept(tmp_path):
+    """Two runs of other seeds in one folder add to one timings file: no addition is lost."""
+    import multiprocessing
+
+    path = tmp_path / "timings.json"
+    ctx = multiprocessing.get_context("spawn")
+    workers = [ctx.Process(target=_add_many, args=(str(path), stage, 40)) for stage in ("pivot", "pivot", "sft")]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=120)
+        assert w.exitcode == 0
+    assert json.loads(path.read_text()) == {"pivot": 80.0, "sft": 40.0}
