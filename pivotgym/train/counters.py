@@ -12,7 +12,8 @@ accuracy), so every trainer counts the same things the same way:
 * applied counts (the RL trainers; ``None`` elsewhere, and then left out of the snapshot): ``steps_applied``
   (training steps whose optimiser update happened), ``optimizer_steps_applied``, ``groups_sampled`` (groups
   generated for training, refills included), ``groups_applied`` (informative groups that carried gradient in
-  an applied step) and ``refill_pivots`` (extra pivot states drawn to refill steps short of signal). A spend
+  an applied step) and ``refill_groups`` (extra groups, pivot states or E2E tasks, drawn to refill steps short
+  of signal). A spend
   table says "3 of 6 steps applied" from ``steps_applied`` and ``steps``;
 * wall-clock seconds split into ``generation``, ``verification`` (verifier and env), ``fwd_bwd``, ``eval``
   and ``other`` (everything else: data, checkpoints, logging).
@@ -28,7 +29,9 @@ from typing import Any
 
 PHASES = ("generation", "verification", "fwd_bwd", "eval")
 #: the counts of what was applied (not only configured or sampled); None when a trainer does not track them
-APPLIED = ("steps_applied", "optimizer_steps_applied", "groups_sampled", "groups_applied", "refill_pivots")
+APPLIED = ("steps_applied", "optimizer_steps_applied", "groups_sampled", "groups_applied", "refill_groups")
+#: counts renamed since older checkpoints were written (old name -> new)
+RENAMED = {"refill_pivots": "refill_groups"}
 
 
 @dataclass
@@ -47,7 +50,7 @@ class Counters:
     optimizer_steps_applied: int | None = None
     groups_sampled: int | None = None
     groups_applied: int | None = None
-    refill_pivots: int | None = None
+    refill_groups: int | None = None
     seconds: dict[str, float] = field(default_factory=lambda: {p: 0.0 for p in PHASES})
     wall_seconds: float = 0.0
     _started: float | None = field(default=None, repr=False, compare=False)
@@ -125,6 +128,7 @@ class Counters:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Counters:
+        data = {RENAMED.get(k, k): v for k, v in data.items()}
         data = {k: v for k, v in data.items() if k in cls.__dataclass_fields__ and not k.startswith("_")}
         counters = cls(**data)
         counters.seconds = {**{p: 0.0 for p in PHASES}, **counters.seconds}

@@ -262,13 +262,14 @@ class E2ETrainer(RLTrainer):
         self.counters.rollout_turns += int(totals["rollout_turns"])
         self.counters.filtered_turns += int(totals["filtered_turns"])
         self.counters.tokens_generated += int(totals["tokens_generated"])
+        self.counters.add_applied(refill_groups=drawn - cfg.tasks_per_step)
         episodes = max(1.0, totals["episodes"])
         return {
             **stats,
             "reward_mean": totals["reward_sum"] / episodes,
             "solved_rate": totals["solved_sum"] / episodes,
             "informative_groups": totals["informative"] / max(1.0, totals["groups"]),
-            "refill_tasks": drawn - cfg.tasks_per_step,
+            "refill_tasks": drawn - cfg.tasks_per_step,  # this step (the counter refill_groups is cumulative)
             "episodes": int(totals["episodes"]),
             "turns": int(totals["turns"]),
             "samples": int(totals["samples"]),

@@ -267,7 +267,7 @@ class PivotTrainer(RLTrainer):
         self.counters.rollout_turns += int(totals["rollout_turns"])
         self.counters.filtered_turns += int(totals["filtered_turns"])
         self.counters.tokens_generated += int(totals["tokens_generated"])
-        self.counters.add_applied(refill_pivots=drawn - cfg.pivots_per_step)
+        self.counters.add_applied(refill_groups=drawn - cfg.pivots_per_step)
         return {
             **stats,
             "reward_mean": totals["reward_sum"] / max(1.0, totals["judged"]),

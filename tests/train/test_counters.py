@@ -32,3 +32,6 @@ def test_applied_counts_round_trip_through_a_checkpoint_and_old_checkpoints_stil
     assert legacy.steps_applied is None and legacy.rollout_turns == 12
     legacy.add_applied(steps_applied=1)  # resuming it starts them at 0
     assert legacy.steps_applied == 1 and legacy.groups_applied == 0
+    renamed = {**counters.to_dict(), "refill_pivots": 5}  # written when the refill count was pivot-only
+    renamed.pop("refill_groups")
+    assert Counters.from_dict(renamed).refill_groups == 5

@@ -163,6 +163,8 @@ def test_groups_without_signal_are_refilled_up_to_the_bound_and_every_turn_count
     c = trainer.counters
     assert c.rollout_turns + c.filtered_turns == row["turns"] == 3 * 2 * row["groups"]
     assert c.filtered_turns == 3 * 2 * (row["groups"] - row["groups_informative"])
+    assert c.refill_groups == row["refill_tasks"]  # the cumulative counter of the spend table
+    assert trainer.train_step(1) and c.refill_groups >= row["refill_tasks"]
     assert row["samples"] == 2 * row["groups_informative"] + row["packing_breaks"]
 
 

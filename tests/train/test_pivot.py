@@ -73,7 +73,7 @@ def test_pivot_run_counts_logs_and_checkpoints(arith_data, tmp_path):
         assert any(not torch.equal(a, b) for a, b in zip(before, trainer.unwrapped_model.parameters()))
     # applied counts beside the configured steps; drift and the informative share on every train row
     train_rows = [r for r in rows if r["kind"] == "train"]
-    assert counters["groups_sampled"] == 4 and counters["refill_pivots"] == 0
+    assert counters["groups_sampled"] == 4 and counters["refill_groups"] == 0
     assert counters["steps_applied"] == sum(1 for r in train_rows if not r.get("skipped"))
     assert counters["optimizer_steps_applied"] == counters["steps_applied"]
     assert counters["groups_applied"] == sum(r["groups_informative"] for r in train_rows if not r.get("skipped"))
@@ -211,7 +211,7 @@ def test_refill_draws_more_pivots_up_to_its_bound_and_counts_their_rollouts(arit
     assert stats["refilled_pivots"] in (2, 4) and stats["groups"] == drawn  # whole rounds of pivots_per_step
     assert trainer.data_state["cursor"] == drawn  # the next states of the seeded order: resumable
     c = trainer.counters
-    assert c.refill_pivots == drawn - 2 and c.groups_sampled == drawn
+    assert c.refill_groups == drawn - 2 and c.groups_sampled == drawn
     assert c.rollout_turns + c.filtered_turns == 4 * drawn  # refill rollouts are counted like the first round's
     if stats["refilled_pivots"] == 2:  # stopped early: it had enough
         assert stats["groups_informative"] >= 3 and not stats.get("skipped")
