@@ -156,7 +156,8 @@ def _trainer_class(section: str) -> type:
 
 @dataclass
 class ExperimentConfig:
-    """An experiment YAML (see ``examples/configs/quickstart.yaml`` for every field with comments)."""
+    """An experiment YAML (every field with its default: docs/training.md; a commented example:
+    ``examples/configs/quickstart.yaml``)."""
 
     #: the run's name: stages write under `runs/<name>/` (unless another output folder is given)
     name: str

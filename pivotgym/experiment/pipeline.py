@@ -3,14 +3,15 @@ stages and write the report."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from pivotgym.errors import ConfigError
+from pivotgym.errors import ConfigError, PivotgymError
 from pivotgym.eval import write_json
 from pivotgym.experiment.config import ExperimentConfig, check_ids
 from pivotgym.experiment.fingerprint import (
@@ -51,6 +52,26 @@ def _add_seconds(path: Path, stage: str, seconds: float) -> None:
         timings: dict[str, float] = json.loads(path.read_text()) if path.exists() else {}
         timings[stage] = timings.get(stage, 0.0) + seconds
         write_json(path, timings)
+
+
+@contextlib.contextmanager
+def _stage_lock(record: Path, which: str) -> Iterator[None]:
+    """Hold an exclusive lock on one stage's run while it runs, so that two processes on one run folder
+    (other seeds side by side) never run the same stage at once; the lock goes with its process, so a killed
+    run leaves none behind."""
+    import fcntl
+
+    record.parent.mkdir(parents=True, exist_ok=True)
+    with open(record.with_suffix(".lock"), "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise PivotgymError(
+                f"stage {which} is running in another process on {record.parent.parent}",
+                hint="give each process its own seeds (--seeds 1,2 beside --seeds 3,4) once the shared stages "
+                "(base, expert) are done, or wait for the other run",
+            ) from None
+        yield
 
 
 def run_experiment(
@@ -116,10 +137,11 @@ def run_experiment(
                 continue
             print(f"[experiment] stage {which}", flush=True)
             started = time.perf_counter()
-            StageRecord(stage, seed, prints[(stage, seed)], inputs[(stage, seed)]).write(path)
-            function = STAGE_FUNCTIONS[stage]
-            function(run) if seed is None else function(run, seed)
-            StageRecord(stage, seed, prints[(stage, seed)], inputs[(stage, seed)], status="done").write(path)
+            with _stage_lock(path, which):
+                StageRecord(stage, seed, prints[(stage, seed)], inputs[(stage, seed)]).write(path)
+                function = STAGE_FUNCTIONS[stage]
+                function(run) if seed is None else function(run, seed)
+                StageRecord(stage, seed, prints[(stage, seed)], inputs[(stage, seed)], status="done").write(path)
             elapsed = time.perf_counter() - started
             _add_seconds(layout.timings, stage, elapsed)
             print(f"[experiment] stage {which}: done in {elapsed:.0f} s", flush=True)

@@ -13,9 +13,12 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "configs"
 
 
 def test_shipped_configs_parse():
-    for name in ("quickstart.yaml", "quickstart-tooluse.yaml", "paper.yaml", "gripper-warmup.yaml"):
-        config = load_experiment(EXAMPLES / name)
+    shipped = sorted(EXAMPLES.glob("*.yaml"))
+    assert {"quickstart.yaml", "study.yaml", "paper.yaml"} <= {p.name for p in shipped}
+    for path in shipped:
+        config = load_experiment(path)
         assert config.in_domain and config.seeds
+        check_ids(config)
     paper = load_experiment(EXAMPLES / "paper.yaml")
     assert paper.sampler == "vllm" and paper.sampler_options["gpu_memory_utilization"] < 1
     check_ids(paper)  # vllm is registered and can follow the trained weights

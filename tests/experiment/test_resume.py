@@ -78,3 +78,42 @@ def test_a_changed_stage_stops_the_rerun_until_told_to_recompute_it(mini_experim
     mini_experiment(path, pivot={"steps": 3}, sft={"steps": 2})  # a change upstream names the first stage it touches
     with pytest.raises(StageChanged, match=r"stage sft \(seed 0\).*sft\.steps: 1 -> 2.*--rerun sft"):
         run_experiment(load_experiment(path), out_dir=root)
+
+
+def test_a_stage_running_in_another_process_is_refused_not_run_twice(mini_experiment, arith_registry, tmp_path):
+    """Other seeds may run side by side on one folder; the same stage at once is an error naming it."""
+    import multiprocessing
+
+    from pivotgym.errors import PivotgymError
+
+    root = tmp_path / "run"
+    path = mini_experiment(tmp_path / "mini.yaml")
+    (root / "stages").mkdir(parents=True)
+    holder = multiprocessing.get_context("spawn").Process(target=_hold_lock, args=(str(root / "stages" / "base.lock"),))
+    ready = root / "stages" / "base.lock.held"
+    holder.start()
+    try:
+        for _ in range(600):
+            if ready.exists():
+                break
+            holder.join(0.05)
+        with pytest.raises(PivotgymError, match=r"stage base is running in another process") as info:
+            run_experiment(load_experiment(path), out_dir=root)
+        assert "--seeds" in str(info.value.hint)
+        assert not (root / "eval" / "base.json").exists()
+    finally:
+        holder.terminate()
+        holder.join()
+    # the lock went with its process: the same run now goes ahead
+    run_experiment(load_experiment(path), out_dir=root, stages=["base"])
+    assert (root / "eval" / "base.json").exists()
+
+
+def _hold_lock(path: str) -> None:
+    import fcntl
+    import time
+
+    lock = open(path, "w")  # noqa: SIM115 - held until the process is terminated
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    Path(path + ".held").touch()
+    time.sleep(600)
