@@ -60,8 +60,9 @@ system-deps:
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq bubblewrap >/dev/null; } \
 	  || echo "warning: could not install bubblewrap; sandboxed code will not run (apt-get install bubblewrap)"
 
-# The main job: base eval -> expert data -> SFT -> profile + select pivots -> PivotRL -> E2E RL -> OOD evals,
-# on the bundled SmolLM2 model and bundled data, offline; writes runs/quickstart/report.md (resumable).
+# The main job: base eval + floors -> expert data -> warm-up model -> SFT -> profile + select pivots -> PivotRL
+# -> E2E RL -> placebo, each evaluated in-domain and OOD, on the bundled SmolLM2 model and bundled data, offline;
+# writes runs/quickstart/report.md (resumable). The 5-seed study: pivotgym experiment examples/configs/study.yaml
 demo: $(STAMP)
 	$(VENV)/bin/pivotgym plugins
 	$(VENV)/bin/pivotgym experiment examples/configs/quickstart.yaml

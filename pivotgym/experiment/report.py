@@ -325,8 +325,14 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
         lines += [
             "### What each method spent",
             "",
-            "Mean over seeds. Continued SFT trains the SFT model further so that its optimiser steps from the "
-            "base model equal PivotRL's; E2E RL samples only the tasks that have expert trajectories. Rollout "
+            "Mean over seeds. "
+            + (
+                "Continued SFT trains the SFT model further so that its optimiser steps from the base model equal "
+                "PivotRL's; "
+                if any(row[0] == METHOD_LABELS["sft-more"] for row in acc_rows)
+                else ""
+            )
+            + "E2E RL samples only the tasks that have expert trajectories. Rollout "
             "turns count every generated training turn (PivotRL: its profiling samples too); wall-clock "
             "excludes evaluation and includes PivotRL's profiling. An RL step with too few informative groups "
             "is skipped (`min_informative_groups`), so applied steps can be fewer than configured ones.",
@@ -654,7 +660,7 @@ def _claims(summary: Mapping[str, Any]) -> list[str]:
             side = "no interval"
         else:
             side = "above 0" if d["low"] > 0 else "below 0" if d["high"] < 0 else "includes 0"
-        return "" if not d else f" {difference_text(d)} ({side})"
+        return "" if not d else f" {difference_text(d, verdict=False)} ({side})"
 
     if "pivot" in m and "sft" in m and m["pivot"]["delta_ood"] is not None and m["sft"]["delta_ood"] is not None:
         dp, ds = m["pivot"]["delta_ood"], m["sft"]["delta_ood"]

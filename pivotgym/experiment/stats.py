@@ -152,8 +152,9 @@ def check_curves(fast: Sequence[Curve], reference: Sequence[Curve]) -> int:
     return sizes.pop()
 
 
-def difference_text(result: Mapping[str, Any], unit: str = "items") -> str:
-    """``+3.1 points, 95% t [-1.0, +7.2] over 40 items x 5 seed(s), detectable ≥ 5.8: **not measurable ...**``."""
+def difference_text(result: Mapping[str, Any], unit: str = "items", verdict: bool = True) -> str:
+    """``+3.1 points, 95% t [-1.0, +7.2] over 40 items x 5 seed(s), detectable ≥ 5.8: **not measurable ...**``;
+    ``verdict=False`` leaves out the verdict (for a difference whose sign the caller reads against its claim)."""
 
     def pts(v: float | None) -> str:
         return "-" if v is None else f"{100 * v:+.1f}"
@@ -162,5 +163,6 @@ def difference_text(result: Mapping[str, Any], unit: str = "items") -> str:
     return (
         f"{pts(result['diff'])} points, {level:.0f}% t [{pts(result['low'])}, {pts(result['high'])}] "
         f"over {result.get('items', result.get('tasks'))} {unit} x {result['seeds']} seed(s), smallest difference "
-        f"detectable (80% power) {'-' if mdd is None else f'{100 * mdd:.1f}'} points: **{result['verdict']}**"
+        f"detectable (80% power) {'-' if mdd is None else f'{100 * mdd:.1f}'} points"
+        + (f": **{result['verdict']}**" if verdict else "")
     )
