@@ -131,13 +131,13 @@ def run_experiment(
                 continue
             which = stage if seed is None else f"{stage} (seed {seed})"
             path = layout.record(stage, seed)
-            record = StageRecord.read(path)
-            if record is not None and record.status == "done":
-                print(f"[experiment] stage {which}: done, skipped", flush=True)
-                continue
-            print(f"[experiment] stage {which}", flush=True)
-            started = time.perf_counter()
-            with _stage_lock(path, which):
+            with _stage_lock(path, which):  # read under the lock: another process may have just finished it
+                record = StageRecord.read(path)
+                if record is not None and record.status == "done":
+                    print(f"[experiment] stage {which}: done, skipped", flush=True)
+                    continue
+                print(f"[experiment] stage {which}", flush=True)
+                started = time.perf_counter()
                 StageRecord(stage, seed, prints[(stage, seed)], inputs[(stage, seed)]).write(path)
                 function = STAGE_FUNCTIONS[stage]
                 function(run) if seed is None else function(run, seed)
