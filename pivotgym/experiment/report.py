@@ -10,7 +10,7 @@ from typing import Any
 
 from pivotgym.experiment.accounting import accounting_table
 from pivotgym.experiment.config import ExperimentConfig
-from pivotgym.experiment.layout import METHOD_LABELS, RunLayout
+from pivotgym.experiment.layout import METHOD_LABELS, RunLayout, rl_start_stage
 from pivotgym.experiment.plots import Curve, plot_bars, plot_curves
 from pivotgym.experiment.provenance import provenance_lines
 from pivotgym.experiment.stats import (
@@ -184,10 +184,19 @@ def _items(layout: RunLayout, tag: str, seed: int, role: str, roles: Mapping[str
     return out or None
 
 
-def _differences(layout: RunLayout, seeds: Sequence[int], roles: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+#: in-domain differences against the RL start model (and the placebo): what each method changed from where it
+#: started, beside what the placebo changed with zero expected signal
+START_DIFFERENCES = (("pivot", "start"), ("sft", "start"), ("e2e", "start"), ("placebo", "start"), ("pivot", "placebo"))
+
+
+def _differences(
+    layout: RunLayout, seeds: Sequence[int], roles: Mapping[str, str], start: str = "base"
+) -> dict[str, dict[str, Any]]:
     """Paired t intervals of the differences behind the in-domain and OOD claims (over the items both models
-    scored, averaged over the seeds both have), each with its minimum detectable difference."""
+    scored, averaged over the seeds both have), each with its minimum detectable difference; ``start`` is the
+    RL start model's tag (its in-domain differences: :data:`START_DIFFERENCES`)."""
     out = {}
+    from_start = [(a, start if b == "start" else b, "in_domain") for a, b in START_DIFFERENCES]
     for a, b, role in (
         ("pivot", "sft", "in_domain"),
         ("pivot", "sft-more", "in_domain"),
@@ -195,6 +204,7 @@ def _differences(layout: RunLayout, seeds: Sequence[int], roles: Mapping[str, st
         ("pivot", "sft-more", "ood"),
         ("sft", "base", "ood"),
         ("pivot", "base", "ood"),
+        *[d for d in from_start if d[0] != d[1]],
     ):
         pairs = [
             (ia, ib)
@@ -354,7 +364,22 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
             "",
         ]
     if base:
-        summary["differences"] = _differences(layout, seeds, base.get("role", {}))
+        start = rl_start_stage(config.rl_init)
+        summary["differences"] = _differences(layout, seeds, base.get("role", {}), start)
+        pairs = [(a, start if b == "start" else b) for a, b in START_DIFFERENCES]
+        moved = [
+            f"- {METHOD_LABELS[a]} − {METHOD_LABELS[b]}: {difference_text(d, 'test tasks', verdict=False)}"
+            for a, b in pairs
+            if (d := summary["differences"].get(f"{a}-vs-{b}-in_domain"))
+        ]
+        if moved:
+            lines += [
+                f"### What each method changed in-domain (paired t over test tasks, from the {METHOD_LABELS[start]} "
+                "model they start from)",
+                "",
+                *moved,
+                "",
+            ]
 
     # ---- per-env table
     if base:

@@ -235,3 +235,34 @@ def test_parse_rate_stands_beside_each_models_ood_score(tmp_path):
     write_experiment_report(layout, ExperimentConfig(name="x", env="arith/chain-v0"))
     report = layout.report.read_text()
     assert "Parse rate" in report and "| reasoning/chain-sum-v0@test | 90.0 | 100.0 |" in report
+
+
+def test_each_method_is_compared_with_the_model_it_starts_from_and_the_placebo(tmp_path):
+    """With rl_init: warmup the report gives PivotRL, SFT and the placebo minus the warm-up model, and PivotRL
+    minus the placebo, as paired intervals over the same test tasks."""
+    import json
+
+    from pivotgym.experiment import ExperimentConfig
+    from pivotgym.experiment.layout import RunLayout
+    from pivotgym.experiment.report import write_experiment_report
+
+    layout = RunLayout(tmp_path)
+    layout.make_dirs()
+    member = "planning/gripper-gen-v0@test"
+    scores = {"base": [0.0] * 4, "warmup": [0.5, 0.4, 0.6, 0.5], "sft": [0.7, 0.6, 0.8, 0.7]}
+    scores |= {"pivot": [0.6, 0.5, 0.6, 0.6], "placebo": [0.5, 0.4, 0.5, 0.5]}
+    for tag, per_task in scores.items():
+        path = layout.result(tag, None if tag == "base" else 0)
+        value = {"value": sum(per_task) / 4, "metric": "turn_accuracy", "n": 4, "ci95": [0, 1]}
+        path.write_text(json.dumps({"scores": {member: value}, "role": {member: "in_domain"}}))
+        rows = [{"member": member, "task_id": f"t{i}", "reward": r} for i, r in enumerate(per_task)]
+        layout.items(path).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = ExperimentConfig(
+        name="x", env="planning/gripper-gen-v0", rl_init="warmup", warmup_tasks=2, ablations=["placebo"]
+    )
+    summary = write_experiment_report(layout, config)
+    report = layout.report.read_text()
+    assert "from the warm-up model they start from" in report
+    assert "- SFT − warm-up: +20.0 points" in report and "- PivotRL − warm-up: +7.5 points" in report
+    assert "- PivotRL − placebo (shuffled advantages): +10.0 points" in report
+    assert summary["differences"]["placebo-vs-warmup-in_domain"]["diff"] == pytest.approx(-0.025)
