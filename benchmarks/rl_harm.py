@@ -29,6 +29,12 @@ Measured (2 shared CPU cores, one seed, 16 non-pivot states starting at 0.500; S
       real    lr=2e-5: non-pivot +0.375, pivots +0.750, drift 3.72e-05, update 1.42e-05/step, 3/3 applied
       placebo lr=2e-5: non-pivot -0.188, pivots +0.000, drift 2.76e-05, update 1.54e-05/step, 2/3 applied
 
+Five seeds, the trainer's default lr and half of it (idle cores, ~25 s a run; mean non-pivot change, points):
+
+    python benchmarks/rl_harm.py --lrs 1e-5,5e-6 --seeds 0,1,2,3,4
+      lr=1e-5: real +35.0 (every seed +25 to +44), placebo +3.7 (-12.5 to +25)      5 seeds
+      lr=5e-6: real +21.9, placebo +0.0                                              4 seeds (disk full)
+
 The placebo broke 3 of 16 non-pivot states at 2e-5 with full-size or share-scaled steps alike (scaling cut
 the drift ~2.5x), 1 of 16 at 5e-6; real advantages gained on both sets. A run takes 20-40 s on idle cores
 (the four default runs took 1283 s while the machine was shared with other jobs).
