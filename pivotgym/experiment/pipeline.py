@@ -41,14 +41,27 @@ def _remove(path: Path) -> None:
         path.unlink()
 
 
+@contextlib.contextmanager
+def _file_lock(path: Path, *, wait: bool = True) -> Iterator[bool]:
+    """An exclusive ``fcntl`` lock on ``path`` for the block; yields whether it is held (always, when
+    ``wait``). The lock goes with its process, so a killed run leaves none behind."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+
+
 def _add_seconds(path: Path, stage: str, seconds: float) -> None:
     """Add ``seconds`` to ``stage``'s total in the timings file, read and written under an exclusive lock:
     runs of other seeds in the same folder (``--seeds 1,2`` and ``--seeds 3,4`` side by side) add theirs
     to the same file without losing one another's."""
-    import fcntl
-
-    with open(path.with_name(path.name + ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with _file_lock(path.with_name(path.name + ".lock")):
         timings: dict[str, float] = json.loads(path.read_text()) if path.exists() else {}
         timings[stage] = timings.get(stage, 0.0) + seconds
         write_json(path, timings)
@@ -57,20 +70,14 @@ def _add_seconds(path: Path, stage: str, seconds: float) -> None:
 @contextlib.contextmanager
 def _stage_lock(record: Path, which: str) -> Iterator[None]:
     """Hold an exclusive lock on one stage's run while it runs, so that two processes on one run folder
-    (other seeds side by side) never run the same stage at once; the lock goes with its process, so a killed
-    run leaves none behind."""
-    import fcntl
-
-    record.parent.mkdir(parents=True, exist_ok=True)
-    with open(record.with_suffix(".lock"), "w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+    (other seeds side by side) never run the same stage at once."""
+    with _file_lock(record.with_suffix(".lock"), wait=False) as held:
+        if not held:
             raise PivotgymError(
                 f"stage {which} is running in another process on {record.parent.parent}",
                 hint="give each process its own seeds (--seeds 1,2 beside --seeds 3,4) once the shared stages "
                 "(base, expert) are done, or wait for the other run",
-            ) from None
+            )
         yield
 
 
