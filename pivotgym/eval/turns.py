@@ -56,6 +56,11 @@ def turn_accuracy(
     as 1). A failed verification is not a judgement: it is left out of its task's share and counted in
     ``failed``; a task whose every verification failed scores 0. ``executor`` fans the verifications out
     (an :class:`~pivotgym.execution.Executor` kept warm across calls, or a name such as ``serial``).
+
+    Trajectories are answered shortest first, so each batched call holds histories of similar length: a
+    left-padded prefill pays the longest row's length for every row, and in the given order one call can mix
+    a 3-step plan with a 17-step one (``benchmarks/turn_accuracy.py`` measures the difference). ``per_task``
+    still follows the given order.
     """
     from tqdm.auto import tqdm
 
@@ -73,7 +78,7 @@ def turn_accuracy(
         dynamic_ncols=True,
     )
     try:
-        for group in _groups(trajectories, max(1, chunk)):
+        for group in _groups(sorted(trajectories, key=_history_chars), max(1, chunk)):
             result = profile_trajectories(
                 group,
                 sampler,
@@ -98,6 +103,11 @@ def turn_accuracy(
     return TurnAccuracy(
         task_ids=list(by_task), per_task=per_task, states=states, failed=sum(failed.values()), failed_by_task=failed
     )
+
+
+def _history_chars(trajectory: Trajectory) -> int:
+    """The characters of a trajectory's messages: the order of its prompts' token lengths, without a tokenizer."""
+    return sum(len(str(m.get("content") or "")) for m in trajectory.messages)
 
 
 def _groups(trajectories: Sequence[Trajectory], states: int) -> list[list[Trajectory]]:

@@ -53,3 +53,32 @@ def test_turn_accuracy_per_task_leaves_failed_verifications_out_and_counts_them(
     assert result.states == states and result.failed == len(first)
     assert result.failed_by_task == {trajectories[0].task_id: len(first)}
     assert result.score == pytest.approx(sum(result.per_task) / 3)
+
+
+def test_turn_accuracy_answers_short_histories_first_and_keeps_the_given_task_order(arith_registry):
+    from pivotgym.eval.turns import turn_accuracy
+    from pivotgym.registry import make
+    from pivotgym.sampling.base import SamplingParams
+
+    env = make("arith/chain-v0")
+    chars: dict[int, object] = {}  # trajectories of distinct lengths, so that the shortest-first order is unique
+    for t in env.expert_trajectories("test"):
+        if t.reward > 0:
+            chars.setdefault(sum(len(str(m["content"])) for m in t.messages), t)
+    assert len(chars) >= 4, "the fixture needs four trajectories of different lengths"
+    by_length = [chars[n] for n in sorted(chars)[:4]]
+    given = by_length[::-1]  # longest first
+    expert = {str(env.prompt_messages(turn.prefix)): turn.expert["content"] for t in given for turn in t.turns()}
+    task_of = {str(env.prompt_messages(turn.prefix)): t.task_id for t in given for turn in t.turns()}
+    seen: list[str] = []
+
+    def answer(prompt):  # noqa: ANN001, ANN202 - right only on the longest trajectory's states
+        seen.append(task_of[str(prompt)])
+        return expert[str(prompt)] if task_of[str(prompt)] == given[0].task_id else "nope"
+
+    params = SamplingParams(temperature=0.0, max_new_tokens=8)
+    result = turn_accuracy(Scripted(answer), given, params, executor="serial", chunk=1, progress=False)
+    order = list(dict.fromkeys(seen))
+    assert order == [t.task_id for t in by_length]
+    assert result.task_ids == [t.task_id for t in given]
+    assert result.per_task == [1.0, 0.0, 0.0, 0.0]
