@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -115,6 +116,7 @@ def run_one(
     train = [r for r in rows if r["kind"] == "train"]
     applied = [r for r in train if not r.get("skipped")]
     counters = summary["counters"]
+    shutil.rmtree(out / "checkpoints", ignore_errors=True)  # ~1.6 GB each (weights + AdamW); never resumed
     return {
         "lr": lr,
         "placebo": placebo,

@@ -27,7 +27,9 @@ from pivotgym.sampling.base import SamplingParams
 from pivotgym.sampling.hf import HFSampler
 
 
-def given_order(sampler: Any, trajectories: list[Any], params: SamplingParams, executor: Any, chunk: int) -> list[float]:
+def given_order(
+    sampler: Any, trajectories: list[Any], params: SamplingParams, executor: Any, chunk: int
+) -> list[float]:
     """Per-task scores with one ``turn_accuracy`` call per group of the given order (each call's own sort
     cannot reorder across calls, so this is the old batching)."""
     scores: list[float] = []
