@@ -170,8 +170,14 @@ def _curve_task_count(curves: Mapping[int, Sequence[Curve]]) -> str:
     return "/".join(str(c) for c in sorted(counts)) or "the"
 
 
+#: item sets of the paired differences: a member role, or a likelihood metric (``eval.likelihood``: the
+#: probability of a credited action at the held-out states, a lower-variance view of turn accuracy)
+LIKELIHOOD_SET = "p_credited"
+
+
 def _items(layout: RunLayout, tag: str, seed: int, role: str, roles: Mapping[str, str]) -> dict[str, float] | None:
-    """Item scores of one evaluation on the members of ``role``."""
+    """Item scores of one evaluation on the members of ``role`` (or, for :data:`LIKELIHOOD_SET`, on the
+    likelihood member of that metric)."""
     path = layout.items(layout.result(tag, seed))
     if not path.exists():
         return None
@@ -179,7 +185,11 @@ def _items(layout: RunLayout, tag: str, seed: int, role: str, roles: Mapping[str
     for line in path.read_text(encoding="utf-8").splitlines():
         if line.strip():
             row = json.loads(line)
-            if roles.get(row["member"]) == role:
+            if role == LIKELIHOOD_SET:
+                wanted = roles.get(row["member"]) == "likelihood" and row.get("metric") == LIKELIHOOD_SET
+            else:
+                wanted = roles.get(row["member"]) == role
+            if wanted:
                 out[f"{row['member']}::{row['task_id']}"] = min(1.0, float(row["reward"]))
     return out or None
 
@@ -194,12 +204,19 @@ def _differences(
 ) -> dict[str, dict[str, Any]]:
     """Paired t intervals of the differences behind the in-domain and OOD claims (over the items both models
     scored, averaged over the seeds both have), each with its minimum detectable difference; ``start`` is the
-    RL start model's tag (its in-domain differences: :data:`START_DIFFERENCES`)."""
+    RL start model's tag (its in-domain differences: :data:`START_DIFFERENCES`). The in-domain ones are also
+    taken on the probability of a credited action when the run scored it (``eval.likelihood``)."""
     out = {}
-    from_start = [(a, start if b == "start" else b, "in_domain") for a, b in START_DIFFERENCES]
+    from_start = [
+        (a, start if b == "start" else b, items)
+        for a, b in START_DIFFERENCES
+        for items in ("in_domain", LIKELIHOOD_SET)
+    ]
     for a, b, role in (
         ("pivot", "sft", "in_domain"),
         ("pivot", "sft-more", "in_domain"),
+        ("pivot", "sft", LIKELIHOOD_SET),
+        ("pivot", "sft-more", LIKELIHOOD_SET),
         ("pivot", "sft", "ood"),
         ("pivot", "sft-more", "ood"),
         ("sft", "base", "ood"),
@@ -368,9 +385,10 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
         summary["differences"] = _differences(layout, seeds, base.get("role", {}), start)
         pairs = [(a, start if b == "start" else b) for a, b in START_DIFFERENCES]
         moved = [
-            f"- {METHOD_LABELS[a]} − {METHOD_LABELS[b]}: {difference_text(d, 'test tasks', verdict=False)}"
+            f"- {METHOD_LABELS[a]} − {METHOD_LABELS[b]}{label}: {difference_text(d, 'test tasks', verdict=False)}"
+            for items, label in (("in_domain", ""), (LIKELIHOOD_SET, ", P(credited action)"))
             for a, b in pairs
-            if (d := summary["differences"].get(f"{a}-vs-{b}-in_domain"))
+            if (d := summary["differences"].get(f"{a}-vs-{b}-{items}"))
         ]
         if moved:
             lines += [
@@ -675,6 +693,12 @@ def _claims(summary: Mapping[str, Any]) -> list[str]:
             else:
                 verdict = NOT_MEASURABLE
             out.append(f"- **In-domain PivotRL > {name}**: {verdict} {detail}).")
+            if likely := summary.get("differences", {}).get(f"pivot-vs-{ref}-{LIKELIHOOD_SET}"):
+                out.append(
+                    f"- **In-domain PivotRL > {name}, by the probability of a credited action** (the same held-out "
+                    f"states scored by likelihood, lower variance than one greedy action): {likely['verdict']} "
+                    f"(difference {difference_text(likely, 'test tasks', verdict=False)})."
+                )
     diffs = summary.get("differences", {})
 
     def interval(key: str) -> str:

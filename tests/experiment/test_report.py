@@ -266,3 +266,46 @@ def test_each_method_is_compared_with_the_model_it_starts_from_and_the_placebo(t
     assert "- SFT − warm-up: +20.0 points" in report and "- PivotRL − warm-up: +7.5 points" in report
     assert "- PivotRL − placebo (shuffled advantages): +10.0 points" in report
     assert summary["differences"]["placebo-vs-warmup-in_domain"]["diff"] == pytest.approx(-0.025)
+
+
+def test_claim_b_is_also_read_on_the_probability_of_a_credited_action(tmp_path):
+    """With eval.likelihood the in-domain differences are also taken on p_credited (the likelihood member), a
+    separate paired interval beside the greedy one, and p_legal is not mixed in."""
+    import json
+
+    from pivotgym.experiment import ExperimentConfig
+    from pivotgym.experiment.layout import RunLayout
+    from pivotgym.experiment.report import write_experiment_report
+
+    layout = RunLayout(tmp_path)
+    layout.make_dirs()
+    member = "planning/gripper-gen-v0@test"
+    greedy = {"base": [0.0] * 4, "warmup": [0.5] * 4, "sft": [0.5, 0.6, 0.5, 0.6], "pivot": [0.6, 0.5, 0.6, 0.6]}
+    credited = {
+        "base": [0.0] * 4,
+        "warmup": [0.4] * 4,
+        "sft": [0.40, 0.42, 0.41, 0.43],
+        "pivot": [0.5, 0.51, 0.5, 0.52],
+    }
+    for tag in greedy:
+        path = layout.result(tag, None if tag == "base" else 0)
+        scores, roles, rows = {}, {}, []
+        for key, role, metric, per_task in (
+            (member, "in_domain", "turn_accuracy", greedy[tag]),
+            (f"{member}:p_credited", "likelihood", "p_credited", credited[tag]),
+            (f"{member}:p_legal", "likelihood", "p_legal", [1.0] * 4),
+        ):
+            scores[key] = {"value": sum(per_task) / 4, "metric": metric, "n": 4, "ci95": [0, 1]}
+            roles[key] = role
+            rows += [{"member": key, "task_id": f"t{i}", "reward": r, "metric": metric} for i, r in enumerate(per_task)]
+        path.write_text(json.dumps({"scores": scores, "role": roles}))
+        layout.items(path).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = ExperimentConfig(name="x", env="planning/gripper-gen-v0", rl_init="warmup", warmup_tasks=2)
+    summary = write_experiment_report(layout, config)
+    likely = summary["differences"]["pivot-vs-sft-p_credited"]
+    assert likely["diff"] == pytest.approx(0.0925) and likely["items"] == 4 and likely["verdict"] == "reproduced"
+    assert summary["differences"]["pivot-vs-sft-in_domain"]["diff"] == pytest.approx(0.025)
+    assert summary["differences"]["sft-vs-warmup-p_credited"]["diff"] == pytest.approx(0.015)
+    report = layout.report.read_text()
+    assert "- PivotRL − warm-up, P(credited action): +10.7 points" in report
+    assert "**In-domain PivotRL > SFT, by the probability of a credited action** " in report
