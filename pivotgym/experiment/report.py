@@ -668,6 +668,10 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
     return summary
 
 
+def _seed_list(seeds: Sequence[int] | None) -> str:
+    return ", ".join(str(s) for s in seeds or []) or "-"
+
+
 def _claims(summary: Mapping[str, Any]) -> list[str]:
     """Plain statements of which claims this run reproduces, computed from the summary."""
     m = summary["methods"]
@@ -687,6 +691,9 @@ def _claims(summary: Mapping[str, Any]) -> list[str]:
         if "pivot" in m and ref in m and m["pivot"]["in_domain"] is not None and m[ref]["in_domain"] is not None:
             diff = summary.get("differences", {}).get(f"pivot-vs-{ref}-in_domain")
             detail = f"({pct(m['pivot']['in_domain'])} vs {pct(m[ref]['in_domain'])}"
+            seeds_a, seeds_b = m["pivot"].get("seeds"), m[ref].get("seeds")
+            if seeds_a != seeds_b:  # the means above are over different seeds; the paired difference is not
+                detail += f", means over seeds {_seed_list(seeds_a)} and {_seed_list(seeds_b)}"
             if diff:
                 detail += "; difference " + difference_text(diff, "test tasks")
                 verdict = diff["verdict"]
@@ -745,8 +752,13 @@ def _claims(summary: Mapping[str, Any]) -> list[str]:
     if "placebo" in a and "pivot" in a:
         out.append(
             f"- **The placebo changes less than PivotRL** (point estimate, no interval): "
-            f"PivotRL {pct(a['pivot']['in_domain'])} vs placebo {pct(a['placebo']['in_domain'])}; on non-pivot "
-            "training states "
+            f"PivotRL {pct(a['pivot']['in_domain'])} vs placebo {pct(a['placebo']['in_domain'])}"
+            + (
+                f" (paired over the seeds both ran: {difference_text(paired, 'test tasks', verdict=False)})"
+                if (paired := summary.get("differences", {}).get("pivot-vs-placebo-in_domain"))
+                else ""
+            )
+            + "; on non-pivot training states "
             + ", ".join(
                 f"{METHOD_LABELS[tag]} {100 * h['delta']:+.1f} points" for tag, h in summary.get("harm", {}).items()
             )

@@ -266,6 +266,7 @@ def test_each_method_is_compared_with_the_model_it_starts_from_and_the_placebo(t
     assert "- SFT − warm-up: +20.0 points" in report and "- PivotRL − warm-up: +7.5 points" in report
     assert "- PivotRL − placebo (shuffled advantages): +10.0 points" in report
     assert summary["differences"]["placebo-vs-warmup-in_domain"]["diff"] == pytest.approx(-0.025)
+    assert "PivotRL 57.5 vs placebo 47.5 (paired over the seeds both ran: +10.0 points" in report
 
 
 def test_claim_b_is_also_read_on_the_probability_of_a_credited_action(tmp_path):
