@@ -54,7 +54,10 @@ def experiment_cmd(
     if as_json:
         emit_json(summary)
         return
-    typer.echo(f"report: {summary['report']}")
+    if "report" in summary:
+        typer.echo(f"report: {summary['report']}")
+    else:  # --stages without report: the stages ran, the report was not asked for
+        typer.echo(f"stages done in {summary['root']}; write the report with --stages report")
 
 
 def parse_seeds(text: str) -> list[int]:

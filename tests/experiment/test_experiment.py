@@ -342,3 +342,20 @@ def test_likelihood_scores_of_a_model_on_the_held_out_states(tiny_sampler, tmp_p
     assert scored["task_ids"] == floors["task_ids"]
     (p_credited,), (p_legal,) = scored["p_credited"], scored["p_legal"]
     assert 0 < p_credited <= p_legal <= 1  # a random model puts some mass on every action
+
+
+def test_stages_without_the_report_exit_0_and_say_how_to_write_it(tmp_path, capsys, monkeypatch):
+    """`--stages warmup` runs no report stage: the command succeeds and names the option that writes it."""
+    import pivotgym.experiment
+    from pivotgym.cli import main
+
+    calls = []
+
+    def stages_only(config, out_dir=None, stages=None, rerun=()):  # noqa: ANN001, ANN202 - run_experiment's shape
+        calls.append(stages)
+        return {"name": config.name, "root": str(out_dir)}
+
+    monkeypatch.setattr(pivotgym.experiment, "run_experiment", stages_only)
+    assert main(["experiment", str(EXAMPLES / "quickstart.yaml"), "--out", str(tmp_path), "--stages", "warmup"]) == 0
+    assert calls == [["warmup"]]
+    assert "write the report with --stages report" in capsys.readouterr().out
