@@ -171,7 +171,7 @@ def _curve_task_count(curves: Mapping[int, Sequence[Curve]]) -> str:
 
 
 #: item sets of the paired differences: a member role, or a likelihood metric (``eval.likelihood``: the
-#: probability of a credited action at the held-out states, a lower-variance view of turn accuracy)
+#: probability of a credited action at the held-out states, a continuous view of turn accuracy)
 LIKELIHOOD_SET = "p_credited"
 
 
@@ -703,7 +703,8 @@ def _claims(summary: Mapping[str, Any]) -> list[str]:
             if likely := summary.get("differences", {}).get(f"pivot-vs-{ref}-{LIKELIHOOD_SET}"):
                 out.append(
                     f"- **In-domain PivotRL > {name}, by the probability of a credited action** (the same held-out "
-                    f"states scored by likelihood, lower variance than one greedy action): {likely['verdict']} "
+                    "states scored by likelihood: a continuous value per state, not one greedy action): "
+                    f"{likely['verdict']} "
                     f"(difference {difference_text(likely, 'test tasks', verdict=False)})."
                 )
     diffs = summary.get("differences", {})
