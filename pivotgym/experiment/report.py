@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -175,6 +175,11 @@ def _curve_task_count(curves: Mapping[int, Sequence[Curve]]) -> str:
 LIKELIHOOD_SET = "p_credited"
 
 
+def _seed_list(seeds: Iterable[int] | None) -> str:
+    """``0, 1, 2`` (``-`` for none): the seeds a row or a mean is over."""
+    return ", ".join(str(s) for s in seeds or []) or "-"
+
+
 def _items(layout: RunLayout, tag: str, seed: int, role: str, roles: Mapping[str, str]) -> dict[str, float] | None:
     """Item scores of one evaluation on the members of ``role`` (or, for :data:`LIKELIHOOD_SET`, on the
     likelihood member of that metric)."""
@@ -288,7 +293,7 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
         base_ood, base_ind = (_avg(base, "ood"), _avg(base, "in_domain")) if base else (None, None)
         d_ood = None if ood is None or base_ood is None else ood - base_ood
         d_ind = None if ind is None or base_ind is None else ind - base_ind
-        used = "-" if tag == "base" else ", ".join(str(s) for s in res)
+        used = "-" if tag == "base" else _seed_list(res)
         row = [label, _cell(ind, ind_v), "-" if d_ind is None else f"{100 * d_ind:+.1f}"]
         if episodes:
             epi, epi_v = _mean_over(res, lambda r: _avg(r, "episodes"))
@@ -579,7 +584,7 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
             if m is not None:
                 abl_vals[label] = m
                 abl_err[label] = [min(v), max(v)]
-                abl_rows.append([label, _cell(m, v), ", ".join(str(s) for s in res)])
+                abl_rows.append([label, _cell(m, v), _seed_list(res)])
                 summary["ablation"][tag] = {"in_domain": m, "per_seed": v}
     if len(abl_vals) > 1:
         plot_bars(
@@ -666,10 +671,6 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
     layout.report.write_text("\n".join(lines), encoding="utf-8")
     layout.summary.write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
     return summary
-
-
-def _seed_list(seeds: Sequence[int] | None) -> str:
-    return ", ".join(str(s) for s in seeds or []) or "-"
 
 
 def _claims(summary: Mapping[str, Any]) -> list[str]:
