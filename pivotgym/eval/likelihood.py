@@ -217,57 +217,105 @@ def chain_logprobs(
     stops: Sequence[int],
     cap: int | None,
 ) -> list[list[float]]:
-    """:func:`action_logprobs` for the states of one trajectory at once. Their prompts usually form a chain
-    (each a prefix of the next, the history only growing), so the longest runs once, keeping the logits at
-    every state's last prompt position; each state then continues from that cache cut back to its own prompt.
-    Prompts that do not chain, or a model whose cache cannot be cut (sliding-window or recurrent layers),
-    fall back to one forward per state. The numbers are the same either way (a test checks them)."""
-    import copy
-
+    """:func:`action_logprobs` for the states of one trajectory in a single forward pass. Their prompts usually
+    form a chain (each a prefix of the next, the history only growing), so the sequence is the longest prompt
+    followed by every state's legal actions, each action attending only to its own state's prompt and its own
+    earlier tokens (a 4D mask, positions continuing from that prompt): a tree of continuations on one trunk.
+    An action's stop tokens are read off the logits after its last token, so each action is fed once whatever
+    the number of stop tokens. Prompts that do not chain, or a model that is not full attention everywhere
+    (sliding-window or recurrent layers), fall back to one forward per state. The numbers are the same either
+    way (a test checks them)."""
     import torch
 
-    from pivotgym.train.forward import pad_right
-
     longest: list[int] = max((list(p) for p in prompts), key=len, default=[])
-    chained = len(prompts) > 1 and all(longest[: len(p)] == list(p) for p in prompts) and _croppable(model)
+    chained = len(prompts) > 1 and all(longest[: len(p)] == list(p) for p in prompts) and _full_attention(model)
     if not chained:
         return [action_logprobs(model, p, a, stops, cap) for p, a in zip(prompts, actions)]
     device = next(model.parameters()).device
-    out: list[list[float]] = []
+    tree = _Tree(longest)
+    reads: list[list[tuple[list[int], list[int], int | None] | None]] = []  # per action: where it is predicted
+    for prompt, acts in zip(prompts, actions):
+        reads.append([tree.add(len(prompt), list(tokens), cap) for tokens in acts])
+    ids, positions, mask = tree.tensors(device, _dtype_of(model))
+    keep = sorted({i for state in reads for read in state if read for i in [*read[0], read[2]] if i is not None})
+    row = {index: j for j, index in enumerate(keep)}
     with _scoring(model), torch.no_grad():
-        ends = torch.as_tensor([len(p) - 1 for p in prompts], dtype=torch.long, device=device)
-        full = model(
-            input_ids=torch.as_tensor([longest], dtype=torch.long, device=device), use_cache=True, logits_to_keep=ends
-        )
-        for i, (prompt, acts) in enumerate(zip(prompts, actions)):
-            rows, owner = _rows(acts, stops, cap)
-            if not rows:
-                out.append([-math.inf] * len(acts))
+        logits = model(
+            input_ids=ids,
+            position_ids=positions,
+            attention_mask=mask,
+            use_cache=False,
+            logits_to_keep=torch.as_tensor(keep, dtype=torch.long, device=device),
+        ).logits[0]
+        logprobs = torch.log_softmax(logits.double(), dim=-1).cpu()
+    stop_ids = torch.as_tensor(list(stops), dtype=torch.long)
+    out: list[list[float]] = []
+    for state in reads:
+        values = []
+        for read in state:
+            if read is None:
+                values.append(-math.inf)
                 continue
-            ids, mask = pad_right(rows, 0, device)
-            g, width = ids.shape
-            cache = copy.deepcopy(full.past_key_values)
-            if len(longest) > len(prompt):
-                cache.crop(-(len(longest) - len(prompt)))
-            cache.batch_repeat_interleave(g)
-            first = full.logits[:, i : i + 1, :].expand(g, 1, -1)  # predicts each row's first token
-            if width > 1:
-                attention = torch.cat([torch.ones((g, len(prompt)), dtype=torch.long, device=device), mask], dim=1)
-                rest = model(
-                    input_ids=ids[:, :-1], attention_mask=attention[:, :-1], past_key_values=cache, use_cache=True
-                ).logits
-                logits = torch.cat([first, rest], dim=1)
-            else:
-                logits = first
-            picked = torch.log_softmax(logits.float(), dim=-1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)
-            totals = (picked * mask).sum(dim=1).double().cpu().tolist()
-            out.append(_per_action(len(acts), owner, totals))
+            at, targets, stop_at = read
+            total = sum(float(logprobs[row[i], t]) for i, t in zip(at, targets))
+            if stop_at is not None:  # the sampler stops on any stop token: their probabilities add up
+                total += float(torch.logsumexp(logprobs[row[stop_at], stop_ids], dim=0))
+            values.append(total)
+        out.append(values)
     return out
 
 
-def _croppable(model: Any) -> bool:
-    """Whether a prompt's cache can be cut back to a shorter prompt: every layer full attention (as the hf
-    sampler's prefix reuse requires)."""
+class _Tree:
+    """One sequence holding a trunk (the longest prompt) and branches (actions), each branch hanging off the
+    trunk at its state's prompt length; :meth:`tensors` gives its ids, positions and additive 4D mask."""
+
+    def __init__(self, trunk: list[int]) -> None:
+        self.ids = list(trunk)
+        self.positions = list(range(len(trunk)))
+        self.branches: list[tuple[int, int, int]] = []  # (start in the sequence, length, trunk prefix it sees)
+
+    def add(self, prefix: int, tokens: list[int], cap: int | None) -> tuple[list[int], list[int], int | None] | None:
+        """Hang ``tokens`` after ``prefix`` trunk tokens. Returns the sequence index whose logits predict each
+        token, the tokens, and the index whose logits predict the stop token (``None`` at exactly the cap,
+        where the sampler stops on length); ``None`` when the action cannot be emitted (over the cap)."""
+        n = len(tokens)
+        if cap is not None and (n > cap or n == 0 == cap):
+            return None
+        stop = cap is None or n < cap
+        fed = tokens if stop else tokens[:-1]  # the last token's own logits only matter to read a stop token
+        start = len(self.ids)
+        self.ids += fed
+        self.positions += range(prefix, prefix + len(fed))
+        self.branches.append((start, len(fed), prefix))
+        at = [prefix - 1] + [start + j for j in range(n - 1)]
+        return at[:n], list(tokens), (start + n - 1 if n else prefix - 1) if stop else None
+
+    def tensors(self, device: Any, dtype: Any) -> tuple[Any, Any, Any]:
+        import torch
+
+        n, trunk = len(self.ids), len(self.ids) - sum(b[1] for b in self.branches)
+        allowed = torch.zeros((n, n), dtype=torch.bool)
+        allowed[:trunk, :trunk] = torch.ones((trunk, trunk), dtype=torch.bool).tril()
+        for start, length, prefix in self.branches:
+            allowed[start : start + length, :prefix] = True
+            allowed[start : start + length, start : start + length] = torch.ones(
+                (length, length), dtype=torch.bool
+            ).tril()
+        mask = torch.zeros((n, n), dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
+        return (
+            torch.as_tensor([self.ids], dtype=torch.long, device=device),
+            torch.as_tensor([self.positions], dtype=torch.long, device=device),
+            mask[None, None].to(device),
+        )
+
+
+def _dtype_of(model: Any) -> Any:
+    return next(model.parameters()).dtype
+
+
+def _full_attention(model: Any) -> bool:
+    """Whether every layer attends to the whole history (no sliding window, no recurrent layers), so that
+    one masked forward over a tree of continuations equals one forward per continuation."""
     config = getattr(model, "config", None)
     types = set(getattr(config, "layer_types", None) or [])
     if types:
