@@ -331,13 +331,13 @@ class Run:
         if self.curve_metric == "turns" and ev.likelihood:
             started = time.perf_counter()
             scored = self.likelihood_scores(sampler)
-            for metric in ("p_credited", "p_legal"):
-                key = f"{member}:{metric}"
-                scores[key] = {**summarize(scored[metric], metric), "seconds": round(time.perf_counter() - started, 2)}
+            for name in ("p_credited", "p_legal"):  # not `metric`: the in-domain metric is read again below
+                key = f"{member}:{name}"
+                scores[key] = {**summarize(scored[name], name), "seconds": round(time.perf_counter() - started, 2)}
                 roles[key] = "likelihood"
                 rows += [
-                    {"member": key, "task_id": t, "reward": r, "metric": metric}
-                    for t, r in zip(scored["task_ids"], scored[metric])
+                    {"member": key, "task_id": t, "reward": r, "metric": name}
+                    for t, r in zip(scored["task_ids"], scored[name])
                 ]
         if curve.max_turns:
             for key in scores:
