@@ -231,12 +231,13 @@ def chain_logprobs(
     chained = len(prompts) > 1 and all(longest[: len(p)] == list(p) for p in prompts) and _full_attention(model)
     if not chained:
         return [action_logprobs(model, p, a, stops, cap) for p, a in zip(prompts, actions)]
-    device = next(model.parameters()).device
+    weight = next(model.parameters())
+    device = weight.device
     tree = _Tree(longest)
     reads: list[list[tuple[list[int], list[int], int | None] | None]] = []  # per action: where it is predicted
     for prompt, acts in zip(prompts, actions):
         reads.append([tree.add(len(prompt), list(tokens), cap) for tokens in acts])
-    ids, positions, mask = tree.tensors(device, _dtype_of(model))
+    ids, positions, mask = tree.tensors(device, weight.dtype)
     keep = sorted({i for state in reads for read in state if read for i in [*read[0], read[2]] if i is not None})
     row = {index: j for j, index in enumerate(keep)}
     with _scoring(model), torch.no_grad():
@@ -307,10 +308,6 @@ class _Tree:
             torch.as_tensor([self.positions], dtype=torch.long, device=device),
             mask[None, None].to(device),
         )
-
-
-def _dtype_of(model: Any) -> Any:
-    return next(model.parameters()).dtype
 
 
 def _full_attention(model: Any) -> bool:
