@@ -271,6 +271,7 @@ class _Tree:
     trunk at its state's prompt length; :meth:`tensors` gives its ids, positions and additive 4D mask."""
 
     def __init__(self, trunk: list[int]) -> None:
+        self.trunk = len(trunk)
         self.ids = list(trunk)
         self.positions = list(range(len(trunk)))
         self.branches: list[tuple[int, int, int]] = []  # (start in the sequence, length, trunk prefix it sees)
@@ -288,13 +289,15 @@ class _Tree:
         self.ids += fed
         self.positions += range(prefix, prefix + len(fed))
         self.branches.append((start, len(fed), prefix))
-        at = [prefix - 1] + [start + j for j in range(n - 1)]
-        return at[:n], list(tokens), (start + n - 1 if n else prefix - 1) if stop else None
+        # token 0 is predicted at the state's last prompt position, token j at branch token j - 1
+        at = [prefix - 1] + [start + j for j in range(n - 1)] if n else []
+        last = start + n - 1 if n else prefix - 1  # after the whole action: where a stop token is read
+        return at, list(tokens), last if stop else None
 
     def tensors(self, device: Any, dtype: Any) -> tuple[Any, Any, Any]:
         import torch
 
-        n, trunk = len(self.ids), len(self.ids) - sum(b[1] for b in self.branches)
+        n, trunk = len(self.ids), self.trunk
         allowed = torch.zeros((n, n), dtype=torch.bool)
         allowed[:trunk, :trunk] = torch.ones((trunk, trunk), dtype=torch.bool).tril()
         for start, length, prefix in self.branches:
