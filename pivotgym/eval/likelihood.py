@@ -32,7 +32,17 @@ from pivotgym.errors import RecordError, SamplerError
 from pivotgym.eval.floors import FloorsResult
 from pivotgym.eval.stats import MeanInterval, mean_interval_over
 
-__all__ = ["LIKELIHOOD_METRICS", "LikelihoodResult", "StateLikelihood", "action_logprobs", "likelihood_scores"]
+__all__ = [
+    "GREEDY_MARGIN",
+    "LIKELIHOOD_METRICS",
+    "ChainScore",
+    "LikelihoodResult",
+    "StateLikelihood",
+    "action_logprobs",
+    "chain_logprobs",
+    "chain_scores",
+    "likelihood_scores",
+]
 
 #: the per-problem metrics of :class:`LikelihoodResult`
 LIKELIHOOD_METRICS = ("p_credited", "p_legal", "p_credited_given_legal")
@@ -42,13 +52,15 @@ SHARES = LIKELIHOOD_METRICS  # every one is a probability: its interval stays wi
 @dataclass
 class StateLikelihood:
     """One state's scores: ``logp[i]`` is the log-probability of legal action i (``-inf`` if it cannot be
-    emitted), ``credited[i]`` the verifier's verdict on it."""
+    emitted), ``credited[i]`` the verifier's verdict on it, ``greedy`` the index of the action greedy decoding
+    emits (``None``: not decided by the scores; see :func:`chain_scores`)."""
 
     task_id: str
     trajectory_id: str
     turn: int
     logp: list[float]
     credited: list[bool]
+    greedy: int | None = None
 
     @property
     def p_legal(self) -> float:
@@ -72,6 +84,7 @@ class StateLikelihood:
             "credited": list(self.credited),
             "p_credited": self.p_credited,
             "p_legal": self.p_legal,
+            "greedy": self.greedy,
         }
 
 
@@ -217,28 +230,77 @@ def chain_logprobs(
     stops: Sequence[int],
     cap: int | None,
 ) -> list[list[float]]:
-    """:func:`action_logprobs` for the states of one trajectory in a single forward pass. Their prompts usually
-    form a chain (each a prefix of the next, the history only growing), so the sequence is the longest prompt
-    followed by every state's legal actions, each action attending only to its own state's prompt and its own
-    earlier tokens (a 4D mask, positions continuing from that prompt): a tree of continuations on one trunk.
-    An action's stop tokens are read off the logits after its last token, so each action is fed once whatever
-    the number of stop tokens. Prompts that do not chain, or a model that is not full attention everywhere
-    (sliding-window or recurrent layers), fall back to one forward per state. The numbers are the same either
-    way (a test checks them)."""
+    """The ``logp`` of :func:`chain_scores`: per state, each action's log-probability."""
+    return [state.logp for state in chain_scores(model, prompts, actions, stops, cap)]
+
+
+#: the smallest log-probability gap between the greedy token and the runner-up at which :func:`chain_scores`
+#: names the action greedy decoding emits: a closer call could go the other way under the generation path's
+#: own arithmetic (another batch, padding, a KV cache), so it is left to generation
+GREEDY_MARGIN = 1e-2
+
+
+@dataclass
+class ChainScore:
+    """One state's scores from :func:`chain_scores`: ``logp[i]`` of action i (``-inf`` if it cannot be
+    emitted), and ``greedy``: the index of the action greedy decoding emits from this state, or ``None`` when
+    that is not decided here (it leaves every action's tokens, as malformed text or another tokenisation of an
+    action would; a near tie on its path; a model scored one state at a time)."""
+
+    logp: list[float]
+    greedy: int | None = None
+
+
+def chain_scores(
+    model: Any,
+    prompts: Sequence[Sequence[int]],
+    actions: Sequence[Sequence[Sequence[int]]],
+    stops: Sequence[int],
+    cap: int | None,
+) -> list[ChainScore]:
+    """:func:`action_logprobs` for the states of one trajectory in a single forward pass, and the action that
+    greedy decoding emits from each state.
+
+    Their prompts usually form a chain (each a prefix of the next, the history only growing), so the sequence is
+    the longest prompt followed by every state's legal actions, each action attending only to its own state's
+    prompt and its own earlier tokens (a 4D mask, positions continuing from that prompt): a tree of
+    continuations on one trunk (prompts that do not chain get one tree each). An action's stop tokens are read
+    off the logits after its last token, so each action is fed once whatever the number of stop tokens. The
+    numbers equal one forward per state (a test checks them).
+
+    The same logits give greedy decoding for free wherever it stays on the actions' tokens: walk the argmax
+    from the prompt down the actions that agree with it; greedy emits action i when it follows i's tokens to
+    the end and then picks a stop token (or reaches the cap exactly there). Anything else (the argmax leaves
+    every action, or a gap under :data:`GREEDY_MARGIN`) is left undecided (``greedy`` None) for generation.
+    A model that is not full attention everywhere (sliding-window or recurrent layers) is scored one state at a
+    time by :func:`action_logprobs`, with ``greedy`` undecided."""
+    if not _full_attention(model):
+        return [ChainScore(action_logprobs(model, p, a, stops, cap)) for p, a in zip(prompts, actions)]
+    longest: list[int] = max((list(p) for p in prompts), key=len, default=[])
+    if all(longest[: len(p)] == list(p) for p in prompts):
+        return _tree_scores(model, longest, prompts, actions, stops, cap)
+    return [_tree_scores(model, list(p), [p], [a], stops, cap)[0] for p, a in zip(prompts, actions)]
+
+
+def _tree_scores(
+    model: Any,
+    trunk: list[int],
+    prompts: Sequence[Sequence[int]],
+    actions: Sequence[Sequence[Sequence[int]]],
+    stops: Sequence[int],
+    cap: int | None,
+) -> list[ChainScore]:
+    """:func:`chain_scores` of states whose prompts are all prefixes of ``trunk``: one forward."""
     import torch
 
-    longest: list[int] = max((list(p) for p in prompts), key=len, default=[])
-    chained = len(prompts) > 1 and all(longest[: len(p)] == list(p) for p in prompts) and _full_attention(model)
-    if not chained:
-        return [action_logprobs(model, p, a, stops, cap) for p, a in zip(prompts, actions)]
     weight = next(model.parameters())
     device = weight.device
-    tree = _Tree(longest)
-    reads: list[list[tuple[list[int], list[int], int | None] | None]] = []  # per action: where it is predicted
-    for prompt, acts in zip(prompts, actions):
-        reads.append([tree.add(len(prompt), list(tokens), cap) for tokens in acts])
+    tree = _Tree(trunk)
+    reads: list[list[_Read | None]] = [
+        [tree.add(len(p), list(tokens), cap) for tokens in acts] for p, acts in zip(prompts, actions)
+    ]
     ids, positions, mask = tree.tensors(device, weight.dtype)
-    keep = sorted({i for state in reads for read in state if read for i in [*read[0], read[2]] if i is not None})
+    keep = sorted({i for state in reads for read in state if read for i in read.positions()})
     row = {index: j for j, index in enumerate(keep)}
     with _scoring(model), torch.no_grad():
         logits = model(
@@ -249,21 +311,71 @@ def chain_logprobs(
             logits_to_keep=torch.as_tensor(keep, dtype=torch.long, device=device),
         ).logits[0]
         logprobs = torch.log_softmax(logits.double(), dim=-1).cpu()
+    top = logprobs.topk(2, dim=-1)
     stop_ids = torch.as_tensor(list(stops), dtype=torch.long)
-    out: list[list[float]] = []
-    for state in reads:
+    stop_set = set(stops)
+    out: list[ChainScore] = []
+    for prompt, acts, state in zip(prompts, actions, reads):
         values = []
         for read in state:
             if read is None:
                 values.append(-math.inf)
                 continue
-            at, targets, stop_at = read
-            total = sum(float(logprobs[row[i], t]) for i, t in zip(at, targets))
-            if stop_at is not None:  # the sampler stops on any stop token: their probabilities add up
-                total += float(torch.logsumexp(logprobs[row[stop_at], stop_ids], dim=0))
+            total = sum(float(logprobs[row[i], t]) for i, t in zip(read.at, read.tokens))
+            if read.stop_at is not None:  # the sampler stops on any stop token: their probabilities add up
+                total += float(torch.logsumexp(logprobs[row[read.stop_at], stop_ids], dim=0))
             values.append(total)
-        out.append(values)
+        greedy = _greedy_action(
+            len(prompt) - 1, acts, state, lambda i: (top.indices[row[i]], top.values[row[i]]), stop_set, cap
+        )
+        out.append(ChainScore(values, greedy))
     return out
+
+
+def _greedy_action(
+    prompt_end: int,
+    actions: Sequence[Sequence[int]],
+    reads: Sequence[_Read | None],
+    best: Any,
+    stops: set[int],
+    cap: int | None,
+) -> int | None:
+    """The action greedy decoding emits, walking the argmax (``best(position)``: the top two tokens and their
+    log-probabilities there) from ``prompt_end`` down the actions whose tokens agree with it; None when the
+    walk leaves them or meets a near tie (see :func:`chain_scores`)."""
+    alive = [i for i, read in enumerate(reads) if read is not None]  # an action over the cap is never emitted
+    position, j = prompt_end, 0
+    while alive:
+        if cap is not None and j == cap:  # the sampler stops on length: exactly the cap's tokens were emitted
+            return next((i for i in alive if len(actions[i]) == j), None)
+        tokens, values = best(position)
+        first, second = int(tokens[0]), int(tokens[1])
+        if float(values[0] - values[1]) < GREEDY_MARGIN and not (first in stops and second in stops):
+            return None
+        if first in stops:
+            return next((i for i in alive if len(actions[i]) == j), None)
+        alive = [i for i in alive if len(actions[i]) > j and actions[i][j] == first]
+        j += 1
+        if alive and (cap is None or j < cap):
+            # the actions left share tokens 0..j-1, so any of them holds the logits that predict token j (or a
+            # stop token after an action of length j, which is below the cap and so has a stop read)
+            read = reads[alive[0]]
+            assert read is not None
+            position = read.at[j] if j < len(read.at) else int(read.stop_at)  # type: ignore[arg-type]
+    return None
+
+
+@dataclass
+class _Read:
+    """Where one action is predicted in a :class:`_Tree`: ``at[j]`` is the sequence index whose logits predict
+    token j, ``stop_at`` the index whose logits predict a stop token (``None`` at exactly the cap)."""
+
+    at: list[int]
+    tokens: list[int]
+    stop_at: int | None
+
+    def positions(self) -> list[int]:
+        return [*self.at, *([] if self.stop_at is None else [self.stop_at])]
 
 
 class _Tree:
@@ -276,7 +388,7 @@ class _Tree:
         self.positions = list(range(len(trunk)))
         self.branches: list[tuple[int, int, int]] = []  # (start in the sequence, length, trunk prefix it sees)
 
-    def add(self, prefix: int, tokens: list[int], cap: int | None) -> tuple[list[int], list[int], int | None] | None:
+    def add(self, prefix: int, tokens: list[int], cap: int | None) -> _Read | None:
         """Hang ``tokens`` after ``prefix`` trunk tokens. Returns the sequence index whose logits predict each
         token, the tokens, and the index whose logits predict the stop token (``None`` at exactly the cap,
         where the sampler stops on length); ``None`` when the action cannot be emitted (over the cap)."""
@@ -292,7 +404,7 @@ class _Tree:
         # token 0 is predicted at the state's last prompt position, token j at branch token j - 1
         at = [prefix - 1] + [start + j for j in range(n - 1)] if n else []
         last = start + n - 1 if n else prefix - 1  # after the whole action: where a stop token is read
-        return at, list(tokens), last if stop else None
+        return _Read(at, list(tokens), last if stop else None)
 
     def tensors(self, device: Any, dtype: Any) -> tuple[Any, Any, Any]:
         import torch
@@ -387,8 +499,8 @@ def likelihood_scores(
                     tokens.append(ids)
                 prompts.append(prompt_ids)
                 actions.append(tokens)
-            for s, logp in zip(chain, chain_logprobs(model, prompts, actions, stops, limit)):
-                rows.append(StateLikelihood(s.task_id, s.trajectory_id, s.turn, logp, s.credited))
+            for s, scored in zip(chain, chain_scores(model, prompts, actions, stops, limit)):
+                rows.append(StateLikelihood(s.task_id, s.trajectory_id, s.turn, scored.logp, s.credited, scored.greedy))
             bar.update(len(chain))
     finally:
         bar.close()
