@@ -41,6 +41,7 @@ __all__ = [
     "action_logprobs",
     "chain_logprobs",
     "chain_scores",
+    "greedy_rewards",
     "likelihood_scores",
 ]
 
@@ -521,3 +522,16 @@ def likelihood_scores(
         per_task=per_task,
         tokenization=counts,
     )
+
+
+def greedy_rewards(result: LikelihoodResult, floors: FloorsResult) -> dict[tuple[str, int], float]:
+    """``{(trajectory_id, turn): reward}`` of greedy decoding's answer at each state of ``result`` where the
+    scores name it (:attr:`StateLikelihood.greedy`): the verifier's reward for that legal action, which
+    ``floors`` (the floors ``result`` was scored on) already holds. Feeds ``decided`` of
+    :func:`pivotgym.eval.turns.turn_accuracy`, which then generates only at the other states."""
+    verdicts = {(s.trajectory_id, s.turn): s.rewards for s in floors.states if s.judged}
+    return {
+        (row.trajectory_id, row.turn): verdicts[row.trajectory_id, row.turn][row.greedy]
+        for row in result.states
+        if row.greedy is not None
+    }
