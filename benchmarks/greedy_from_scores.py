@@ -1,21 +1,21 @@
-"""Turn accuracy by generation against turn accuracy read off the likelihood scores, one run, same model.
+"""Turn accuracy by generation against greedy answers decoded on the likelihood scoring pass, one run.
 
     python benchmarks/greedy_from_scores.py --model runs/study/models/warmup-s0 [--trajectories 40] [--json]
 
 Where the env enumerates its legal actions, one forward per trajectory scores every legal action
-(:func:`pivotgym.eval.likelihood.chain_scores`) and its logits also show which legal action greedy decoding
-emits, wherever greedy stays on the legal actions' tokens; the floors already hold that action's verdict. Three
-timings over the same held-out states:
+(:func:`pivotgym.eval.likelihood.chain_scores`: the longest history as a trunk, the actions hanging off it) and,
+with ``decode=True``, goes on to decode every state's greedy answer on that forward's key/value cache instead
+of prefilling the history again. Three timings over the same held-out states and model:
 
-* ``generate``  :func:`pivotgym.eval.turns.turn_accuracy` generating and judging every state (before);
+* ``generate``  :func:`pivotgym.eval.turns.turn_accuracy` generating every answer (the sampler's own greedy
+                decoding, which already prefills each trajectory's longest history once);
 * ``scores``    :func:`pivotgym.eval.likelihood.likelihood_scores` alone (p_credited, p_legal);
-* ``both``      the scores, then ``turn_accuracy`` generating only the states the scores left undecided.
+* ``both``      the scores with ``decode=True``, then ``turn_accuracy`` judging those answers (``answers=``).
 
 Prints the ratios ``generate / both`` (turn accuracy alone) and ``(generate + scores) / both`` (an evaluation
-with ``eval.likelihood: true``, which ran both before), the share of states decided by the scores, and fails
-unless every decided state's reward and every per-task score equal generation's. Floors are measured first
-and not timed (an experiment measures them once per run). Use a trained model: the base model seldom answers
-with a legal action, so the scores decide few states and generation does the work either way.
+with ``eval.likelihood: true``, which ran both before), and fails unless every state's reward and every
+per-task score equal generation's (the two decoders can differ only where two logits tie within float
+rounding). Floors are measured first and not timed (an experiment measures them once per run).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import json
 import time
 
 from pivotgym.eval.floors import floors
-from pivotgym.eval.likelihood import greedy_rewards, likelihood_scores
+from pivotgym.eval.likelihood import likelihood_scores
 from pivotgym.eval.turns import turn_accuracy
 from pivotgym.execution import make_executor
 from pivotgym.registry import make
@@ -54,23 +54,27 @@ def main() -> None:
         generated = turn_accuracy(sampler, trajectories, params, executor=executor, chunk=32, progress=False)
         generate_s = time.perf_counter() - start
         start = time.perf_counter()
-        scores = likelihood_scores(sampler, measured, env, cap=args.new_tokens, progress=False)
+        likelihood_scores(sampler, measured, env, cap=args.new_tokens, progress=False)
         scores_s = time.perf_counter() - start
-        decided = greedy_rewards(scores, measured)
+        start = time.perf_counter()
+        scores = likelihood_scores(sampler, measured, env, cap=args.new_tokens, decode=True, progress=False)
+        answers = [s.greedy for s in scores.states if s.greedy is not None]
         read = turn_accuracy(
-            sampler, trajectories, params, executor=executor, chunk=32, progress=False, decided=decided
+            sampler, trajectories, params, executor=executor, chunk=32, progress=False, answers=answers
         )
         both_s = time.perf_counter() - start
     finally:
         executor.close()
-    wrong = sorted(k for k, v in decided.items() if generated.rewards.get(k) != v)
+    wrong = sorted(
+        k for k in generated.rewards.keys() | read.rewards.keys() if generated.rewards.get(k) != read.rewards.get(k)
+    )
     same = [round(v, 9) for v in generated.per_task] == [round(v, 9) for v in read.per_task]
     result = {
         "env": args.env,
         "model": args.model,
         "trajectories": len(trajectories),
         "states": generated.states,
-        "decided": read.decided,
+        "answered": read.answered,
         "generate_s": round(generate_s, 2),
         "scores_s": round(scores_s, 2),
         "both_s": round(both_s, 2),
@@ -86,7 +90,7 @@ def main() -> None:
         print(f"{args.env}: {result['states']} states of {len(trajectories)} expert plans, {args.model}, greedy")
         print(f"  generate every state          {generate_s:8.1f} s")
         print(f"  likelihood scores alone        {scores_s:8.1f} s")
-        print(f"  scores, then generate the rest {both_s:8.1f} s   ({read.decided} of {read.states} states decided)")
+        print(f"  scores decoding greedy, judged {both_s:8.1f} s   ({read.answered} of {read.states} states answered)")
         print(
             f"  turn accuracy alone: {result['speedup_turn_accuracy']:.2f}x faster; with likelihood on: "
             f"{result['speedup_with_likelihood']:.2f}x faster"

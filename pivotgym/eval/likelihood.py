@@ -24,16 +24,16 @@ actions batched on top (no gradients). Other tokenisations of the same text are 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pivotgym.errors import RecordError, SamplerError
 from pivotgym.eval.floors import FloorsResult
 from pivotgym.eval.stats import MeanInterval, mean_interval_over
+from pivotgym.types import Completion
 
 __all__ = [
-    "GREEDY_MARGIN",
     "LIKELIHOOD_METRICS",
     "ChainScore",
     "LikelihoodResult",
@@ -41,7 +41,7 @@ __all__ = [
     "action_logprobs",
     "chain_logprobs",
     "chain_scores",
-    "greedy_rewards",
+    "forest_scores",
     "likelihood_scores",
 ]
 
@@ -53,15 +53,15 @@ SHARES = LIKELIHOOD_METRICS  # every one is a probability: its interval stays wi
 @dataclass
 class StateLikelihood:
     """One state's scores: ``logp[i]`` is the log-probability of legal action i (``-inf`` if it cannot be
-    emitted), ``credited[i]`` the verifier's verdict on it, ``greedy`` the index of the action greedy decoding
-    emits (``None``: not decided by the scores; see :func:`chain_scores`)."""
+    emitted), ``credited[i]`` the verifier's verdict on it, ``greedy`` greedy decoding's answer from the state
+    when it was decoded (``likelihood_scores(..., decode=True)``), as the sampler would return it."""
 
     task_id: str
     trajectory_id: str
     turn: int
     logp: list[float]
     credited: list[bool]
-    greedy: int | None = None
+    greedy: Completion | None = field(default=None, repr=False)
 
     @property
     def p_legal(self) -> float:
@@ -85,7 +85,7 @@ class StateLikelihood:
             "credited": list(self.credited),
             "p_credited": self.p_credited,
             "p_legal": self.p_legal,
-            "greedy": self.greedy,
+            "greedy": None if self.greedy is None else self.greedy.text,
         }
 
 
@@ -235,21 +235,16 @@ def chain_logprobs(
     return [state.logp for state in chain_scores(model, prompts, actions, stops, cap)]
 
 
-#: the smallest log-probability gap between the greedy token and the runner-up at which :func:`chain_scores`
-#: names the action greedy decoding emits: a closer call could go the other way under the generation path's
-#: own arithmetic (another batch, padding, a KV cache), so it is left to generation
-GREEDY_MARGIN = 1e-2
-
-
 @dataclass
 class ChainScore:
     """One state's scores from :func:`chain_scores`: ``logp[i]`` of action i (``-inf`` if it cannot be
-    emitted), and ``greedy``: the index of the action greedy decoding emits from this state, or ``None`` when
-    that is not decided here (it leaves every action's tokens, as malformed text or another tokenisation of an
-    action would; a near tie on its path; a model scored one state at a time)."""
+    emitted), and greedy decoding's answer from this state: its tokens (through the stop token when it stopped
+    on one) and ``finish`` (``"stop"`` or ``"length"``); empty when not decoded (no cap, or a model scored one
+    state at a time)."""
 
     logp: list[float]
-    greedy: int | None = None
+    greedy: list[int] = field(default_factory=list)
+    finish: str = ""
 
 
 def chain_scores(
@@ -258,29 +253,89 @@ def chain_scores(
     actions: Sequence[Sequence[Sequence[int]]],
     stops: Sequence[int],
     cap: int | None,
+    *,
+    decode: bool = False,
 ) -> list[ChainScore]:
-    """:func:`action_logprobs` for the states of one trajectory in a single forward pass, and the action that
-    greedy decoding emits from each state.
+    """:func:`forest_scores` of one trajectory's states."""
+    return forest_scores(model, [(prompts, actions)], stops, cap, decode=decode)[0]
 
-    Their prompts usually form a chain (each a prefix of the next, the history only growing), so the sequence is
-    the longest prompt followed by every state's legal actions, each action attending only to its own state's
-    prompt and its own earlier tokens (a 4D mask, positions continuing from that prompt): a tree of
+
+def forest_scores(
+    model: Any,
+    chains: Sequence[tuple[Sequence[Sequence[int]], Sequence[Sequence[Sequence[int]]]]],
+    stops: Sequence[int],
+    cap: int | None,
+    *,
+    decode: bool = False,
+    batch: int = 8,
+    progress: Callable[[int], None] | None = None,
+) -> list[list[ChainScore]]:
+    """:func:`action_logprobs` for the states of each trajectory in ``chains`` (``(prompts, actions)`` per
+    trajectory), a single forward pass per trajectory, and with ``decode`` each state's greedy answer (``cap``
+    new tokens at most) decoded on top of those passes, ``batch`` trajectories at a time.
+
+    A trajectory's prompts usually form a chain (each a prefix of the next, the history only growing), so its
+    sequence is the longest prompt followed by every state's legal actions, each action attending only to its
+    own state's prompt and its own earlier tokens (a 4D mask, positions continuing from that prompt): a tree of
     continuations on one trunk (prompts that do not chain get one tree each). An action's stop tokens are read
     off the logits after its last token, so each action is fed once whatever the number of stop tokens. The
     numbers equal one forward per state (a test checks them).
 
-    The same logits give greedy decoding for free wherever it stays on the actions' tokens: walk the argmax
-    from the prompt down the actions that agree with it; greedy emits action i when it follows i's tokens to
-    the end and then picks a stop token (or reaches the cap exactly there). Anything else (the argmax leaves
-    every action, or a gap under :data:`GREEDY_MARGIN`) is left undecided (``greedy`` None) for generation.
-    A model that is not full attention everywhere (sliding-window or recurrent layers) is scored one state at a
-    time by :func:`action_logprobs`, with ``greedy`` undecided."""
+    Greedy decoding then reuses the passes' key/value caches: each step feeds every unfinished state's last
+    token at once (the caches of ``batch`` trajectories stacked, so a step reads the weights once for all of
+    them), each attending to its own prompt on its trunk and its own earlier answer tokens, and takes the
+    argmax, until a stop token or the cap. That is the greedy answer the transformers sampler gives (argmax,
+    same stop tokens, same cap) without prefilling the histories again; the two can differ only where two
+    tokens' logits tie within float rounding. A model that is not full attention everywhere (sliding-window or
+    recurrent layers) is scored one state at a time by :func:`action_logprobs` and not decoded. ``progress``
+    is called with the number of states each batch finished."""
     if not _full_attention(model):
-        return [ChainScore(action_logprobs(model, p, a, stops, cap)) for p, a in zip(prompts, actions)]
-    longest: list[int] = max((list(p) for p in prompts), key=len, default=[])
-    if all(longest[: len(p)] == list(p) for p in prompts):
-        return _tree_scores(model, longest, prompts, actions, stops, cap)
-    return [_tree_scores(model, list(p), [p], [a], stops, cap)[0] for p, a in zip(prompts, actions)]
+        out = []
+        for prompts, actions in chains:
+            out.append([ChainScore(action_logprobs(model, p, a, stops, cap)) for p, a in zip(prompts, actions)])
+            if progress is not None:
+                progress(len(prompts))
+        return out
+    trees: list[tuple[list[int], list[tuple[int, int]]]] = []  # (trunk, the (chain, state) it holds)
+    for c, (prompts, _) in enumerate(chains):
+        longest: list[int] = max((list(p) for p in prompts), key=len, default=[])
+        if all(longest[: len(p)] == list(p) for p in prompts):
+            trees.append((longest, [(c, i) for i in range(len(prompts))]))
+        else:
+            trees += [(list(p), [(c, i)]) for i, p in enumerate(prompts)]
+    trees.sort(key=lambda tree: len(tree[0]))  # trunks of similar length decode together: less padding
+    results: list[list[ChainScore | None]] = [[None] * len(prompts) for prompts, _ in chains]
+    decode = decode and cap is not None
+    for start in range(0, len(trees), max(1, batch)):
+        passes = []
+        for trunk, members in trees[start : start + max(1, batch)]:
+            prompts = [chains[c][0][i] for c, i in members]
+            acts = [chains[c][1][i] for c, i in members]
+            scored, tree_pass = _tree_scores(model, trunk, prompts, acts, stops, cap, decode)
+            for (c, i), score in zip(members, scored):
+                results[c][i] = score
+            passes.append((members, tree_pass))
+        if decode and cap is not None:
+            answers = _decode_greedy(model, [p for _, p in passes], cap, stops)
+            for (members, _), tree_answers in zip(passes, answers):
+                for (c, i), (tokens, finish) in zip(members, tree_answers):
+                    score = results[c][i]
+                    assert score is not None
+                    score.greedy, score.finish = tokens, finish
+        if progress is not None:
+            progress(sum(len(members) for members, _ in passes))
+    return [[score for score in chain if score is not None] for chain in results]
+
+
+@dataclass
+class _Pass:
+    """What greedy decoding needs from one tree's forward: its key/value ``cache`` (``length`` entries, the
+    trunk first), the logits after each state's prompt (``first``) and where each prompt ends on the trunk."""
+
+    cache: Any
+    length: int
+    first: Any
+    ends: list[int]
 
 
 def _tree_scores(
@@ -290,33 +345,33 @@ def _tree_scores(
     actions: Sequence[Sequence[Sequence[int]]],
     stops: Sequence[int],
     cap: int | None,
-) -> list[ChainScore]:
-    """:func:`chain_scores` of states whose prompts are all prefixes of ``trunk``: one forward."""
+    keep_cache: bool,
+) -> tuple[list[ChainScore], _Pass | None]:
+    """The scores of states whose prompts are all prefixes of ``trunk`` (one forward), and with
+    ``keep_cache`` what decoding their greedy answers needs."""
     import torch
 
     weight = next(model.parameters())
     device = weight.device
     tree = _Tree(trunk)
-    reads: list[list[_Read | None]] = [
-        [tree.add(len(p), list(tokens), cap) for tokens in acts] for p, acts in zip(prompts, actions)
-    ]
+    reads = [[tree.add(len(p), list(tokens), cap) for tokens in acts] for p, acts in zip(prompts, actions)]
     ids, positions, mask = tree.tensors(device, weight.dtype)
-    keep = sorted({i for state in reads for read in state if read for i in read.positions()})
+    ends = [len(p) - 1 for p in prompts]  # where each state's first answer token is predicted
+    keep = sorted({*ends, *(i for state in reads for read in state if read for i in read.positions())})
     row = {index: j for j, index in enumerate(keep)}
     with _scoring(model), torch.no_grad():
-        logits = model(
+        out = model(
             input_ids=ids,
             position_ids=positions,
             attention_mask=mask,
-            use_cache=False,
+            use_cache=keep_cache,
             logits_to_keep=torch.as_tensor(keep, dtype=torch.long, device=device),
-        ).logits[0]
+        )
+        logits = out.logits[0]
         logprobs = torch.log_softmax(logits.double(), dim=-1).cpu()
-    top = logprobs.topk(2, dim=-1)
     stop_ids = torch.as_tensor(list(stops), dtype=torch.long)
-    stop_set = set(stops)
-    out: list[ChainScore] = []
-    for prompt, acts, state in zip(prompts, actions, reads):
+    scores: list[ChainScore] = []
+    for state in reads:
         values = []
         for read in state:
             if read is None:
@@ -326,44 +381,66 @@ def _tree_scores(
             if read.stop_at is not None:  # the sampler stops on any stop token: their probabilities add up
                 total += float(torch.logsumexp(logprobs[row[read.stop_at], stop_ids], dim=0))
             values.append(total)
-        greedy = _greedy_action(
-            len(prompt) - 1, acts, state, lambda i: (top.indices[row[i]], top.values[row[i]]), stop_set, cap
-        )
-        out.append(ChainScore(values, greedy))
-    return out
+        scores.append(ChainScore(values))
+    tree_pass = _Pass(out.past_key_values, ids.shape[1], logits[[row[e] for e in ends]], ends) if keep_cache else None
+    return scores, tree_pass
 
 
-def _greedy_action(
-    prompt_end: int,
-    actions: Sequence[Sequence[int]],
-    reads: Sequence[_Read | None],
-    best: Any,
-    stops: set[int],
-    cap: int | None,
-) -> int | None:
-    """The action greedy decoding emits, walking the argmax (``best(position)``: the top two tokens and their
-    log-probabilities there) from ``prompt_end`` down the actions whose tokens agree with it; None when the
-    walk leaves them or meets a near tie (see :func:`chain_scores`)."""
-    alive = [i for i, read in enumerate(reads) if read is not None]  # an action over the cap is never emitted
-    position, j = prompt_end, 0
-    while alive:
-        if cap is not None and j == cap:  # the sampler stops on length: exactly the cap's tokens were emitted
-            return next((i for i in alive if len(actions[i]) == j), None)
-        tokens, values = best(position)
-        first, second = int(tokens[0]), int(tokens[1])
-        if float(values[0] - values[1]) < GREEDY_MARGIN and not (first in stops and second in stops):
-            return None
-        if first in stops:
-            return next((i for i in alive if len(actions[i]) == j), None)
-        alive = [i for i in alive if len(actions[i]) > j and actions[i][j] == first]
-        j += 1
-        if alive and (cap is None or j < cap):
-            # the actions left share tokens 0..j-1, so any of them holds the logits that predict token j (or a
-            # stop token after an action of length j, which is below the cap and so has a stop read)
-            read = reads[alive[0]]
-            assert read is not None
-            position = read.at[j] if j < len(read.at) else int(read.stop_at)  # type: ignore[arg-type]
-    return None
+def _decode_greedy(
+    model: Any, passes: Sequence[_Pass], cap: int, stops: Sequence[int]
+) -> list[list[tuple[list[int], str]]]:
+    """Greedy answers of every state of ``passes``, decoded together on their stacked caches (padded to the
+    longest; padding is never attended to). Per pass, per state: the tokens (through a stop token) and
+    ``"stop"`` or ``"length"``."""
+    import torch
+    from transformers import DynamicCache
+
+    stop_set = set(stops)
+    weight = next(model.parameters())
+    device, dtype = weight.device, weight.dtype
+    length = max(p.length for p in passes)
+    cache = DynamicCache()
+    for layer in range(len(passes[0].cache.layers)):
+        keys, values = [], []
+        for p in passes:
+            k, v = p.cache.layers[layer].keys, p.cache.layers[layer].values
+            pad = (0, 0, 0, length - p.length)  # along the sequence axis of (batch, heads, sequence, dim)
+            keys.append(torch.nn.functional.pad(k, pad))
+            values.append(torch.nn.functional.pad(v, pad))
+        cache.update(torch.cat(keys), torch.cat(values), layer)
+    answers = [[[int(t)] for t in p.first.argmax(dim=-1).tolist()] if cap > 0 else [[] for _ in p.ends] for p in passes]
+    fed: list[list[list[int]]] = [[[] for _ in p.ends] for p in passes]  # cache entries of each answer's fed tokens
+    with _scoring(model), torch.no_grad():
+        while True:
+            live = [[i for i, a in enumerate(tree) if a and a[-1] not in stop_set and len(a) < cap] for tree in answers]
+            width = max(len(rows) for rows in live)
+            if width == 0:
+                break
+            ids = torch.zeros((len(passes), width), dtype=torch.long)
+            positions = torch.zeros((len(passes), width), dtype=torch.long)
+            allowed = torch.zeros((len(passes), width, length + width), dtype=torch.bool)
+            allowed[:, range(width), [length + r for r in range(width)]] = True  # padding sees itself only
+            for b, rows in enumerate(live):
+                for r, i in enumerate(rows):
+                    ids[b, r] = answers[b][i][-1]
+                    positions[b, r] = passes[b].ends[i] + len(answers[b][i])
+                    allowed[b, r, : passes[b].ends[i] + 1] = True  # its own prompt on the trunk
+                    allowed[b, r, fed[b][i]] = True
+                    fed[b][i].append(length + r)
+            mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
+            step = model(
+                input_ids=ids.to(device),
+                position_ids=positions.to(device),
+                attention_mask=mask[:, None].to(device),
+                past_key_values=cache,
+                use_cache=True,
+            )
+            best = step.logits.argmax(dim=-1).tolist()
+            for b, rows in enumerate(live):
+                for r, i in enumerate(rows):
+                    answers[b][i].append(int(best[b][r]))
+            length += width
+    return [[(a, "stop" if a and a[-1] in stop_set else "length") for a in tree] for tree in answers]
 
 
 @dataclass
@@ -390,9 +467,9 @@ class _Tree:
         self.branches: list[tuple[int, int, int]] = []  # (start in the sequence, length, trunk prefix it sees)
 
     def add(self, prefix: int, tokens: list[int], cap: int | None) -> _Read | None:
-        """Hang ``tokens`` after ``prefix`` trunk tokens. Returns the sequence index whose logits predict each
-        token, the tokens, and the index whose logits predict the stop token (``None`` at exactly the cap,
-        where the sampler stops on length); ``None`` when the action cannot be emitted (over the cap)."""
+        """Hang ``tokens`` after ``prefix`` trunk tokens. Returns where they are predicted (:class:`_Read`; no
+        stop read at exactly the cap, where the sampler stops on length), or ``None`` when the action cannot
+        be emitted (over the cap)."""
         n = len(tokens)
         if cap is not None and (n > cap or n == 0 == cap):
             return None
@@ -456,12 +533,15 @@ def likelihood_scores(
     env: Any = None,
     *,
     cap: int | None = None,
+    decode: bool = False,
     progress: bool = True,
 ) -> LikelihoodResult:
     """Score the legal actions of every judged state of ``floors`` under ``sampler``'s model (an hf-backend
     sampler: :class:`~pivotgym.sampling.hf.HFSampler`). ``env`` renders the prompts (default: made from
     ``floors.env_id``); ``cap`` shortens the env's generation cap (:func:`pivotgym.env.generation_cap`), as the
-    greedy measurement's cap would."""
+    greedy measurement's cap would. With ``decode`` each state also gets its greedy answer
+    (:attr:`StateLikelihood.greedy`, decoded on the scoring pass: see :func:`chain_scores`), which
+    :func:`pivotgym.eval.turns.turn_accuracy` can judge instead of generating it again."""
     from tqdm.auto import tqdm
 
     from pivotgym.env import generation_cap
@@ -482,29 +562,37 @@ def likelihood_scores(
     chains: dict[str, list[Any]] = {}
     for s in judged:
         chains.setdefault(s.trajectory_id, []).append(s)
-    rows: list[StateLikelihood] = []
+    encoded = []
+    for chain in chains.values():
+        prompts, actions = [], []
+        for s in chain:
+            messages = env.prompt_messages(s.state.prefix)
+            prompt_ids = sampler.encode(messages)
+            tokens = []
+            for action in s.legal:
+                ids, how = action_tokens(tokenizer, messages, prompt_ids, action, stops)
+                counts[how] += 1
+                counts["over_cap"] += int(len(ids) > limit)
+                tokens.append(ids)
+            prompts.append(prompt_ids)
+            actions.append(tokens)
+        encoded.append((prompts, actions))
     bar = tqdm(
         total=len(judged), desc=f"likelihood {floors.env_id}", unit="state", disable=not progress, dynamic_ncols=True
     )
     try:
-        for chain in chains.values():
-            prompts, actions = [], []
-            for s in chain:
-                messages = env.prompt_messages(s.state.prefix)
-                prompt_ids = sampler.encode(messages)
-                tokens = []
-                for action in s.legal:
-                    ids, how = action_tokens(tokenizer, messages, prompt_ids, action, stops)
-                    counts[how] += 1
-                    counts["over_cap"] += int(len(ids) > limit)
-                    tokens.append(ids)
-                prompts.append(prompt_ids)
-                actions.append(tokens)
-            for s, scored in zip(chain, chain_scores(model, prompts, actions, stops, limit)):
-                rows.append(StateLikelihood(s.task_id, s.trajectory_id, s.turn, scored.logp, s.credited, scored.greedy))
-            bar.update(len(chain))
+        scored = forest_scores(model, encoded, stops, limit, decode=decode, progress=bar.update)
     finally:
         bar.close()
+    rows: list[StateLikelihood] = []
+    for chain, (prompts, _), scores in zip(chains.values(), encoded, scored):
+        for s, prompt, score in zip(chain, prompts, scores):
+            answer = (
+                Completion(sampler.decode(score.greedy), score.greedy, [], score.finish, list(prompt))
+                if score.finish
+                else None
+            )
+            rows.append(StateLikelihood(s.task_id, s.trajectory_id, s.turn, score.logp, s.credited, answer))
     by_task: dict[str, list[StateLikelihood]] = {}
     for row in rows:
         by_task.setdefault(row.task_id, []).append(row)
@@ -522,16 +610,3 @@ def likelihood_scores(
         per_task=per_task,
         tokenization=counts,
     )
-
-
-def greedy_rewards(result: LikelihoodResult, floors: FloorsResult) -> dict[tuple[str, int], float]:
-    """``{(trajectory_id, turn): reward}`` of greedy decoding's answer at each state of ``result`` where the
-    scores name it (:attr:`StateLikelihood.greedy`): the verifier's reward for that legal action, which
-    ``floors`` (the floors ``result`` was scored on) already holds. Feeds ``decided`` of
-    :func:`pivotgym.eval.turns.turn_accuracy`, which then generates only at the other states."""
-    verdicts = {(s.trajectory_id, s.turn): s.rewards for s in floors.states if s.judged}
-    return {
-        (row.trajectory_id, row.turn): verdicts[row.trajectory_id, row.turn][row.greedy]
-        for row in result.states
-        if row.greedy is not None
-    }

@@ -6,14 +6,14 @@ on, so it moves before whole-episode success does.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pivotgym.sampling.base import Sampler, SamplingParams
-from pivotgym.types import Trajectory
+from pivotgym.sampling.base import Prompt, Sampler, SamplingParams, sample_seeded
+from pivotgym.types import Completion, Trajectory
 
-__all__ = ["TurnAccuracy", "turn_accuracy"]
+__all__ = ["AnswerSheet", "TurnAccuracy", "turn_accuracy"]
 
 
 @dataclass
@@ -22,8 +22,8 @@ class TurnAccuracy:
 
     ``per_task`` follows the first-seen order of ``task_ids``; ``states`` counts every expert state measured,
     ``failed`` those whose verification failed (timeout, crash, verifier error), which are left out of their
-    task's share rather than counted as wrong; ``decided`` those answered from ``decided`` rewards instead of
-    generation."""
+    task's share rather than counted as wrong; ``answered`` those whose answer was given (``answers``) rather
+    than generated."""
 
     task_ids: list[str]
     per_task: list[float]
@@ -31,7 +31,7 @@ class TurnAccuracy:
     failed: int
     #: failed verifications per task id (only tasks with at least one)
     failed_by_task: dict[str, int] = field(default_factory=dict)
-    decided: int = 0
+    answered: int = 0
     #: the reward of each judged state, by ``(trajectory_id, turn)``
     rewards: dict[tuple[str, int], float] = field(default_factory=dict)
 
@@ -50,7 +50,7 @@ def turn_accuracy(
     chunk: int = 16,
     verifier: str = "functional",
     progress: bool = True,
-    decided: Mapping[tuple[str, int], float] | None = None,
+    answers: Sequence[Completion] = (),
 ) -> TurnAccuracy:
     """Per-task turn accuracy of ``sampler`` on held-out expert ``trajectories``.
 
@@ -67,53 +67,38 @@ def turn_accuracy(
     a 3-step plan with a 17-step one (``benchmarks/turn_accuracy.py`` measures the difference). ``per_task``
     still follows the given order.
 
-    ``decided`` maps ``(trajectory_id, turn)`` to the reward of the greedy answer where it is already known
-    without generating (:func:`pivotgym.eval.likelihood.chain_scores` names the legal action greedy decoding
-    emits, and the floors hold that action's verdict): those states are scored from it and only the others are
-    generated and judged.
+    ``answers`` are greedy answers already decoded elsewhere (:func:`pivotgym.eval.likelihood.likelihood_scores`
+    with ``decode=True`` decodes them on its scoring pass), each carrying its prompt's token ids: a state whose
+    prompt encodes to one of them is judged on that answer instead of being generated again.
     """
     from tqdm.auto import tqdm
 
     from pivotgym.pivot.profile import profile_trajectories
 
     trajectories = list(trajectories)
-    decided = dict(decided or {})
+    sheet = AnswerSheet(sampler, answers) if answers else None
+    rewards: dict[tuple[str, int], float] = {}
     by_task: dict[str, list[float]] = {t.task_id: [] for t in trajectories}
     failed: dict[str, int] = {}
-    states = from_scores = 0
-    rewards: dict[tuple[str, int], float] = {}
-    for trajectory in trajectories:
-        for turn in trajectory.turns():
-            key = (turn.trajectory_id, turn.turn)
-            if key in decided:
-                rewards[key] = min(1.0, float(decided[key]))
-                by_task[turn.task_id].append(rewards[key])
-                states += 1
-                from_scores += 1
-
-    def undecided(trajectory: Trajectory) -> int:
-        return sum((t.trajectory_id, t.turn) not in decided for t in trajectory.turns())
-
-    todo = [t for t in trajectories if undecided(t)]
+    states = 0
     bar = tqdm(
-        total=sum(map(undecided, todo)),
+        total=sum(len(t.turns()) for t in trajectories),
         desc="turn accuracy",
         unit="state",
         disable=not progress,
         dynamic_ncols=True,
     )
     try:
-        for group in _groups(sorted(todo, key=_history_chars), max(1, chunk), undecided):
+        for group in _groups(sorted(trajectories, key=_history_chars), max(1, chunk)):
             result = profile_trajectories(
                 group,
-                sampler,
+                sheet or sampler,
                 k=1,
                 params=params,
                 executor=executor,
                 verifier=verifier,
                 chunk=max(1, chunk),
                 progress=False,
-                only=lambda turn: (turn.trajectory_id, turn.turn) not in decided,
             )
             for profile in result.profiles:
                 states += 1
@@ -133,9 +118,51 @@ def turn_accuracy(
         states=states,
         failed=sum(failed.values()),
         failed_by_task=failed,
-        decided=from_scores,
+        answered=sheet.answered if sheet else 0,
         rewards=rewards,
     )
+
+
+class AnswerSheet:
+    """A greedy sampler that returns the given answer for a prompt it has one for (matched by the prompt's
+    token ids, :attr:`~pivotgym.types.Completion.prompt_token_ids`) and asks ``sampler`` for the others, in
+    one batched call. Only for greedy decoding, one answer per prompt: the answers are what greedy decoding
+    emits, not samples."""
+
+    prompt_seeds = True  # answers do not depend on seeds; the rest go to ``sampler`` with theirs
+
+    def __init__(self, sampler: Sampler, answers: Sequence[Completion]) -> None:
+        self.sampler = sampler
+        self.answers = {tuple(a.prompt_token_ids): a for a in answers}
+        self.answered = 0
+
+    def describe(self) -> dict[str, Any]:
+        return self.sampler.describe()
+
+    def sample(
+        self,
+        prompts: Sequence[Prompt],
+        n: int = 1,
+        params: SamplingParams | None = None,
+        *,
+        seeds: Sequence[int] | None = None,
+    ) -> list[list[Completion]]:
+        if params is None or params.temperature > 0 or n != 1 or params.stop:
+            raise ValueError("an AnswerSheet answers greedy decoding (temperature 0, n = 1, no stop strings) only")
+        keys = [tuple(self.sampler.encode(p)) for p in prompts]  # type: ignore[attr-defined]
+        rest = [i for i, key in enumerate(keys) if key not in self.answers]
+        asked = [prompts[i] for i in rest]
+        if not asked:
+            generated = []
+        elif seeds is not None:
+            generated = sample_seeded(self.sampler, asked, n, params, [seeds[i] for i in rest])
+        else:
+            generated = self.sampler.sample(asked, n=n, params=params)
+        out: list[list[Completion]] = [[self.answers[key]] if key in self.answers else [] for key in keys]
+        for i, group in zip(rest, generated):
+            out[i] = group
+        self.answered += len(prompts) - len(rest)
+        return out
 
 
 def _history_chars(trajectory: Trajectory) -> int:
@@ -143,12 +170,9 @@ def _history_chars(trajectory: Trajectory) -> int:
     return sum(len(str(m.get("content") or "")) for m in trajectory.messages)
 
 
-def _groups(
-    trajectories: Sequence[Trajectory], states: int, count_states: Callable[[Trajectory], int] | None = None
-) -> list[list[Trajectory]]:
-    """Consecutive trajectories in groups of at least ``states`` states to answer (``count_states``, default
-    every expert state; the last group may hold fewer): one profiler call per group, so the progress bar moves
-    while the states' answers stay batched."""
+def _groups(trajectories: Sequence[Trajectory], states: int) -> list[list[Trajectory]]:
+    """Consecutive trajectories in groups of at least ``states`` expert states (the last may hold fewer):
+    one profiler call per group, so the progress bar moves while the states' answers stay batched."""
     groups: list[list[Trajectory]] = [[]]
     count = 0
     for trajectory in trajectories:
@@ -156,5 +180,5 @@ def _groups(
             groups.append([])
             count = 0
         groups[-1].append(trajectory)
-        count += count_states(trajectory) if count_states else len(trajectory.turns())
+        count += len(trajectory.turns())
     return [g for g in groups if g]

@@ -141,9 +141,10 @@ class Run:
             self._floors = floors(self.env(), trajectories=self.held_out_trajectories(), executor=self.executor())
         return self._floors
 
-    def likelihood_scores(self, sampler: Any) -> dict[str, Any]:
+    def likelihood_scores(self, sampler: Any, *, decode: bool = False) -> dict[str, Any]:
         """Per held-out task (the floors' task order) the probability ``sampler``'s model puts on a credited
-        action (``p_credited``) and on a legal one (``p_legal``): :func:`pivotgym.eval.likelihood.likelihood_scores`."""
+        action (``p_credited``) and on a legal one (``p_legal``): :func:`pivotgym.eval.likelihood.likelihood_scores`.
+        With ``decode`` also ``"answers"``: the greedy answers decoded on the scoring pass (for turn accuracy)."""
         from pivotgym.eval.likelihood import likelihood_scores
 
         floors = self.floors_result()
@@ -151,8 +152,14 @@ class Run:
             raise ConfigError(
                 f"eval.likelihood: {self.config.env} does not enumerate its legal actions (legal_actions() is None)"
             )
-        result = likelihood_scores(sampler, floors, self.env(), cap=self.config.eval.max_new_tokens)
-        return {"task_ids": list(result.task_ids), **{m: list(result.per_task[m]) for m in ("p_credited", "p_legal")}}
+        result = likelihood_scores(sampler, floors, self.env(), cap=self.config.eval.max_new_tokens, decode=decode)
+        scores: dict[str, Any] = {
+            "task_ids": list(result.task_ids),
+            **{m: list(result.per_task[m]) for m in ("p_credited", "p_legal")},
+        }
+        if decode:
+            scores["answers"] = [s.greedy for s in result.states if s.greedy is not None]
+        return scores
 
     def generation_cap(self, cap: int | None) -> int:
         """New tokens per turn in the target env: its own limit, which ``cap`` can only shorten."""
@@ -171,9 +178,10 @@ class Run:
             )
         return self._greedy
 
-    def turn_accuracy_per_task(self, sampler: Any) -> tuple[list[float], dict[str, int]]:
+    def turn_accuracy_per_task(self, sampler: Any, answers: Sequence[Any] = ()) -> tuple[list[float], dict[str, int]]:
         """Per test task (in :meth:`held_out_trajectories` order) the turn accuracy of ``sampler``
-        (:func:`pivotgym.eval.turns.turn_accuracy`), and ``{"states", "failed"}``."""
+        (:func:`pivotgym.eval.turns.turn_accuracy`, judging ``answers`` where given), and ``{"states",
+        "failed", "answered"}``."""
         from pivotgym.eval.turns import turn_accuracy
 
         result = turn_accuracy(
@@ -182,8 +190,9 @@ class Run:
             self.greedy_params(),
             executor=self.executor(),
             chunk=max(16, self.config.eval.batch_size),
+            answers=answers,
         )
-        return result.per_task, {"states": result.states, "failed": result.failed}
+        return result.per_task, {"states": result.states, "failed": result.failed, "answered": result.answered}
 
     def in_domain_per_task(self, sampler: Any) -> list[float]:
         """Outcome score (capped at 1) of one greedy episode per curve task, in task order."""
@@ -203,10 +212,18 @@ class Run:
 
     def curve_point(self, sampler: Any) -> dict[str, Any]:
         """``{"score", "per_task", "tasks"}`` of ``sampler`` on the curve tasks (the learning curves' y axis),
-        by :attr:`curve_metric` (turn accuracy points also carry ``states`` and ``failed``)."""
-        extra: dict[str, int] = {}
+        by :attr:`curve_metric` (turn accuracy points also carry ``states``, ``failed`` and ``answered``).
+
+        With ``eval.likelihood`` a turn-accuracy point also carries the likelihood scores (``likelihood``),
+        measured first: their scoring pass decodes the greedy answers too, so turn accuracy only judges them
+        instead of generating (:func:`pivotgym.eval.likelihood.forest_scores`)."""
+        extra: dict[str, Any] = {}
         if self.curve_metric == "turns":
-            per_task, extra = self.turn_accuracy_per_task(sampler)
+            scored = self.likelihood_scores(sampler, decode=True) if self.config.eval.likelihood else None
+            answers = scored.pop("answers") if scored else ()
+            per_task, extra = self.turn_accuracy_per_task(sampler, answers)
+            if scored:
+                extra["likelihood"] = scored
         else:
             per_task = self.in_domain_per_task(sampler)
         return {
@@ -268,17 +285,18 @@ class Run:
         return list(dict.fromkeys(t.task_id for t in read_trajectories(self.layout.expert)))
 
     def evaluate(
-        self, sampler: Any, out: Path, members: Sequence[str] | None = None, in_domain: list[float] | None = None
+        self, sampler: Any, out: Path, members: Sequence[str] | None = None, in_domain: dict[str, Any] | None = None
     ) -> dict[str, Any]:
         """The suite evaluation written to ``out`` (and its items beside it, :meth:`RunLayout.items`).
 
         Unless the config names a registered suite, the in-domain member ``<env>@test`` is scored by the same
         measurement as the learning curves whenever the curves are not the suite's plain episodes
         (``curve.metric: turns``, or a ``curve.max_turns`` cap the suite runner does not know), so the table and
-        the curves measure one thing; ``in_domain`` passes those per-task scores when they were just measured
-        (a learning curve's last point, same model) instead of measuring again. With ``curve.metric: turns``
-        the capped greedy episodes are also run (``eval.episodes``) and reported as the member
-        ``<env>@test:episodes`` with role ``episodes``, beside turn accuracy rather than averaged into it."""
+        the curves measure one thing; ``in_domain`` passes that measurement (a learning curve's last point, same
+        model: :meth:`curve_point`, likelihood scores included) when it was just made, instead of measuring
+        again. With ``curve.metric: turns`` the capped greedy episodes are also run (``eval.episodes``) and
+        reported as the member ``<env>@test:episodes`` with role ``episodes``, beside turn accuracy rather than
+        averaged into it."""
         from pivotgym.eval import evaluate_suite, role_averages, summarize
 
         ev, curve = self.config.eval, self.config.curve
@@ -290,7 +308,7 @@ class Run:
             "progress": True,
             "name": self.config.suite or self.config.name,
         }
-        per_task, member = in_domain, f"{self.config.env}@test"
+        member = f"{self.config.env}@test"
         chosen = list(self.config.members) if members is None else list(members)
         custom = self.curve_metric == "turns" or bool(curve.max_turns)
         if self.config.suite or not custom or member not in chosen:
@@ -307,11 +325,11 @@ class Run:
         rows: list[dict[str, Any]] = []
         metric = self._in_domain_metric
         started = time.perf_counter()
-        point = self.curve_point(sampler) if per_task is None else {"per_task": list(per_task)}
+        point = self.curve_point(sampler) if in_domain is None else in_domain
         scores[member] = {
             **summarize(point["per_task"], metric),
             "seconds": round(time.perf_counter() - started, 2),
-            **{k: point[k] for k in ("states", "failed") if k in point},
+            **{k: point[k] for k in ("states", "failed", "answered") if k in point},
         }
         roles[member] = "in_domain"
         rows += [
@@ -330,7 +348,7 @@ class Run:
             ]
         if self.curve_metric == "turns" and ev.likelihood:
             started = time.perf_counter()
-            scored = self.likelihood_scores(sampler)
+            scored = point.get("likelihood") or self.likelihood_scores(sampler)  # measured with turn accuracy
             for name in ("p_credited", "p_legal"):  # not `metric`: the in-domain metric is read again below
                 key = f"{member}:{name}"
                 scores[key] = {**summarize(scored[name], name), "seconds": round(time.perf_counter() - started, 2)}

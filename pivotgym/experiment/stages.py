@@ -341,7 +341,7 @@ def _pivot_run(
         tasks=tasks,
     )
     write_json(layout.curve(tag, seed), curve)
-    last = curve[-1].get("per_task") if curve and curve[-1]["step"] == summary["steps"] else None
+    last = curve[-1] if curve and curve[-1]["step"] == summary["steps"] else None
     run.evaluate(trainer.sampler, result, members=None if full_eval else run.config.in_domain, in_domain=last)
     _cleanup(run, tag, seed)
 
@@ -412,7 +412,7 @@ def _e2e_run(run: Run, seed: int, tag: str, full_eval: bool, overrides: Mapping[
         tasks=len(task_ids),
     )
     write_json(layout.curve(tag, seed), curve)
-    last = curve[-1].get("per_task") if curve and curve[-1]["step"] == summary["steps"] else None
+    last = curve[-1] if curve and curve[-1]["step"] == summary["steps"] else None
     run.evaluate(trainer.sampler, result, members=None if full_eval else run.config.in_domain, in_domain=last)
     _cleanup(run, tag, seed)
 

@@ -272,16 +272,13 @@ class Profiler:
         resume: bool = True,
         progress: bool = True,
         limit: int | None = None,
-        only: Callable[[Turn], bool] | None = None,
     ) -> ProfileResult:
-        """Profile every state of ``trajectories`` (those ``only`` accepts, when given); append rows to ``out``
-        (skipping keys already there when ``resume``). Returns all profiles of the plan in plan order."""
+        """Profile every state of ``trajectories``; append rows to ``out`` (skipping keys already there
+        when ``resume``). Returns all profiles of the plan in plan order."""
         from tqdm import tqdm
 
         start = time.perf_counter()
         states = self.plan(trajectories)
-        if only is not None:
-            states = [s for s in states if only(s.turn)]
         if limit is not None:
             states = states[:limit]
         done: dict[str, TurnProfile] = {}
@@ -497,11 +494,9 @@ def profile_trajectories(
     executor: Executor | str | None = None,
     resume: bool = True,
     progress: bool = True,
-    only: Callable[[Turn], bool] | None = None,
     **config: Any,
 ) -> ProfileResult:
-    """One-call profiling: ``profile_trajectories(trajs, sampler, k=8, out="profiles.jsonl")``; ``only``
-    picks the states to profile (default: every one)."""
+    """One-call profiling: ``profile_trajectories(trajs, sampler, k=8, out="profiles.jsonl")``."""
     return Profiler(sampler, ProfileConfig(**config), executor).profile(
-        trajectories, out, resume=resume, progress=progress, only=only
+        trajectories, out, resume=resume, progress=progress
     )

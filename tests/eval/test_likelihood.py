@@ -168,69 +168,72 @@ def test_a_trajectorys_states_scored_from_one_prefill_equal_one_forward_per_stat
     assert capped[0][1] == -math.inf and capped[0][0] == pytest.approx(alone[0][0], abs=1e-4)
 
 
-def test_the_scores_name_the_action_greedy_decoding_emits_and_leave_the_rest_to_generation(pick_floors, tiny_sampler):
+@pytest.fixture(scope="module")
+def sharp_sampler() -> object:
+    """The tiny Llama with weights ~N(0, 0.5): its greedy answers vary by prompt and step (the default
+    initialisation repeats one token), so they show whether a decoder follows the right context."""
+    import torch
+
+    from pivotgym.sampling.hf import HFSampler
+    from pivotgym.sampling.testing import tiny_llama
+
+    model, tokenizer = tiny_llama(seed=0)
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for weight in model.parameters():
+            weight.copy_(torch.randn(weight.shape, generator=generator) * 0.5)
+    return HFSampler(model, tokenizer=tokenizer)
+
+
+def _argmax_loop(model, prompt, cap, stops):  # noqa: ANN001, ANN202
+    """Greedy decoding the slow way: the whole sequence through the model for every new token."""
+    import torch
+
+    answer: list[int] = []
+    while len(answer) < cap and not (answer and answer[-1] in stops):
+        with torch.no_grad():
+            answer.append(int(model(input_ids=torch.tensor([[*prompt, *answer]])).logits[0, -1].argmax()))
+    return answer
+
+
+def test_greedy_answers_decoded_on_the_scoring_pass_equal_the_samplers_and_a_plain_argmax_loop(
+    pick_floors, sharp_sampler
+):
     from pivotgym.eval.likelihood import action_tokens, chain_scores
     from pivotgym.registry import make
     from pivotgym.sampling.base import SamplingParams
 
     env = make(ENV_ID)
-    stops = sorted(tiny_sampler.eos_ids)
+    model, stops = sharp_sampler.model, sorted(sharp_sampler.eos_ids)
     states = [s for s in pick_floors.states if s.task_id == "test-1"]
     messages = [env.prompt_messages(s.state.prefix) for s in states]
-    prompts = [tiny_sampler.encode(m) for m in messages]
-    letters = [
-        [action_tokens(tiny_sampler.tokenizer, m, p, a, stops)[0] for a in "ABCD"] for m, p in zip(messages, prompts)
+    prompts = [sharp_sampler.encode(m) for m in messages]
+    assert prompts[1][: len(prompts[0])] == prompts[0]  # one trunk, two states on it
+    actions = [
+        [action_tokens(sharp_sampler.tokenizer, m, p, a, stops)[0] for a in "ABCD"] for m, p in zip(messages, prompts)
     ]
-    for cap in (3, 6):  # the tiny model never stops: greedy emits exactly `cap` tokens (the stop branch: below)
-        emitted = [
-            c[0] for c in tiny_sampler.sample(messages, params=SamplingParams(temperature=0.0, max_new_tokens=cap))
+    for cap in (1, 3, 8):
+        scored = chain_scores(model, prompts, actions, stops, cap, decode=True)
+        sampled = [
+            c[0] for c in sharp_sampler.sample(messages, params=SamplingParams(temperature=0.0, max_new_tokens=cap))
         ]
-        greedy = [c.token_ids for c in emitted]  # the real generation path
-        assert {c.finish_reason for c in emitted} == {"length"} and {len(g) for g in greedy} == {cap}
-        other_last = [[*g[:-1], g[-1] + 1] for g in greedy]
-        # per state: the letters, a prefix of greedy's tokens, greedy's tokens, greedy's with another last token
-        actions = [[*ls, g[:-1], g, o] for ls, g, o in zip(letters, greedy, other_last)]
-        assert [s.greedy for s in chain_scores(tiny_sampler.model, prompts, actions, stops, cap)] == [5, 5]
-        # one state at a time (prompts that do not chain) decides the same
-        assert [chain_scores(tiny_sampler.model, [p], [a], stops, cap)[0].greedy for p, a in zip(prompts, actions)] == [
-            5,
-            5,
-        ]
-        # without greedy's own tokens among the actions nothing is decided: generation has to answer
-        without = [[*ls, g[:-1], o] for ls, g, o in zip(letters, greedy, other_last)]
-        assert [s.greedy for s in chain_scores(tiny_sampler.model, prompts, without, stops, cap)] == [None, None]
-
-
-def _walk(table, actions, cap=None, stops=(0, 1)):  # noqa: ANN001, ANN202
-    """``_greedy_action`` over made-up logits: ``table[tokens so far]`` = the top two (token, logp) there."""
-    from pivotgym.eval.likelihood import _greedy_action, _Tree
-
-    tree = _Tree([7, 8])
-    reads = [tree.add(2, list(a), cap) for a in actions]
-    fed: dict[int, tuple[int, ...]] = {1: ()}  # sequence index -> the action tokens its logits follow
-    for a, read in zip(actions, reads):
-        if read is not None:
-            for j, index in enumerate(read.at):
-                fed[index] = tuple(a[:j])
-            if read.stop_at is not None:
-                fed[read.stop_at] = tuple(a)
-
-    def best(index):  # noqa: ANN001, ANN202
-        (t1, v1), (t2, v2) = table[fed[index]]
-        return [t1, t2], [v1, v2]
-
-    return _greedy_action(1, actions, reads, best, set(stops), cap)
-
-
-def test_the_greedy_walk_follows_the_argmax_to_a_stop_and_gives_up_off_the_actions_or_on_a_near_tie():
-    actions = [[5, 6], [5, 6, 9], [4]]
-    top = {(): ((5, -0.1), (4, -2.0)), (5,): ((6, -0.2), (9, -3.0)), (5, 6): ((1, -0.3), (9, -1.0))}
-    assert _walk(top, actions) == 0  # 5, 6, then a stop token
-    assert _walk({**top, (5, 6): ((9, -0.3), (1, -1.0)), (5, 6, 9): ((0, -0.1), (1, -0.2))}, actions) == 1
-    assert _walk({**top, (5, 6): ((9, -0.3), (1, -1.0)), (5, 6, 9): ((3, -0.1), (1, -2.0))}, actions) is None
-    assert _walk({**top, (5, 6): ((1, -0.3), (0, -0.301))}, actions) == 0  # a tie between two stops is no doubt
-    assert _walk({**top, (5,): ((6, -0.2), (9, -0.205))}, actions) is None  # a near tie is left to generation
-    assert _walk({**top, (): ((3, -0.1), (4, -2.0))}, actions) is None  # off the actions at once
-    assert _walk({**top, (5,): ((1, -0.2), (6, -3.0))}, actions) is None  # stops after 5: no action is [5]
-    assert _walk(top, actions, cap=2) == 0  # at the cap greedy stops on length after 5, 6
-    assert _walk(top, [[5, 6, 9], [4]], cap=2) is None  # ... which only an action of exactly 2 tokens matches
+        assert (
+            [s.greedy for s in scored]
+            == [c.token_ids for c in sampled]
+            == [_argmax_loop(model, p, cap, stops) for p in prompts]
+        )
+        assert [s.finish for s in scored] == [c.finish_reason for c in sampled] == ["length", "length"]
+        assert len(set(scored[1].greedy)) == len(scored[1].greedy) == cap  # a real sequence, not one token repeated
+        plain = chain_scores(model, prompts, actions, stops, cap)
+        assert [s.logp for s in scored] == [s.logp for s in plain] and plain[0].greedy == [] and plain[0].finish == ""
+    # a stop token ends the answer (here: pretend the third token of the first answer is one)
+    third = chain_scores(model, prompts, actions, stops, 8, decode=True)[0].greedy[2]
+    scored = chain_scores(model, prompts, actions, [*stops, third], 8, decode=True)
+    assert scored[0].greedy == _argmax_loop(model, prompts[0], 8, {*stops, third}) and scored[0].finish == "stop"
+    assert len(scored[0].greedy) == 3 and scored[1].greedy == _argmax_loop(model, prompts[1], 8, {*stops, third})
+    # prompts that do not chain (second states of two tasks) are decoded one tree each, the same way
+    other = next(s for s in pick_floors.states if s.task_id == "test-0" and s.turn == 1)
+    split = [sharp_sampler.encode(env.prompt_messages(other.state.prefix)), prompts[1]]
+    assert split[0][: len(split[1])] != split[1] and split[1][: len(split[0])] != split[0]
+    alone = chain_scores(model, split, [actions[1], actions[1]], stops, 3, decode=True)
+    assert [s.greedy for s in alone] == [_argmax_loop(model, p, 3, stops) for p in split]

@@ -84,35 +84,37 @@ def test_turn_accuracy_answers_short_histories_first_and_keeps_the_given_task_or
     assert result.per_task == [1.0, 0.0, 0.0, 0.0]
 
 
-def test_states_with_a_decided_reward_are_not_generated_and_score_that_reward(arith_registry):
+def test_states_with_a_given_answer_are_judged_on_it_and_only_the_rest_generated(arith_registry):
     from pivotgym.eval.turns import turn_accuracy
     from pivotgym.registry import make
     from pivotgym.sampling.base import SamplingParams
+    from pivotgym.types import Completion
 
     env = make("arith/chain-v0")
     trajectories = [t for t in env.expert_trajectories("test") if t.reward > 0][:2]
     turns = [turn for t in trajectories for turn in t.turns()]
     assert len(trajectories[1].turns()) >= 2, "the fixture needs a second trajectory of two or more states"
     expert = {str(env.prompt_messages(turn.prefix)): turn.expert["content"] for turn in turns}
-    # every state of trajectory 0 and the first of trajectory 1 decided: 1, 0, 1, ... against generation's 1
-    decided = {
-        (turn.trajectory_id, turn.turn): float(i % 2 == 0)
-        for i, turn in enumerate(turns[: -len(trajectories[1].turns()) + 1])
-    }
     asked: list[str] = []
 
-    def answer(prompt):  # noqa: ANN001, ANN202 - always the expert's action
+    class Encoding(Scripted):  # generates the expert's action; prompts encode to their text's bytes
+        def encode(self, prompt):  # noqa: ANN001, ANN202
+            return list(str(prompt).encode())
+
+    def answer(prompt):  # noqa: ANN001, ANN202
         asked.append(str(prompt))
         return expert[str(prompt)]
 
+    sampler = Encoding(answer)
+    given = turns[: len(trajectories[0].turns()) + 1]  # trajectory 0 and the first state of trajectory 1
+    answers = [Completion("nope", prompt_token_ids=sampler.encode(env.prompt_messages(t.prefix))) for t in given]
     params = SamplingParams(temperature=0.0, max_new_tokens=8)
-    result = turn_accuracy(
-        Scripted(answer), trajectories, params, executor="serial", chunk=2, progress=False, decided=decided
-    )
-    undecided = [turn for turn in turns if (turn.trajectory_id, turn.turn) not in decided]
-    assert sorted(asked) == sorted(str(env.prompt_messages(turn.prefix)) for turn in undecided) and undecided
-    assert result.states == len(turns) and result.decided == len(decided) and result.failed == 0
-    assert result.rewards == {**{(t.trajectory_id, t.turn): 1.0 for t in undecided}, **decided}
-    first = [decided[t.trajectory_id, t.turn] for t in trajectories[0].turns()]
-    second = [decided.get((t.trajectory_id, t.turn), 1.0) for t in trajectories[1].turns()]
-    assert result.per_task == [pytest.approx(sum(first) / len(first)), pytest.approx(sum(second) / len(second))]
+    result = turn_accuracy(sampler, trajectories, params, executor="serial", chunk=2, progress=False, answers=answers)
+    generated = turns[len(given) :]
+    assert sorted(asked) == sorted(str(env.prompt_messages(t.prefix)) for t in generated)
+    assert result.states == len(turns) and result.answered == len(given) and result.failed == 0
+    assert result.rewards == {(t.trajectory_id, t.turn): float(t in generated) for t in turns}
+    rest = len(trajectories[1].turns())
+    assert result.per_task == [0.0, pytest.approx((rest - 1) / rest)]
+    with pytest.raises(ValueError, match="greedy"):
+        turn_accuracy(sampler, trajectories, SamplingParams(temperature=1.0), executor="serial", answers=answers)

@@ -359,3 +359,30 @@ def test_stages_without_the_report_exit_0_and_say_how_to_write_it(tmp_path, caps
     assert main(["experiment", str(EXAMPLES / "quickstart.yaml"), "--out", str(tmp_path), "--stages", "warmup"]) == 0
     assert calls == [["warmup"]]
     assert "write the report with --stages report" in capsys.readouterr().out
+
+
+def test_with_likelihood_on_a_curve_point_judges_the_answers_decoded_on_the_scoring_pass(tiny_sampler, tmp_path):
+    from pivotgym.experiment import ExperimentConfig
+    from pivotgym.experiment.run import Run
+
+    def config(likelihood: bool) -> ExperimentConfig:
+        return ExperimentConfig(
+            name="x",
+            env="planning/blocks-v0",
+            executor="serial",
+            curve={"metric": "turns", "tasks": 2},
+            eval={"likelihood": likelihood, "max_new_tokens": 6},
+        )
+
+    generated = Run(config(False), tmp_path / "off").curve_point(tiny_sampler)
+    run = Run(config(True), tmp_path / "on")
+    point = run.curve_point(tiny_sampler)
+    assert point["per_task"] == generated["per_task"] and point["states"] == generated["states"] > 0
+    assert point["answered"] == point["states"] and generated["answered"] == 0  # nothing generated twice
+    assert point["likelihood"] == run.likelihood_scores(tiny_sampler)
+    # the evaluation of the same model reuses the point's likelihood scores instead of scoring again
+    run.likelihood_scores = None  # type: ignore[method-assign]  # called again, this would raise
+    result = run.evaluate(tiny_sampler, run.layout.result("probe"), members=[f"{run.config.env}@test"], in_domain=point)
+    assert result["scores"][f"{run.config.env}@test:p_credited"]["value"] == pytest.approx(
+        sum(point["likelihood"]["p_credited"]) / len(point["likelihood"]["p_credited"])
+    )
