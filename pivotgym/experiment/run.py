@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pivotgym.errors import ConfigError
+from pivotgym.errors import ConfigError, PivotgymError
 from pivotgym.eval import write_json
 from pivotgym.experiment.config import ExperimentConfig
 from pivotgym.experiment.layout import RunLayout, rl_start_stage
@@ -138,7 +138,15 @@ class Run:
         from pivotgym.eval.floors import floors
 
         if self._floors is None:
-            self._floors = floors(self.env(), trajectories=self.held_out_trajectories(), executor=self.executor())
+            result = floors(self.env(), trajectories=self.held_out_trajectories(), executor=self.executor())
+            if result.failed and not result.judged:  # not "no legal actions": nothing could be judged at all
+                reason = next((r for s in result.states for r in s.failed_reasons), "unknown")
+                raise PivotgymError(
+                    f"floors of {self.config.env}: the verification of every held-out state failed "
+                    f"({result.failed} states; first reason: {reason})",
+                    hint="check that the verifier runs in a worker: pivotgym verify, or executor: serial in the config",
+                )
+            self._floors = result
         return self._floors
 
     def likelihood_scores(self, sampler: Any, *, decode: bool = False) -> dict[str, Any]:

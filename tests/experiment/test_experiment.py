@@ -386,3 +386,21 @@ def test_with_likelihood_on_a_curve_point_judges_the_answers_decoded_on_the_scor
     assert result["scores"][f"{run.config.env}@test:p_credited"]["value"] == pytest.approx(
         sum(point["likelihood"]["p_credited"]) / len(point["likelihood"]["p_credited"])
     )
+
+
+def test_floors_whose_every_verification_failed_stop_the_run_with_the_reason(tmp_path, monkeypatch):
+    """Not "does not enumerate legal actions": the legal actions were there, the verifier workers failed."""
+    import pivotgym.eval.floors as floors_module
+    from pivotgym.errors import PivotgymError
+    from pivotgym.eval.floors import FloorsResult, StateFloor
+    from pivotgym.experiment import ExperimentConfig
+    from pivotgym.experiment.run import Run
+
+    state = StateFloor("t", "t#0", 0, ["(a)"], [0.0], 0.0, failed=2, failed_reasons=["verify_failed: worker died"])
+    broken = FloorsResult("planning/blocks-v0", "test", "v", 1.0, [state], [], {}, no_legal=0, failed=1, elapsed_s=0)
+    monkeypatch.setattr(floors_module, "floors", lambda *a, **k: broken)
+    config = ExperimentConfig(
+        name="x", env="planning/blocks-v0", executor="serial", curve={"metric": "turns", "tasks": 1}
+    )
+    with pytest.raises(PivotgymError, match="verification of every held-out state failed.*worker died"):
+        Run(config, tmp_path).floors()
