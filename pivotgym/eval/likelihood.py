@@ -307,23 +307,25 @@ def forest_scores(
     results: list[list[ChainScore | None]] = [[None] * len(prompts) for prompts, _ in chains]
     decode = decode and cap is not None
     for start in range(0, len(trees), max(1, batch)):
-        passes = []
-        for trunk, members in trees[start : start + max(1, batch)]:
+        group = trees[start : start + max(1, batch)]
+        passes: list[tuple[list[tuple[int, int]], _Pass]] = []
+        for trunk, members in group:
             prompts = [chains[c][0][i] for c, i in members]
             acts = [chains[c][1][i] for c, i in members]
             scored, tree_pass = _tree_scores(model, trunk, prompts, acts, stops, cap, decode)
             for (c, i), score in zip(members, scored):
                 results[c][i] = score
-            passes.append((members, tree_pass))
-        if decode and cap is not None:
+            if tree_pass is not None:
+                passes.append((members, tree_pass))
+        if passes and cap is not None:
             answers = _decode_greedy(model, [p for _, p in passes], cap, stops)
             for (members, _), tree_answers in zip(passes, answers):
                 for (c, i), (tokens, finish) in zip(members, tree_answers):
-                    score = results[c][i]
-                    assert score is not None
-                    score.greedy, score.finish = tokens, finish
+                    decoded = results[c][i]
+                    assert decoded is not None
+                    decoded.greedy, decoded.finish = tokens, finish
         if progress is not None:
-            progress(sum(len(members) for members, _ in passes))
+            progress(sum(len(members) for _, members in group))
     return [[score for score in chain if score is not None] for chain in results]
 
 
@@ -408,7 +410,9 @@ def _decode_greedy(
             keys.append(torch.nn.functional.pad(k, pad))
             values.append(torch.nn.functional.pad(v, pad))
         cache.update(torch.cat(keys), torch.cat(values), layer)
-    answers = [[[int(t)] for t in p.first.argmax(dim=-1).tolist()] if cap > 0 else [[] for _ in p.ends] for p in passes]
+    answers: list[list[list[int]]] = [
+        [[int(t)] for t in p.first.argmax(dim=-1).tolist()] if cap > 0 else [[] for _ in p.ends] for p in passes
+    ]
     fed: list[list[list[int]]] = [[[] for _ in p.ends] for p in passes]  # cache entries of each answer's fed tokens
     with _scoring(model), torch.no_grad():
         while True:

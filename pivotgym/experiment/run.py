@@ -229,7 +229,8 @@ class Run:
         if self.curve_metric == "turns":
             scored = self.likelihood_scores(sampler, decode=True) if self.config.eval.likelihood else None
             answers = scored.pop("answers") if scored else ()
-            per_task, extra = self.turn_accuracy_per_task(sampler, answers)
+            per_task, counts = self.turn_accuracy_per_task(sampler, answers)
+            extra.update(counts)
             if scored:
                 extra["likelihood"] = scored
         else:
