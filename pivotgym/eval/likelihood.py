@@ -17,8 +17,9 @@ SFT trains them), up to the end-of-turn token; when the template does not render
 tokenised on its own. ``p(action)`` is the probability of those tokens followed by any token the sampler stops
 at (its EOS set), i.e. that the sampler emits this text and stops. An action longer than the env's generation
 cap cannot be emitted (probability 0); one exactly as long is emitted without a stop token. Log-probabilities
-come from :func:`pivotgym.train.forward.completion_logprobs` with the state's prompt run once and its legal
-actions batched on top (no gradients). Other tokenisations of the same text are not counted (a lower bound).
+come from one forward per trajectory, its legal actions hanging off its history (:func:`forest_scores`, no
+gradients), which can also decode every state's greedy answer on its cache (``decode=True``) for turn accuracy
+to judge. Other tokenisations of the same text are not counted (a lower bound).
 """
 
 from __future__ import annotations
