@@ -333,12 +333,15 @@ def forest_scores(
 @dataclass
 class _Pass:
     """What greedy decoding needs from one tree's forward: its key/value ``cache`` (``length`` entries, the
-    trunk first), the logits after each state's prompt (``first``) and where each prompt ends on the trunk."""
+    trunk first), where each state's prompt ends on the trunk, and each state's answer so far (``answers``:
+    the tokens :func:`_walk` read off the pass's own logits) with the cache entries holding those tokens
+    (``fed``, where the answer ran along a legal action)."""
 
     cache: Any
     length: int
-    first: Any
     ends: list[int]
+    answers: list[list[int]]
+    fed: list[list[int]]
 
 
 def _tree_scores(
@@ -385,8 +388,45 @@ def _tree_scores(
                 total += float(torch.logsumexp(logprobs[row[read.stop_at], stop_ids], dim=0))
             values.append(total)
         scores.append(ChainScore(values))
-    tree_pass = _Pass(out.past_key_values, ids.shape[1], logits[[row[e] for e in ends]], ends) if keep_cache else None
-    return scores, tree_pass
+    if not keep_cache or cap is None:
+        return scores, None
+    best = logits.argmax(dim=-1).tolist()  # the greedy token after every kept position
+    walks = [
+        _walk(end, acts, state, lambda i: best[row[i]], set(stops), cap)
+        for end, acts, state in zip(ends, actions, reads)
+    ]
+    return scores, _Pass(out.past_key_values, ids.shape[1], ends, [w[0] for w in walks], [w[1] for w in walks])
+
+
+def _walk(
+    end: int,
+    actions: Sequence[Sequence[int]],
+    reads: Sequence[_Read | None],
+    best: Callable[[int], int],
+    stops: set[int],
+    cap: int,
+) -> tuple[list[int], list[int]]:
+    """The start of a state's greedy answer read off its tree for free: follow the argmax (``best(index)``: the
+    greedy token after sequence index ``index``) from the prompt's last token (``end``) down the legal actions
+    whose tokens agree with it, as far as they go. Returns the tokens (ending in a stop token, or at the cap,
+    when the answer is complete: a legal action, or a stop right after one) and the cache entries of the tokens
+    that lie on a branch (every token but the last, which is not fed yet when the answer goes on)."""
+    alive = [i for i, read in enumerate(reads) if read is not None]  # an action over the cap is never emitted
+    tokens: list[int] = []
+    fed: list[int] = []
+    index = end
+    while len(tokens) < cap:
+        token = best(index)
+        tokens.append(token)
+        alive = [i for i in alive if len(actions[i]) > len(tokens) - 1 and actions[i][len(tokens) - 1] == token]
+        if token in stops or not alive or len(tokens) == cap:
+            break  # complete, or off the legal actions: decoding goes on from the last token
+        read = reads[alive[0]]  # every action left holds these tokens: its entry for the last one
+        assert read is not None
+        j = len(tokens)
+        index = read.at[j] if j < len(read.at) else int(read.stop_at)  # type: ignore[arg-type]
+        fed.append(index)
+    return tokens, fed
 
 
 def _decode_greedy(
@@ -411,10 +451,8 @@ def _decode_greedy(
             keys.append(torch.nn.functional.pad(k, pad))
             values.append(torch.nn.functional.pad(v, pad))
         cache.update(torch.cat(keys), torch.cat(values), layer)
-    answers: list[list[list[int]]] = [
-        [[int(t)] for t in p.first.argmax(dim=-1).tolist()] if cap > 0 else [[] for _ in p.ends] for p in passes
-    ]
-    fed: list[list[list[int]]] = [[[] for _ in p.ends] for p in passes]  # cache entries of each answer's fed tokens
+    answers = [[list(a) for a in p.answers] for p in passes]
+    fed = [[list(f) for f in p.fed] for p in passes]  # cache entries of each answer's fed tokens
     with _scoring(model), torch.no_grad():
         while True:
             live = [[i for i, a in enumerate(tree) if a and a[-1] not in stop_set and len(a) < cap] for tree in answers]

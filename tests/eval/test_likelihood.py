@@ -226,11 +226,22 @@ def test_greedy_answers_decoded_on_the_scoring_pass_equal_the_samplers_and_a_pla
         assert len(set(scored[1].greedy)) == len(scored[1].greedy) == cap  # a real sequence, not one token repeated
         plain = chain_scores(model, prompts, actions, stops, cap)
         assert [s.logp for s in scored] == [s.logp for s in plain] and plain[0].greedy == [] and plain[0].finish == ""
+    # legal actions along the greedy answers: the answers start on the scoring pass's own branches and go on
+    # from their tokens in the cache (the part read off the tree, then decoded), the same tokens either way
+    want = [_argmax_loop(model, p, 8, stops) for p in prompts]
+    along = [[*ls, w[:2], w[:5], [*w[:3], w[3] + 1]] for ls, w in zip(actions, want)]
+    assert [s.greedy for s in chain_scores(model, prompts, along, stops, 8, decode=True)] == want
+    assert [
+        s.greedy
+        for s in chain_scores(model, prompts, [[*ls, w] for ls, w in zip(actions, want)], stops, 8, decode=True)
+    ] == want
     # a stop token ends the answer (here: pretend the third token of the first answer is one)
     third = chain_scores(model, prompts, actions, stops, 8, decode=True)[0].greedy[2]
     scored = chain_scores(model, prompts, actions, [*stops, third], 8, decode=True)
     assert scored[0].greedy == _argmax_loop(model, prompts[0], 8, {*stops, third}) and scored[0].finish == "stop"
     assert len(scored[0].greedy) == 3 and scored[1].greedy == _argmax_loop(model, prompts[1], 8, {*stops, third})
+    on_tree = [[*actions[0], scored[0].greedy[:2]], actions[1]]  # a legal action, then greedy's stop token
+    assert chain_scores(model, prompts, on_tree, [*stops, third], 8, decode=True)[0].greedy == scored[0].greedy
     # prompts that do not chain (second states of two tasks) are decoded one tree each, the same way
     other = next(s for s in pick_floors.states if s.task_id == "test-0" and s.turn == 1)
     split = [sharp_sampler.encode(env.prompt_messages(other.state.prefix)), prompts[1]]
