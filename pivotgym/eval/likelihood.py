@@ -282,10 +282,12 @@ def forest_scores(
     off the logits after its last token, so each action is fed once whatever the number of stop tokens. The
     numbers equal one forward per state (a test checks them).
 
-    Greedy decoding then reuses the passes' key/value caches: each step feeds every unfinished state's last
-    token at once (the caches of ``batch`` trajectories stacked, so a step reads the weights once for all of
-    them), each attending to its own prompt on its trunk and its own earlier answer tokens, and takes the
-    argmax, until a stop token or the cap. That is the greedy answer the transformers sampler gives (argmax,
+    Greedy decoding then reuses the passes: an answer first follows the argmax of the pass's own logits down the
+    legal actions that agree with it (an answer that is a legal action costs no step at all), and only answers
+    that leave them go on, on the passes' key/value caches: each step feeds every unfinished state's last token
+    at once (the caches of ``batch`` trajectories stacked, so a step reads the weights once for all of them),
+    each attending to its own prompt on its trunk and its own earlier answer tokens, and takes the argmax,
+    until a stop token or the cap. That is the greedy answer the transformers sampler gives (argmax,
     same stop tokens, same cap) without prefilling the histories again; the two can differ only where two
     tokens' logits tie within float rounding. A model that is not full attention everywhere (sliding-window or
     recurrent layers) is scored one state at a time by :func:`action_logprobs` and not decoded. ``progress``
