@@ -63,7 +63,9 @@ class EvalSection:
     episodes: bool = True
     #: with `curve.metric: turns`, also score every legal action's likelihood at the held-out states (envs with
     #: `legal_actions()`, hf sampler): the exact probability of a credited action and of a legal one per model,
-    #: lower-variance companions of greedy turn accuracy (members `<env>@test:p_credited`, `:p_legal`)
+    #: lower-variance companions of greedy turn accuracy (members `<env>@test:p_credited`, `:p_legal`); the scoring
+    #: pass also decodes the greedy answers that turn accuracy then judges, so turn accuracy is not generated a
+    #: second time (docs/floors.md)
     likelihood: bool = False
 
 
