@@ -123,7 +123,7 @@ def accounting_table(layout: RunLayout, seeds: Sequence[int]) -> tuple[list[list
                 METHOD_LABELS[tag],
                 METHOD_LABELS.get(start or "", rows[0].get("start")),
                 rows[0].get("data"),
-                f"{applied:.0f} of {row['optimizer_steps']:.0f}",
+                f"{applied:.{0 if applied.is_integer() else 1}f} of {row['optimizer_steps']:.0f}",
                 f"{total['optimizer_steps']:.0f}",
                 f"{total['tokens_trained']:.0f}",
                 f"{row['rollout_turns']:.0f}",

@@ -21,6 +21,7 @@ from pivotgym.experiment.stats import (
     matched_budget,
     paired_item_difference,
     reach_ratio,
+    seed_difference,
 )
 
 __all__ = ["markdown_table", "pct", "ratio_text", "write_experiment_report"]
@@ -86,8 +87,9 @@ HARM_CHECKED = ("pivot", "placebo")
 def harm_check(layout: RunLayout, seeds: Sequence[int]) -> dict[str, dict[str, Any]]:
     """Per RL run of :data:`HARM_CHECKED`: the greedy pass rate on profiled training turns that are *not*
     pivots at the trainer's first and last evaluation (``eval_non_pivot_pass``), and the weights' RMS drift
-    from the start at the last step. A method that does no harm keeps the first; the placebo shows what the
-    optimiser alone does to it."""
+    from the start at the last step, with a paired t interval over seeds of the change (``interval``: the
+    trainers log the pass rate per seed, not per state). A method that does no harm keeps the first; the placebo
+    shows what the optimiser alone does to it."""
     out: dict[str, dict[str, Any]] = {}
     for tag in HARM_CHECKED:
         starts, ends, drifts, states = [], [], [], []
@@ -111,11 +113,19 @@ def harm_check(layout: RunLayout, seeds: Sequence[int]) -> dict[str, dict[str, A
                 "start": sum(starts) / n,
                 "end": sum(ends) / n,
                 "delta": (sum(ends) - sum(starts)) / n,
+                "interval": seed_difference([e - s for s, e in zip(starts, ends)]),
                 "states": states,
                 "drift_rms": sum(drifts) / len(drifts) if drifts else None,
                 "seeds": n,
             }
     return out
+
+
+def _interval_cell(result: Mapping[str, Any]) -> str:
+    """``[-9.1, +1.6]`` in points, or ``-`` without an interval (one seed)."""
+    if result["low"] is None or result["high"] is None:
+        return "-"
+    return f"[{100 * result['low']:+.1f}, {100 * result['high']:+.1f}]"
 
 
 def _link(layout: RunLayout, plot: str) -> str:
@@ -625,16 +635,28 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
             "Greedy pass rate on profiled training turns that were *not* selected as pivots (the trainer's "
             "`non_pivot_eval` states), at the first and the last evaluation, and the RMS distance of the weights "
             "from the start after the last step. The placebo trains on the same pivots with advantages shuffled "
-            "inside each group (zero expected signal): what it changes, the optimiser settings change alone.",
+            "inside each group (zero expected signal): what it changes, the optimiser settings change alone. The "
+            "interval is a paired t over seeds of each seed's change (the trainers log one pass rate per seed).",
             "",
             markdown_table(
-                ["run", "non-pivot pass at start", "at end", "Δ points", "weight drift (RMS)", "seeds"],
+                [
+                    "run",
+                    "non-pivot pass at start",
+                    "at end",
+                    "Δ points",
+                    "95% t over seeds",
+                    "detectable (80% power)",
+                    "weight drift (RMS)",
+                    "seeds",
+                ],
                 [
                     [
                         METHOD_LABELS[tag],
                         pct(h["start"]),
                         pct(h["end"]),
                         f"{100 * h['delta']:+.1f}",
+                        _interval_cell(h["interval"]),
+                        "-" if h["interval"]["mdd"] is None else f"{100 * h['interval']['mdd']:.1f}",
                         "-" if h["drift_rms"] is None else f"{h['drift_rms']:.2e}",
                         h["seeds"],
                     ]

@@ -21,6 +21,7 @@ __all__ = [
     "paired_item_difference",
     "reach_ratio",
     "score_at",
+    "seed_difference",
     "time_to_reach",
     "verdict_of",
 ]
@@ -97,6 +98,13 @@ def paired_item_difference(
         raise ValueError("the two models share no scored items")
     diffs = [sum(x[i] - y[i] for x, y in zip(a, b)) / len(a) for i in items]
     return _difference(diffs, len(a), level)
+
+
+def seed_difference(diffs: Sequence[float], *, level: float = 0.95) -> dict[str, Any]:
+    """The paired t interval over seeds of one difference per seed, for a figure the trainers log per seed
+    only (the non-pivot pass rate before and after training): as :func:`paired_item_difference`'s result,
+    with a seed as the unit. Wider than an interval over problems, but it needs no per-item record."""
+    return _difference(diffs, len(diffs), level)
 
 
 def score_at(curve: Curve, budget: float, x: str = "turns", offset: float = 0.0) -> list[float]:

@@ -174,23 +174,32 @@ def test_ood_retention_claim_reads_the_sign_of_each_difference(sft_minus_base, p
 def test_harm_check_reads_non_pivot_pass_and_drift(tmp_path):
     import json
 
+    from scipy import stats as sps
+
     from pivotgym.experiment.layout import RunLayout
     from pivotgym.experiment.report import harm_check
 
     layout = RunLayout(tmp_path)
-    for tag, (start, end) in (("pivot", (0.5, 0.5)), ("placebo", (0.5, 0.25))):
-        path = layout.metrics(tag, 0)
-        path.parent.mkdir(parents=True)
-        rows = [
-            {"kind": "eval", "step": 0, "eval_non_pivot_pass": start, "eval_non_pivot_states": 8},
-            {"kind": "train", "step": 1, "drift_rms": 1e-5},
-            {"kind": "train", "step": 2, "drift_rms": 3e-5},
-            {"kind": "eval", "step": 2, "eval_non_pivot_pass": end, "eval_non_pivot_states": 8},
-        ]
-        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    harm = harm_check(layout, [0, 1])  # seed 1 never ran: left out
-    assert harm["pivot"]["delta"] == 0 and harm["placebo"]["delta"] == -0.25
-    assert harm["placebo"]["drift_rms"] == 3e-5 and harm["placebo"]["seeds"] == 1
+    runs = {"pivot": [(0.5, 0.5), (0.5, 0.625)], "placebo": [(0.5, 0.25), (0.5, 0.375)]}
+    for tag, per_seed in runs.items():
+        for seed, (start, end) in enumerate(per_seed):
+            path = layout.metrics(tag, seed)
+            path.parent.mkdir(parents=True)
+            rows = [
+                {"kind": "eval", "step": 0, "eval_non_pivot_pass": start, "eval_non_pivot_states": 8},
+                {"kind": "train", "step": 1, "drift_rms": 1e-5},
+                {"kind": "train", "step": 2, "drift_rms": 3e-5 * (seed + 1)},
+                {"kind": "eval", "step": 2, "eval_non_pivot_pass": end, "eval_non_pivot_states": 8},
+            ]
+            path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    harm = harm_check(layout, [0, 1, 2])  # seed 2 never ran: left out
+    assert harm["pivot"]["delta"] == 0.0625 and harm["placebo"]["delta"] == -0.1875
+    assert harm["placebo"]["drift_rms"] == 4.5e-5 and harm["placebo"]["seeds"] == 2
+    # the change's paired t interval over the two seeds: mean -0.1875, sd 0.0884, t(0.975, 1) = 12.71
+    interval = harm["placebo"]["interval"]
+    half = sps.t.ppf(0.975, 1) * 0.125 / 2**0.5 / 2**0.5
+    assert interval["seeds"] == 2 and interval["low"] == pytest.approx(-0.1875 - half)
+    assert interval["high"] == pytest.approx(-0.1875 + half) and interval["mdd"] > 0
 
 
 def test_floors_stand_beside_the_in_domain_score(tmp_path):
@@ -310,3 +319,18 @@ def test_claim_b_is_also_read_on_the_probability_of_a_credited_action(tmp_path):
     report = layout.report.read_text()
     assert "- PivotRL − warm-up, P(credited action): +10.7 points" in report
     assert "**In-domain PivotRL > SFT, by the probability of a credited action** " in report
+
+
+def test_spend_table_keeps_a_fractional_mean_of_applied_steps(tmp_path):
+    from pivotgym.experiment.accounting import accounting_table, write_accounting
+    from pivotgym.experiment.layout import RunLayout
+
+    layout = RunLayout(tmp_path)
+    for seed, applied in ((0, 1), (1, 2)):
+        path = layout.accounting("e2e", seed)
+        path.parent.mkdir(parents=True)
+        summary = {"steps": 4, "counters": {"optimizer_steps_applied": applied, "total_turns": 100}}
+        write_accounting(path, method="e2e", start="base", data="episodes", summary=summary, optimizer_steps=4)
+    table, data = accounting_table(layout, [0, 1])
+    assert data["e2e"]["optimizer_steps_applied"] == 1.5
+    assert "1.5 of 4" in table[0]  # not rounded to "2 of 4"
