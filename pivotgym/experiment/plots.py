@@ -40,12 +40,13 @@ def plot_curves(
     seeds of one method stay apart."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 4), dpi=110)
-    styles = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D")]
+    lines, markers = ("-", "--", ":", "-."), ("o", "s", "^", "D", "v", "P", "X", "*")  # 8 seeds stay apart
     variants: dict[str, int] = {}
     for name, curve in curves.items():
         if curve:
             method, _, variant = name.partition(" (")
-            line, marker = styles[variants.setdefault(variant, len(variants)) % len(styles)]
+            i = variants.setdefault(variant, len(variants))
+            line, marker = lines[i % len(lines)], markers[i % len(markers)]
             ax.plot(
                 [p[x] for p in curve],
                 [p["score"] for p in curve],
