@@ -26,7 +26,7 @@ Failed verifications (undecided verdicts, :func:`pivotgym.verify.undecided_reaso
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -255,7 +255,7 @@ class Profiler:
                     turn.expert,
                     *offered,
                 )
-                stream = content_hash("pivotgym-stream", state_id, reference)
+                stream = content_hash("pivotgym-stream", state_id, _weights_identity(reference))
                 key = content_hash("pivotgym-profile", PROFILE_FORMAT, stream, self.config.k, verifier_info, adaptive)
                 if key in seen:
                     continue
@@ -500,3 +500,12 @@ def profile_trajectories(
     return Profiler(sampler, ProfileConfig(**config), executor).profile(
         trajectories, out, resume=resume, progress=progress
     )
+
+
+def _weights_identity(reference: Mapping[str, Any]) -> dict[str, Any]:
+    """``reference`` as the random stream and cache keys see it: for a model folder, whose revision is a hash of
+    its files, the folder's path is left out, so the same weights in another run folder (``--out``) draw the
+    same samples and hit the same cache rows. A bundled or in-memory model keeps its name."""
+    if reference.get("revision") and Path(str(reference.get("model") or "")).expanduser().is_dir():
+        return {k: v for k, v in reference.items() if k != "model"}
+    return dict(reference)

@@ -298,3 +298,37 @@ def test_samples_are_capped_by_the_envs_own_generation_limit(
     )
     assert set(sampler.caps) == {want}
     assert {p.reference["sampling"]["max_new_tokens"] for p in result.profiles} == {want}  # part of each key
+
+
+def test_the_same_weights_in_another_folder_draw_the_same_samples(
+    pivot_registry: object, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """The random stream follows the weights (the folder's revision), not where they lie: a run folder given
+    with ``--out`` elsewhere profiles the same; other weights draw other samples."""
+    import shutil
+
+    import torch
+
+    from pivotgym.sampling.hf import HFSampler
+
+    copy = Path(shutil.copytree(tiny_model_dir, tmp_path / "elsewhere" / "model"))
+    changed = HFSampler(str(copy))
+    with torch.no_grad():
+        next(changed.model.parameters()).add_(1e-3)
+    changed.model.save_pretrained(tmp_path / "changed")
+    changed.tokenizer.save_pretrained(tmp_path / "changed")
+    trajectories = arith_trajectories(n=1)
+    config = ProfileConfig(k=2, params=PARAMS, seed=7)
+
+    def plan(folder: Path) -> list:
+        return Profiler(HFSampler(str(folder)), config, "serial").plan(trajectories)
+
+    here, there, other = plan(tiny_model_dir), plan(copy), plan(tmp_path / "changed")
+    assert [s.stream for s in here] == [s.stream for s in there]
+    assert [s.key for s in here] == [s.key for s in there]
+    assert all(a.stream != b.stream for a, b in zip(here, other))
+    out_here, out_there = tmp_path / "here.jsonl", tmp_path / "there.jsonl"
+    Profiler(HFSampler(str(tiny_model_dir)), config, "serial").profile(trajectories, out_here, progress=False)
+    Profiler(HFSampler(str(copy)), config, "serial").profile(trajectories, out_there, progress=False)
+    rewards = [(r["key"], r["rewards"], r["reasons"]) for r in read_jsonl(out_here)]
+    assert rewards == [(r["key"], r["rewards"], r["reasons"]) for r in read_jsonl(out_there)]
