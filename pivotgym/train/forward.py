@@ -81,16 +81,40 @@ def completion_logprobs(
 
 
 def sequence_logprobs(
-    model: torch.nn.Module, sequences: Sequence[Sequence[int]], pad_id: int = 0
+    model: torch.nn.Module,
+    sequences: Sequence[Sequence[int]],
+    pad_id: int = 0,
+    target_masks: Sequence[Sequence[int]] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probabilities ``[B, T-1]`` of tokens 1..T-1 of each sequence given the tokens before (SFT),
-    with the mask of real (non-pad) target positions."""
+    with the mask of the target positions they cover.
+
+    ``target_masks``: per sequence, 0/1 over its target positions 1..T-1 (SFT's loss mask). When given, the
+    model produces logits only at the positions some sequence's mask selects, and the mask returned is the
+    real targets among those. A multi-turn conversation carries the loss on a few short answers, so this
+    skips most of the language-model head and of the fp32 log-softmax over the vocabulary - the largest
+    tensors of a step - without changing the loss or its gradient (a test compares both with full logits).
+    """
     device = _device_of(model)
     ids, mask = pad_right(sequences, pad_id, device)
-    logits = model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], use_cache=False).logits
-    targets = ids[:, 1:]
-    target_mask = mask[:, 1:]
-    return _gather_logprobs(logits, targets) * target_mask, target_mask
+    targets, target_mask = ids[:, 1:], mask[:, 1:]
+    if target_masks is None:
+        logits = model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], use_cache=False).logits
+        return _gather_logprobs(logits, targets) * target_mask, target_mask
+    wanted = torch.zeros_like(target_mask)
+    for row, selected in enumerate(target_masks):
+        chosen = torch.as_tensor(list(selected)[: wanted.shape[1]], dtype=wanted.dtype, device=device)
+        wanted[row, : len(chosen)] = chosen
+    wanted *= target_mask
+    columns = wanted.any(dim=0).nonzero().squeeze(-1)
+    if columns.numel() == 0:  # nothing to learn: still one column, so the backward pass has a graph
+        columns = torch.zeros(1, dtype=torch.long, device=device)
+    logits = model(
+        input_ids=ids[:, :-1], attention_mask=mask[:, :-1], use_cache=False, logits_to_keep=columns
+    ).logits  # [B, len(columns), V]
+    logprobs = torch.zeros(targets.shape, dtype=torch.float32, device=device)
+    logprobs = logprobs.index_copy(1, columns, _gather_logprobs(logits, targets[:, columns]))
+    return logprobs * wanted, wanted
 
 
 def _device_of(model: torch.nn.Module) -> torch.device:

@@ -12,8 +12,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-
 from pivotgym.train.config import ConfigError, SFTConfig
 from pivotgym.train.forward import sequence_logprobs
 from pivotgym.train.loop import DataOrder, Trainer, chunks, shard
@@ -148,11 +146,9 @@ class SFTTrainer(Trainer):
                 self.dummy_backward()
             for i, batch in enumerate(batches):
                 with self.sync_context(last=i == len(batches) - 1), self.accelerator.autocast():
-                    logp, _ = sequence_logprobs(self.model, [e.input_ids for e in batch], self.pad_id)
-                    masks = [torch.tensor(e.loss_mask[1:], dtype=torch.float32) for e in batch]
-                    target_mask = torch.zeros_like(logp)
-                    for row, m in enumerate(masks):
-                        target_mask[row, : len(m)] = m.to(logp.device)
+                    logp, target_mask = sequence_logprobs(
+                        self.model, [e.input_ids for e in batch], self.pad_id, [e.loss_mask[1:] for e in batch]
+                    )
                     loss = nll_sum(logp, target_mask)
                     loss_sum += float(loss.detach())
                     self.accelerator.backward(loss * scale)
