@@ -310,8 +310,10 @@ class E2EConfig(RLConfig):
     #: train each episode as one sequence (its turns packed, the env's observation tokens out of the loss);
     #: false: one sample per turn with its whole prompt (same loss and gradient, more token positions)
     pack_episodes: bool = True
-    #: evaluation episodes: this split, at most ``eval_tasks`` tasks, ``eval_samples`` episodes each
-    eval_split: str = "test"
+    #: evaluation episodes at the start and end of training (and every ``eval_every`` steps): this split, at
+    #: most ``eval_tasks`` tasks, ``eval_samples`` episodes each; null: none (an experiment's held-out curve
+    #: points already score the start and the end)
+    eval_split: str | None = "test"
     #: evaluation tasks (the first N of ``eval_split``; 0 = all)
     eval_tasks: int = 8
 

@@ -150,7 +150,12 @@ class E2ETrainer(RLTrainer):
         self.task_ids = [t.id for t in env.tasks(cfg.split)]
         if not self.task_ids:
             raise ConfigError(f"{cfg.env_id}: split {cfg.split!r} has no tasks")
-        eval_tasks = env.tasks(cfg.eval_split) if cfg.eval_split in env.splits else []
+        if cfg.eval_split is not None and cfg.eval_split not in env.splits:
+            raise ConfigError(
+                f"{cfg.env_id} has no split {cfg.eval_split!r} for E2E RL's evaluation episodes (its splits: "
+                f"{', '.join(env.splits)}); set eval_split to one of them, or to null for no evaluation episodes"
+            )
+        eval_tasks = env.tasks(cfg.eval_split) if cfg.eval_split is not None else []
         self.eval_task_ids = [t.id for t in eval_tasks][: cfg.eval_tasks or None]
         self.order = DataOrder(len(self.task_ids), cfg.seed)
         self.data_state = {"cursor": 0}

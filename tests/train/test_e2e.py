@@ -203,6 +203,18 @@ def test_the_progress_reward_without_the_hook_names_the_env(tmp_path, toy_envs):
         E2EConfig(env_id="x", reward="shaped").validate()
 
 
+def test_evaluation_episodes_come_from_a_named_split_or_none_and_a_wrong_split_is_an_error(tmp_path, toy_envs):
+    trainer = _trainer(tmp_path / "test")
+    trainer.setup_data()
+    assert len(trainer.eval_task_ids) == 1 and trainer.evaluate()["episodes"] == 1
+    off = _trainer(tmp_path / "off", eval_split=None)
+    off.setup_data()
+    assert off.eval_task_ids == [] and off.evaluate() == {}  # fit() then logs no eval rows
+    typo = _trainer(tmp_path / "typo", eval_split="tset")
+    with pytest.raises(ConfigError, match=r"no split 'tset'.*set eval_split to one of them, or to null"):
+        typo.setup_data()
+
+
 def test_episodes_are_the_same_with_and_without_prefix_reuse_and_later_turns_reuse_the_history(toy_envs):
     from pivotgym.eval.rollout import run_episodes
     from pivotgym.registry import make
