@@ -39,6 +39,18 @@ def _done(*paths: Path) -> bool:
     return all(p.exists() for p in paths)
 
 
+def trainer_sampler_options(sampler: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's ``sampler_options`` as a trainer takes them: the live ``hf`` sampler wraps the model being
+    trained, so the options that load a model in some dtype or on some device stay with the samplers of saved
+    models (evaluation, profiling); the trainer's precision is its section's ``mixed_precision``."""
+    from pivotgym.train.config import LIVE_MODEL_OPTIONS
+    from pivotgym.train.policy_sampler import LIVE_SAMPLER
+
+    if sampler != LIVE_SAMPLER:
+        return dict(options)
+    return {k: v for k, v in options.items() if k not in LIVE_MODEL_OPTIONS}
+
+
 def trainer_kwargs(
     run: Run, section: Mapping[str, Any], seed: int, out: Path, model: str | None = None
 ) -> dict[str, Any]:
@@ -55,7 +67,7 @@ def trainer_kwargs(
         "resume": "never",
         "save_final_model": False,
         "sampler": run.config.sampler,
-        "sampler_options": dict(run.config.sampler_options),
+        "sampler_options": trainer_sampler_options(run.config.sampler, run.config.sampler_options),
         **section,
     }
 

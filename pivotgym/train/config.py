@@ -28,6 +28,11 @@ from pivotgym.errors import ConfigError
 UPDATE_SCALES = ("informative_share", "full")
 
 
+#: ``hf`` sampler options that would move or cast the model they are given: refused for a trainer, whose ``hf``
+#: sampler wraps the very model it trains
+LIVE_MODEL_OPTIONS = ("dtype", "device")
+
+
 @dataclass
 class TrainConfig:
     """Fields every trainer shares (the loop, optimiser, checkpointing, logging and evaluation)."""
@@ -97,6 +102,7 @@ class TrainConfig:
     sampler: str = "hf"
     #: keyword arguments of that sampler's constructor: for ``vllm`` the engine's (``dtype``,
     #: ``gpu_memory_utilization``, ``max_model_len``, ``enforce_eager``, ...); for ``hf`` e.g. ``max_batch_size``
+    #: (not ``dtype`` or ``device``: it wraps the model being trained, whose precision is ``mixed_precision``)
     sampler_options: dict[str, Any] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ io
@@ -148,6 +154,14 @@ class TrainConfig:
             raise ConfigError(f"mixed_precision must be auto, no, bf16 or fp16, got {self.mixed_precision!r}")
         if not self.sampler:
             raise ConfigError("sampler must name a registered sampler (`pivotgym samplers`), got an empty name")
+        converting = sorted(set(self.sampler_options) & set(LIVE_MODEL_OPTIONS))
+        if self.sampler == "hf" and converting:
+            raise ConfigError(
+                f"sampler_options: {', '.join(converting)} would convert the model being trained (the hf sampler "
+                "generates with the training model itself)",
+                hint="set mixed_precision (bf16 autocast) for the trainer's precision; dtype and device are options "
+                "of samplers that load a saved model (evaluation, profiling)",
+            )
 
 
 @dataclass

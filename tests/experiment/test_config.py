@@ -143,6 +143,9 @@ def test_the_run_sampler_and_its_options_reach_every_trainer(tmp_path):
         trainer = cls.from_dict(trainer_kwargs(run, section, 0, tmp_path / "out"))
         assert trainer.sampler == "vllm" and trainer.sampler_options == {"max_model_len": 512}
     assert PivotConfig.from_dict(trainer_kwargs(run, config.pivot, 0, tmp_path / "out")).steps == 3
+    # with hf, the dtype loads the evaluated models; the trainers' live sampler keeps the model as trained
+    run = Run(ExperimentConfig(name="x", env="arith/chain-v0", sampler_options={"dtype": "bfloat16"}), tmp_path / "b")
+    assert SFTConfig.from_dict(trainer_kwargs(run, {}, 0, tmp_path / "out")).sampler_options == {}
 
 
 def test_sampler_options_change_the_fingerprint_only_when_set():

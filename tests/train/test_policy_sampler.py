@@ -202,6 +202,18 @@ def test_trainer_config_sampler_keys_and_typos(tmp_path):
         load_config(empty, "sft")
 
 
+def test_the_hf_sampler_of_a_trainer_refuses_options_that_would_cast_the_model_it_trains(tmp_path):
+    """``HFSampler(model, dtype=...)`` casts the model it wraps: given to a trainer's live sampler it would have
+    turned the fp32 weights under training into bf16 without a word."""
+    from pivotgym.train.config import SFTConfig
+
+    with pytest.raises(ConfigError, match=r"dtype would convert the model being trained") as caught:
+        SFTConfig(output_dir=str(tmp_path), sampler_options={"dtype": "bfloat16"}).validate()
+    assert "mixed_precision" in str(caught.value.hint)
+    SFTConfig(output_dir=str(tmp_path), sampler_options={"max_batch_size": 8}).validate()
+    SFTConfig(output_dir=str(tmp_path), sampler="vllm", sampler_options={"dtype": "bfloat16"}).validate()
+
+
 def test_sampler_options_from_the_command_line():
     from pivotgym.cli.eval import parse_sampler_options
     from pivotgym.cli.output import CLIError
