@@ -45,6 +45,10 @@ class HFSampler:
     later prompt that extends a kept one - an episode's next turn: its history plus the reply and the env's
     answer - prefills only its new tokens. The weights must not change inside the block (the kept rows are the
     old weights'); leaving it drops every kept row.
+
+    ``autocast_dtype`` runs the model under ``torch.autocast`` in that dtype while sampling and scoring, leaving
+    the weights as they are: a trainer's sampler of the fp32 policy it trains in bf16 mixed precision samples
+    in the precision it trains in (``dtype`` instead casts the weights: for a saved model only).
     """
 
     backend = "hf"
@@ -61,6 +65,7 @@ class HFSampler:
         compile: bool | None = None,
         sync_every: int = 8,
         prefix_cache_tokens: int = 32_768,
+        autocast_dtype: torch.dtype | str | None = None,
     ) -> None:
         self.in_memory = not isinstance(model, (str, os.PathLike))
         if isinstance(model, (str, os.PathLike)):
@@ -99,6 +104,13 @@ class HFSampler:
         self._spent_prefixes: set[tuple[int, ...]] = set()
         #: prompt tokens whose key/value rows were reused, and prompt tokens prefilled, inside reuse_prefixes
         self.prefix_stats = {"reused_tokens": 0, "prefilled_tokens": 0}
+        self.autocast_dtype = getattr(torch, autocast_dtype) if isinstance(autocast_dtype, str) else autocast_dtype
+
+    def precision(self) -> contextlib.AbstractContextManager[Any]:
+        """``torch.autocast`` in ``autocast_dtype`` on the model's device, or nothing when it is unset."""
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
 
     # ------------------------------------------------------------------ info
     @property
@@ -282,6 +294,7 @@ class HFSampler:
         try:
             with (
                 torch.no_grad(),
+                self.precision(),
                 tqdm(total=len(encoded), desc="sampling", unit="prompt", disable=not self.progress) as bar,
             ):
                 for picked, group in self._groups(encoded, hosts, n, per_group, params, noise):
@@ -618,7 +631,7 @@ class HFSampler:
         was_training = self.model.training
         self.model.eval()
         try:
-            with torch.no_grad():
+            with torch.no_grad(), self.precision():
                 for start in range(0, len(prompt_ids), size):
                     chunk_p, chunk_c = prompt_ids[start : start + size], completion_ids[start : start + size]
                     values, _ = token_logprobs(self.model, chunk_p, chunk_c, pad_id=self.pad_id)

@@ -64,7 +64,9 @@ class TrainConfig:
     #: completions (sequences) per forward/backward pass; the step's loss is still normalised over the
     #: whole global batch, so this changes memory, never the update (gradient accumulation)
     micro_batch_size: int = 8
-    #: ``auto`` (bf16 on a GPU that supports it, fp32 on CPU), ``no``, ``bf16`` or ``fp16``
+    #: ``auto`` (bf16 on a GPU that supports it, fp32 on CPU), ``no``, ``bf16`` or ``fp16``: autocast of the
+    #: forward passes and of the ``hf`` sampler's generation, fp32 weights and optimiser state (bf16 on a CPU
+    #: with AMX, e.g. Sapphire Rapids, runs ~2x faster than fp32)
     mixed_precision: str = "auto"
     #: LoRA through peft instead of full fine-tuning
     lora: bool = False

@@ -24,6 +24,8 @@ from pivotgym.train.config import ConfigError, TrainConfig
 from pivotgym.train.counters import Counters
 from pivotgym.train.metrics import MetricsLogger
 
+#: the dtype a trainer's live sampler autocasts to under each accelerate ``mixed_precision`` (none: fp32)
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 #: ``callback(trainer, row)`` is called on every process after each step's metrics row is logged
 StepCallback = Callable[["Trainer", dict[str, Any]], None]
 
@@ -182,7 +184,12 @@ class Trainer:
             else:
                 from pivotgym.sampling.hf import HFSampler
 
-                self._sampler = HFSampler(self.unwrapped_model, self.tokenizer, **self.config.sampler_options)
+                self._sampler = HFSampler(
+                    self.unwrapped_model,
+                    self.tokenizer,
+                    autocast_dtype=AUTOCAST_DTYPES.get(str(self.accelerator.mixed_precision)),
+                    **self.config.sampler_options,
+                )
         if self.copies_weights and self._sampler_version != self.weights_version:
             from pivotgym.train.policy_sampler import push_weights
 
@@ -478,8 +485,21 @@ def build_accelerator(config: TrainConfig) -> Any:
     precision = config.mixed_precision
     if precision == "auto":
         precision = "bf16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "no"
+    _forget_other_precision(precision)
     # cpu=True on a machine without CUDA is what makes accelerate run DDP over gloo under torchrun
     return Accelerator(mixed_precision=precision, cpu=not torch.cuda.is_available())
+
+
+def _forget_other_precision(precision: str) -> None:
+    """Let this trainer use another mixed precision than the one before it in the process (an experiment's
+    sections may differ). accelerate keeps one process-wide state and refuses a second precision ("restart
+    your runtime"); dropping that state, but not the distributed one beneath it, lets the next Accelerator
+    set its own."""
+    from accelerate.state import AcceleratorState
+
+    current = AcceleratorState._shared_state.get("_mixed_precision")
+    if current is not None and str(current) != precision:
+        AcceleratorState._reset_state(reset_partial_state=False)
 
 
 def _seed_everything(seed: int) -> None:

@@ -192,6 +192,22 @@ def test_zero_new_tokens_and_bad_n(tiny_sampler):
         tiny_sampler.sample([CHAT_A], n=0)
 
 
+def test_autocast_samples_and_scores_in_its_dtype_and_leaves_the_weights_as_they_are(tiny):
+    """A trainer's sampler of its fp32 policy in bf16 mixed precision: the forward passes run in bf16 (so the
+    logprobs move by bf16 rounding, not more) and no weight is cast (``dtype`` would cast them)."""
+    model, tokenizer = tiny
+    plain, mixed = HFSampler(model, tokenizer), HFSampler(model, tokenizer, autocast_dtype="bfloat16")
+    assert mixed.autocast_dtype is torch.bfloat16 and plain.autocast_dtype is None
+    params = SamplingParams(max_new_tokens=6, seed=7, temperature=0.7)
+    (completion,) = mixed.sample([CHAT_B], n=1, params=params)[0]
+    exact = plain.score(completion.prompt_token_ids, completion.token_ids)
+    rounded = mixed.score(completion.prompt_token_ids, completion.token_ids)
+    gaps = [abs(a - b) for a, b in zip(exact, rounded)]
+    assert 0 < max(gaps) < 0.1
+    assert max(abs(a - b) for a, b in zip(completion.logprobs, rounded)) < 1e-4  # sampled as it scores
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+
+
 def test_in_memory_model_needs_a_tokenizer(tiny):
     with pytest.raises(ValueError, match="tokenizer"):
         HFSampler(tiny[0])

@@ -214,6 +214,17 @@ def test_the_hf_sampler_of_a_trainer_refuses_options_that_would_cast_the_model_i
     SFTConfig(output_dir=str(tmp_path), sampler="vllm", sampler_options={"dtype": "bfloat16"}).validate()
 
 
+def test_the_live_sampler_generates_in_the_trainers_mixed_precision_and_trainers_in_turn_may_differ(tmp_path):
+    """One process, trainers one after another in different precisions (an experiment's sections may differ):
+    accelerate's process-wide state used to refuse the second ("restart your runtime")."""
+    for i, (precision, autocast) in enumerate([("bf16", torch.bfloat16), ("no", None), ("bf16", torch.bfloat16)]):
+        policy, tokenizer = tiny_llama(seed=0)
+        trainer = rl_trainer(tmp_path / str(i), policy, tokenizer, mixed_precision=precision)
+        assert trainer.accelerator.mixed_precision == precision
+        assert trainer.sampler.autocast_dtype is autocast and trainer.sampler.model is trainer.unwrapped_model
+        assert {p.dtype for p in trainer.unwrapped_model.parameters()} == {torch.float32}
+
+
 def test_sampler_options_from_the_command_line():
     from pivotgym.cli.eval import parse_sampler_options
     from pivotgym.cli.output import CLIError

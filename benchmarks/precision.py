@@ -1,0 +1,143 @@
+"""fp32 against bf16 on this machine: a training step, a scoring forward and greedy sampling, one run.
+
+    python benchmarks/precision.py [--trajectories 2] [--repeats 2] [--json]
+
+Whether bf16 pays on a CPU depends on the CPU: with AMX (Intel Sapphire Rapids and later) or AVX512-BF16 its
+matrix products run several times faster than fp32; without them it is emulated and slower. This prints the
+CPU's flags and three ratios on the bundled SmolLM2-135M and real expert conversations (gripper plans):
+
+* ``train``   forward + backward of SFT on the conversations, fp32 against bf16 autocast (``mixed_precision:
+              bf16``: fp32 weights, what a trainer does);
+* ``score``   a no-grad forward of the same conversations, fp32 weights against bf16 weights (``sampler_options:
+              {dtype: bfloat16}``: what evaluation and profiling load);
+* ``sample``  greedy answers to each turn's prompt, fp32 against the trainer's bf16 autocast sampler.
+
+It also prints how far bf16 moves the SFT loss and how many greedy answers change, so the speed is read
+beside what it costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from pivotgym.registry import make
+from pivotgym.sampling.base import SamplingParams
+from pivotgym.sampling.hf import HFSampler
+from pivotgym.train.forward import sequence_logprobs
+from pivotgym.train.losses import nll_sum
+from pivotgym.train.sft import build_examples
+
+
+def _timed(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
+    fn()  # warm-up: first-call allocations and kernel selection
+    start = time.perf_counter()
+    for _ in range(repeats):
+        out = fn()
+    return (time.perf_counter() - start) / repeats, out
+
+
+def _cpu_flags() -> list[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return []
+    return sorted({f for f in ("amx_bf16", "avx512_bf16", "avx512f") if f" {f}" in text})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--env", default="planning/gripper-gen-v0")
+    parser.add_argument("--trajectories", type=int, default=2, help="the first N successful train expert plans")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+
+    env = make(args.env)
+    plans = [t for t in env.expert_trajectories("train") if t.reward > 0][: args.trajectories]
+    fp32 = HFSampler(args.model)
+    bf16 = HFSampler(args.model, dtype="bfloat16")
+    mixed = HFSampler(fp32.model, fp32.tokenizer, autocast_dtype="bfloat16")
+    examples = [e for t in plans for e in build_examples(t, fp32.tokenizer, env, max_length=8192)]
+    prompts = [
+        fp32.encode(env.prompt_messages(t.messages[:i]))
+        for t in plans
+        for i, m in enumerate(t.messages)
+        if m["role"] == "assistant"
+    ]
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=16)
+
+    def train(autocast: bool) -> float:
+        model = fp32.model
+        model.train()
+        model.zero_grad(set_to_none=True)
+        total = 0.0
+        for e in examples:
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                logp, mask = sequence_logprobs(model, [e.input_ids], 0, [e.loss_mask[1:]])
+            loss = nll_sum(logp, mask)
+            loss.backward()
+            total += float(loss.detach())
+        model.eval()
+        return total / sum(e.n_loss_tokens for e in examples)
+
+    def score(sampler: HFSampler) -> None:
+        with torch.no_grad():
+            for e in examples:
+                sampler.model(input_ids=torch.tensor([e.input_ids]), logits_to_keep=1)
+
+    def sample(sampler: HFSampler) -> list[list[int]]:
+        return [g[0].token_ids for g in sampler.sample(prompts, n=1, params=greedy)]
+
+    result: dict[str, Any] = {"model": args.model, "cpu_flags": _cpu_flags(), "threads": torch.get_num_threads()}
+    result["examples"], result["tokens"], result["prompts"] = (
+        len(examples),
+        sum(len(e.input_ids) for e in examples),
+        len(prompts),
+    )
+    train_fp32, loss_fp32 = _timed(lambda: train(False), args.repeats)
+    train_bf16, loss_bf16 = _timed(lambda: train(True), args.repeats)
+    score_fp32, _ = _timed(lambda: score(fp32), args.repeats)
+    score_bf16, _ = _timed(lambda: score(bf16), args.repeats)
+    sample_fp32, answers_fp32 = _timed(lambda: sample(fp32), args.repeats)
+    sample_bf16, answers_bf16 = _timed(lambda: sample(mixed), args.repeats)
+    for name, a, b in (
+        ("train", train_fp32, train_bf16),
+        ("score", score_fp32, score_bf16),
+        ("sample", sample_fp32, sample_bf16),
+    ):
+        result[f"{name}_fp32_s"], result[f"{name}_bf16_s"] = round(a, 2), round(b, 2)
+        result[f"{name}_speedup"] = round(a / b, 3)
+    result["loss_fp32"], result["loss_bf16"] = round(loss_fp32, 5), round(loss_bf16, 5)
+    result["greedy_answers_changed"] = sum(a != b for a, b in zip(answers_fp32, answers_bf16))
+    if args.json:
+        print(json.dumps(result))
+        return
+    print(
+        f"{args.model}, {torch.get_num_threads()} threads, CPU flags: {', '.join(result['cpu_flags']) or 'none'}; "
+        f"{result['examples']} conversations ({result['tokens']} tokens), {result['prompts']} turn prompts"
+    )
+    for name, what in (
+        ("train", "SFT forward + backward"),
+        ("score", "scoring forward"),
+        ("sample", "greedy answers (16 tokens)"),
+    ):
+        print(
+            f"  {what:28s} fp32 {result[f'{name}_fp32_s']:7.2f} s   bf16 {result[f'{name}_bf16_s']:7.2f} s   "
+            f"{result[f'{name}_speedup']:.2f}x"
+        )
+    print(
+        f"  SFT loss per token: fp32 {loss_fp32:.4f}, bf16 autocast {loss_bf16:.4f}; greedy answers that changed: "
+        f"{result['greedy_answers_changed']} of {len(prompts)}"
+    )
+
+
+if __name__ == "__main__":
+    main()
