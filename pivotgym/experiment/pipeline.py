@@ -94,7 +94,7 @@ def run_experiment(
     fingerprint differs (the config changed since it ran) raises :class:`~pivotgym.errors.StageChanged`
     before anything runs or is written, unless ``rerun`` names it or a stage upstream of it: those stages
     are deleted and recomputed, with everything downstream of them (whatever ``stages`` says)."""
-    from pivotgym.experiment.provenance import collect
+    from pivotgym.experiment.provenance import run_provenance
     from pivotgym.experiment.report import write_experiment_report
     from pivotgym.experiment.run import Run
 
@@ -128,7 +128,7 @@ def run_experiment(
         if stage in redo:
             for path in [*layout.outputs(stage, seed), layout.record(stage, seed)]:
                 _remove(path)
-    write_json(layout.config, {**config.to_dict(), "provenance": collect(config.sampler)})
+    write_json(layout.config, {**config.to_dict(), "provenance": run_provenance(config)})
     run = Run(config, layout.root)
     from pivotgym.experiment.stages import STAGE_FUNCTIONS
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import platform
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -43,8 +43,9 @@ def _version(distribution: str) -> str:
         return UNKNOWN
 
 
-def collect(sampler: str) -> dict[str, Any]:
-    """The provenance of a run about to start with sampler backend ``sampler``."""
+def collect(sampler: str, dtype: str | None = None, mixed_precision: Sequence[str] = ()) -> dict[str, Any]:
+    """The provenance of a run about to start with sampler backend ``sampler``; ``dtype``: the one its samplers
+    load models in (``sampler_options``; default: the device's); ``mixed_precision``: its trainers' settings."""
     import torch
 
     from pivotgym._version import __version__
@@ -61,9 +62,20 @@ def collect(sampler: str) -> dict[str, Any]:
         "plugins": plugins,
         "torch_threads": torch.get_num_threads(),
         "device": device,
-        "dtype": str(default_dtype(device)).removeprefix("torch."),
+        "dtype": str(dtype or default_dtype(device)).removeprefix("torch."),
+        "mixed_precision": sorted(set(mixed_precision)),
         "sampler": sampler,
     }
+
+
+def run_provenance(config: Any) -> dict[str, Any]:
+    """:func:`collect` for an experiment config: its sampler, the dtype its ``sampler_options`` load models in,
+    and the mixed precision its trainer sections resolve to on this machine."""
+    from pivotgym.experiment.config import TRAINER_SECTIONS
+    from pivotgym.train.loop import resolved_precision
+
+    precisions = [resolved_precision(getattr(config, name).get("mixed_precision", "auto")) for name in TRAINER_SECTIONS]
+    return collect(config.sampler, config.sampler_options.get("dtype"), precisions)
 
 
 def provenance_lines(provenance: Mapping[str, Any]) -> list[str]:
@@ -79,5 +91,6 @@ def provenance_lines(provenance: Mapping[str, Any]) -> list[str]:
         + ", ".join(f"{k} {v}" for k, v in versions.items()),
         "- plugins: " + (", ".join(f"{k} {v}" for k, v in plugins.items()) or "none"),
         f"- torch threads {provenance.get('torch_threads', UNKNOWN)}, device {provenance.get('device', UNKNOWN)}, "
-        f"dtype {provenance.get('dtype', UNKNOWN)}, sampler `{provenance.get('sampler', UNKNOWN)}`",
+        f"dtype {provenance.get('dtype', UNKNOWN)}, training mixed precision "
+        f"{', '.join(provenance.get('mixed_precision') or [UNKNOWN])}, sampler `{provenance.get('sampler', UNKNOWN)}`",
     ]

@@ -482,12 +482,18 @@ def build_accelerator(config: TrainConfig) -> Any:
     """An ``accelerate.Accelerator`` for the config: bf16 on a capable GPU when ``mixed_precision: auto``."""
     from accelerate import Accelerator
 
-    precision = config.mixed_precision
-    if precision == "auto":
-        precision = "bf16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "no"
+    precision = resolved_precision(config.mixed_precision)
     _forget_other_precision(precision)
     # cpu=True on a machine without CUDA is what makes accelerate run DDP over gloo under torchrun
     return Accelerator(mixed_precision=precision, cpu=not torch.cuda.is_available())
+
+
+def resolved_precision(mixed_precision: str) -> str:
+    """What a ``mixed_precision`` setting means on this machine: ``auto`` is bf16 on a GPU that supports it,
+    else ``no`` (fp32)."""
+    if mixed_precision == "auto":
+        return "bf16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "no"
+    return mixed_precision
 
 
 def _forget_other_precision(precision: str) -> None:

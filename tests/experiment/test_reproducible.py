@@ -81,10 +81,23 @@ def test_two_processes_with_the_same_settings_write_the_same_results(
     recorded = json.loads((tmp_path / "a" / "config.json").read_text())["provenance"]
     assert set(recorded) >= {"code", "versions", "plugins", "torch_threads", "device", "dtype", "sampler"}
     assert recorded["sampler"] == "hf" and recorded["plugins"]["builtins"] and "arith" in recorded["plugins"]
+    assert recorded["dtype"] == "float32" and recorded["mixed_precision"] == ["no"]  # CPU: auto means fp32
     assert set(recorded["versions"]) == {"pivotgym", "torch", "transformers"}
     assert recorded["code"]["dirty"] in (True, False, "unknown")
     report = (tmp_path / "a" / "report.md").read_text()
     assert "## Provenance" in report and f"torch threads {recorded['torch_threads']}" in report
+
+
+def test_provenance_records_the_dtype_and_mixed_precision_the_config_asks_for():
+    from pivotgym.experiment.config import ExperimentConfig
+    from pivotgym.experiment.provenance import provenance_lines, run_provenance
+
+    config = ExperimentConfig(
+        name="x", env="arith/chain-v0", sampler_options={"dtype": "bfloat16"}, sft={"mixed_precision": "bf16"}
+    )
+    recorded = run_provenance(config)
+    assert recorded["dtype"] == "bfloat16" and recorded["mixed_precision"] == ["bf16", "no"]
+    assert "dtype bfloat16, training mixed precision bf16, no" in "\n".join(provenance_lines(recorded))
 
 
 def test_code_revision_outside_a_checkout_is_unknown(tmp_path):
