@@ -10,7 +10,11 @@ CPU's flags and three ratios on the bundled SmolLM2-135M and real expert convers
               bf16``: fp32 weights, what a trainer does);
 * ``score``   a no-grad forward of the same conversations, fp32 weights against bf16 weights (``sampler_options:
               {dtype: bfloat16}``: what evaluation and profiling load);
-* ``sample``  greedy answers to each turn's prompt, fp32 against the trainer's bf16 autocast sampler.
+* ``sample``  greedy answers to each turn's prompt, fp32 against the fp32 model under bf16 autocast
+              (``half_precision_sampler: false``);
+* ``copy``    the same answers under bf16 autocast against a bf16 copy of the weights (what a trainer samples
+              from by default under bf16: ``half_precision_sampler: true``), which skips autocast's cast of
+              every weight at every decoded token.
 
 It also prints how far bf16 moves the SFT loss and how many greedy answers change, so the speed is read
 beside what it costs.
@@ -32,6 +36,7 @@ from pivotgym.sampling.base import SamplingParams
 from pivotgym.sampling.hf import HFSampler
 from pivotgym.train.forward import sequence_logprobs
 from pivotgym.train.losses import nll_sum
+from pivotgym.train.policy_sampler import sampling_copy
 from pivotgym.train.sft import build_examples
 
 
@@ -65,6 +70,7 @@ def main() -> None:
     fp32 = HFSampler(args.model)
     bf16 = HFSampler(args.model, dtype="bfloat16")
     mixed = HFSampler(fp32.model, fp32.tokenizer, autocast_dtype="bfloat16")
+    copied = HFSampler(sampling_copy(fp32.model, torch.bfloat16), fp32.tokenizer)
     examples = [e for t in plans for e in build_examples(t, fp32.tokenizer, env, max_length=8192)]
     prompts = [
         fp32.encode(env.prompt_messages(t.messages[:i]))
@@ -108,6 +114,7 @@ def main() -> None:
     score_bf16, _ = _timed(lambda: score(bf16), args.repeats)
     sample_fp32, answers_fp32 = _timed(lambda: sample(fp32), args.repeats)
     sample_bf16, answers_bf16 = _timed(lambda: sample(mixed), args.repeats)
+    sample_copy, answers_copy = _timed(lambda: sample(copied), args.repeats)
     for name, a, b in (
         ("train", train_fp32, train_bf16),
         ("score", score_fp32, score_bf16),
@@ -115,8 +122,10 @@ def main() -> None:
     ):
         result[f"{name}_fp32_s"], result[f"{name}_bf16_s"] = round(a, 2), round(b, 2)
         result[f"{name}_speedup"] = round(a / b, 3)
+    result["copy_s"], result["copy_speedup"] = round(sample_copy, 2), round(sample_bf16 / sample_copy, 3)
     result["loss_fp32"], result["loss_bf16"] = round(loss_fp32, 5), round(loss_bf16, 5)
     result["greedy_answers_changed"] = sum(a != b for a, b in zip(answers_fp32, answers_bf16))
+    result["copy_answers_changed"] = sum(a != b for a, b in zip(answers_bf16, answers_copy))
     if args.json:
         print(json.dumps(result))
         return
@@ -134,8 +143,13 @@ def main() -> None:
             f"{result[f'{name}_speedup']:.2f}x"
         )
     print(
+        f"  {'the same, bf16 weights copy':28s} autocast {sample_bf16:7.2f} s   copy {sample_copy:7.2f} s   "
+        f"{result['copy_speedup']:.2f}x"
+    )
+    print(
         f"  SFT loss per token: fp32 {loss_fp32:.4f}, bf16 autocast {loss_bf16:.4f}; greedy answers that changed: "
-        f"{result['greedy_answers_changed']} of {len(prompts)}"
+        f"{result['greedy_answers_changed']} of {len(prompts)} (fp32 to autocast), "
+        f"{result['copy_answers_changed']} (autocast to the bf16 copy)"
     )
 
 

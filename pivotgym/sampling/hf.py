@@ -18,7 +18,7 @@ import os
 import random
 import warnings
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -137,6 +137,22 @@ class HFSampler:
 
     def decode(self, token_ids: Sequence[int]) -> str:
         return str(self.tokenizer.decode(list(token_ids), skip_special_tokens=True))
+
+    # -------------------------------------------------------------- weights
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Copy ``(name, tensor)`` pairs into the model's parameters of those names, in place and cast to their
+        dtype (how a trainer keeps a sampler that holds its own copy of the policy in step). In place, so a
+        compiled decoding step stays valid; the kept prompt rows of :meth:`reuse_prefixes` were the old weights'
+        and are dropped. A name the model does not have is a ``KeyError``: the copy would silently go stale."""
+        params = dict(self.model.named_parameters())
+        with torch.no_grad():
+            for name, tensor in weights:
+                if name not in params:
+                    raise KeyError(f"the sampler's model has no parameter {name!r}; its weights would go stale")
+                params[name].copy_(tensor)
+        if self._prefixes is not None:
+            self._prefixes.clear()
+            self._spent_prefixes.clear()
 
     # -------------------------------------------------------------- prefix reuse
     @contextlib.contextmanager

@@ -106,6 +106,11 @@ class TrainConfig:
     #: ``gpu_memory_utilization``, ``max_model_len``, ``enforce_eager``, ...); for ``hf`` e.g. ``max_batch_size``
     #: (not ``dtype`` or ``device``: it wraps the model being trained, whose precision is ``mixed_precision``)
     sampler_options: dict[str, Any] = field(default_factory=dict)
+    #: with ``sampler: hf`` under bf16 or fp16 mixed precision (``auto`` on a GPU), sample from a copy of the
+    #: policy in that precision, refreshed after every optimiser step, instead of autocasting the fp32 model
+    #: (whose weights are then cast again at every decoded token): faster generation for half a model's
+    #: fp32 size in memory (``benchmarks/precision.py`` measures it). ``false``: sample the live model
+    half_precision_sampler: bool = True
 
     # ------------------------------------------------------------------ io
     def to_dict(self) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from pivotgym.train.checkpoint import latest_checkpoint, load_checkpoint, save_c
 from pivotgym.train.config import ConfigError, TrainConfig
 from pivotgym.train.counters import Counters
 from pivotgym.train.metrics import MetricsLogger
+from pivotgym.train.policy_sampler import LIVE_SAMPLER
 
 #: the dtype a trainer's live sampler autocasts to under each accelerate ``mixed_precision`` (none: fp32)
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -142,6 +143,11 @@ class Trainer:
         #: the weights when its copy is older
         self.weights_version = 0
         self._sampler_version: int | None = None
+        #: the dtype of the ``hf`` sampler's own copy of the policy (``half_precision_sampler`` under bf16 or
+        #: fp16 mixed precision); None when the sampler wraps the live model or is given or another backend
+        self.sampler_copy_dtype: torch.dtype | None = None
+        if sampler is None and config.sampler == LIVE_SAMPLER and config.half_precision_sampler:
+            self.sampler_copy_dtype = AUTOCAST_DTYPES.get(str(self.accelerator.mixed_precision))
         self.pad_id = _pad_id(tokenizer, self.unwrapped_model)
         if sampler is not None and self.copies_weights:
             from pivotgym.train.policy_sampler import weight_loader
@@ -167,29 +173,32 @@ class Trainer:
 
     @property
     def copies_weights(self) -> bool:
-        """Whether the sampler holds its own copy of the weights (``sampler`` other than ``hf``), which is
-        pushed the policy's weights after they change."""
-        from pivotgym.train.policy_sampler import LIVE_SAMPLER
-
-        return self.config.sampler != LIVE_SAMPLER
+        """Whether the sampler holds its own copy of the weights (``sampler`` other than ``hf``, or the ``hf``
+        sampler's half-precision copy), which is pushed the policy's weights after they change."""
+        return self.config.sampler != LIVE_SAMPLER or self.sampler_copy_dtype is not None
 
     @property
     def sampler(self) -> Any:
         """The sampler that generates from the *current* policy: with ``sampler: hf`` it wraps the unwrapped
-        model in place; otherwise (``vllm``) a colocated engine built on first use, pushed the policy's weights
-        whenever they changed since its last use (see :mod:`pivotgym.train.policy_sampler`)."""
+        model in place (autocast to the trainer's precision) or, under half-precision mixed precision, a copy of
+        it in that precision (``half_precision_sampler``); otherwise (``vllm``) a colocated engine built on first
+        use. A copy is pushed the policy's weights whenever they changed since its last use (see
+        :mod:`pivotgym.train.policy_sampler`)."""
         if self._sampler is None:
-            if self.copies_weights:
+            if self.config.sampler != LIVE_SAMPLER:
                 self._sampler = self._build_engine()
             else:
                 from pivotgym.sampling.hf import HFSampler
+                from pivotgym.train.policy_sampler import sampling_copy
 
+                live = self.sampler_copy_dtype is None
                 self._sampler = HFSampler(
-                    self.unwrapped_model,
+                    self.unwrapped_model if live else sampling_copy(self.unwrapped_model, self.sampler_copy_dtype),
                     self.tokenizer,
-                    autocast_dtype=AUTOCAST_DTYPES.get(str(self.accelerator.mixed_precision)),
+                    autocast_dtype=AUTOCAST_DTYPES.get(str(self.accelerator.mixed_precision)) if live else None,
                     **self.config.sampler_options,
                 )
+                self._sampler_version = self.weights_version  # the copy is of the current weights
         if self.copies_weights and self._sampler_version != self.weights_version:
             from pivotgym.train.policy_sampler import push_weights
 

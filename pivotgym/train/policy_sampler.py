@@ -34,6 +34,7 @@ __all__ = [
     "follows_weights",
     "policy_weights",
     "push_weights",
+    "sampling_copy",
     "weight_loader",
 ]
 
@@ -86,6 +87,23 @@ def policy_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
                 if adapter in getattr(layer, "lora_A", {}) and adapter not in getattr(layer, "merged_adapters", []):
                     value = value + layer.get_delta_weight(adapter).detach().to(value.dtype)
         yield f"{owner}.{leaf}", value
+
+
+def sampling_copy(model: Any, dtype: torch.dtype) -> Any:
+    """A copy of ``model`` in ``dtype`` to sample from (LoRA merged in), in eval mode and without gradients.
+
+    Under bf16 mixed precision the policy's weights stay fp32 and autocast casts each of them again at every
+    forward; decoding runs a forward per token, so sampling from a copy kept in bf16 (refreshed by
+    :func:`push_weights` after the weights change) skips those casts. ``benchmarks/precision.py`` measures it.
+    """
+    import copy
+
+    from pivotgym.train.export import is_peft_model
+
+    twin = copy.deepcopy(model)
+    if is_peft_model(twin):
+        twin = twin.merge_and_unload()
+    return twin.to(dtype=dtype).eval().requires_grad_(False)
 
 
 def follows_weights(name: str, factory: Any) -> bool:

@@ -166,6 +166,61 @@ def test_lora_policy_weights_are_the_merged_model(tmp_path):
     assert greedy_ids(receiver, prompt) == greedy_ids(HFSampler(merged, tokenizer), prompt)
 
 
+def test_hf_sampler_load_weights_copies_in_place_and_drops_kept_prefixes():
+    source, tokenizer = tiny_llama(seed=0)
+    sampler = HFSampler(tiny_llama(seed=1)[0], tokenizer)
+    prompt = sampler.encode(PROMPT)
+    tensors = [p for p in sampler.model.parameters()]
+    with sampler.reuse_prefixes():
+        greedy_ids(sampler, prompt)
+        assert sampler._prefixes  # the prompt's rows are kept: they are the old weights'
+        sampler.load_weights(policy_weights(source))
+        assert not sampler._prefixes
+        assert greedy_ids(sampler, prompt) == greedy_ids(HFSampler(source, tokenizer), prompt)
+    assert all(a is b for a, b in zip(tensors, sampler.model.parameters()))  # in place: compiled steps stay valid
+    for p, q in zip(sampler.model.parameters(), source.parameters()):
+        assert torch.equal(p, q)
+    with pytest.raises(KeyError, match="no parameter 'model.not_a_layer.weight'"):
+        sampler.load_weights([("model.not_a_layer.weight", torch.zeros(1))])
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_half_precision_sampler_is_a_bf16_copy_kept_in_step(tmp_path, lora):
+    """Under bf16 mixed precision the trainer samples from a bf16 copy (LoRA merged in), pushed the policy's
+    weights after an optimiser step and before the next rollout; the fp32 weights it trains are untouched."""
+    policy, tokenizer = tiny_llama()
+    adapters = dict(lora=True, lora_r=4, lora_target_modules=["q_proj", "v_proj"]) if lora else {}
+    trainer = rl_trainer(tmp_path, policy, tokenizer, mixed_precision="bf16", learning_rate=1.0, **adapters)
+    sampler = trainer.sampler
+    assert trainer.copies_weights and sampler.model is not trainer.unwrapped_model
+    assert sampler.autocast_dtype is None and {p.dtype for p in sampler.model.parameters()} == {torch.bfloat16}
+    assert {p.dtype for p in trainer.unwrapped_model.parameters()} == {torch.float32}
+
+    def assert_in_step() -> None:
+        copy_params = dict(sampler.model.named_parameters())
+        for name, value in policy_weights(trainer.unwrapped_model):
+            assert torch.equal(copy_params[name], value.to(torch.bfloat16)), name
+
+    assert_in_step()
+    prompt = sampler.encode(PROMPT)
+    before = {name: value.clone() for name, value in policy_weights(trainer.unwrapped_model)}
+    stats = trainer.policy_update(group_samples(prompt, [[30, 31, 32], [33, 34]], [1.0, 0.0]))
+    assert trainer.weights_version == 1 and stats["tokens_in_loss"] > 0
+    moved = [n for n, v in policy_weights(trainer.unwrapped_model) if not torch.equal(v, before[n])]
+    assert moved  # the step changed the policy, so an unrefreshed copy would fail the check below
+    assert trainer.sampler is sampler  # the same sampler, its copy refreshed on this access
+    assert_in_step()
+
+
+def test_half_precision_sampler_off_or_fp32_samples_the_live_model(tmp_path):
+    policy, tokenizer = tiny_llama()
+    off = rl_trainer(tmp_path, policy, tokenizer, mixed_precision="bf16", half_precision_sampler=False)
+    assert not off.copies_weights and off.sampler.model is off.unwrapped_model
+    assert off.sampler.autocast_dtype == torch.bfloat16
+    fp32 = rl_trainer(tmp_path, tiny_llama()[0], tokenizer, mixed_precision="no")
+    assert not fp32.copies_weights and fp32.sampler.model is fp32.unwrapped_model
+
+
 def test_hf_sampler_options_reach_the_live_sampler(tmp_path):
     policy, tokenizer = tiny_llama()
     trainer = rl_trainer(tmp_path, policy, tokenizer, sampler_options={"max_batch_size": 3})
@@ -221,6 +276,10 @@ def test_the_live_sampler_generates_in_the_trainers_mixed_precision_and_trainers
         policy, tokenizer = tiny_llama(seed=0)
         trainer = rl_trainer(tmp_path / str(i), policy, tokenizer, mixed_precision=precision)
         assert trainer.accelerator.mixed_precision == precision
+        assert trainer.sampler_copy_dtype is autocast  # by default a half-precision copy (test above)
+        trainer = rl_trainer(
+            tmp_path / str(i), policy, tokenizer, mixed_precision=precision, half_precision_sampler=False
+        )
         assert trainer.sampler.autocast_dtype is autocast and trainer.sampler.model is trainer.unwrapped_model
         assert {p.dtype for p in trainer.unwrapped_model.parameters()} == {torch.float32}
 
