@@ -65,8 +65,9 @@ class TrainConfig:
     #: whole global batch, so this changes memory, never the update (gradient accumulation)
     micro_batch_size: int = 8
     #: ``auto`` (bf16 on a GPU that supports it, fp32 on CPU), ``no``, ``bf16`` or ``fp16``: autocast of the
-    #: forward passes and of the ``hf`` sampler's generation, fp32 weights and optimiser state (on a CPU with
-    #: AMX, bf16 is faster: ``benchmarks/precision.py`` measures it)
+    #: forward passes, fp32 weights and optimiser state; the ``hf`` sampler generates in that precision too
+    #: (see ``half_precision_sampler``). On a CPU with AMX, bf16 is faster: ``benchmarks/precision.py``
+    #: measures it
     mixed_precision: str = "auto"
     #: LoRA through peft instead of full fine-tuning
     lora: bool = False
