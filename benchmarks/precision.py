@@ -1,6 +1,6 @@
 """fp32 against bf16 on this machine: a training step, a scoring forward and greedy sampling, one run.
 
-    python benchmarks/precision.py [--trajectories 2] [--repeats 2] [--json]
+    python benchmarks/precision.py [--trajectories 2] [--repeats 2] [--tasks 2] [--turns 3] [--json]
 
 Whether bf16 pays on a CPU depends on the CPU: with AMX (Intel Sapphire Rapids and later) or AVX512-BF16 its
 matrix products run several times faster than fp32; without them it is emulated and slower. This prints the
@@ -14,7 +14,10 @@ CPU's flags and three ratios on the bundled SmolLM2-135M and real expert convers
               (``half_precision_sampler: false``);
 * ``copy``    the same answers under bf16 autocast against a bf16 copy of the weights (what a trainer samples
               from by default under bf16: ``half_precision_sampler: true``), which skips autocast's cast of
-              every weight at every decoded token.
+              every weight at every decoded token;
+* ``rollout`` E2E RL's rollouts (``--tasks`` x 8 episodes of ``--turns`` turns at temperature 1, prefix reuse,
+              16 new tokens a turn), under autocast against the bf16 copy, per generated token, ``--repeats``
+              rounds alternated.
 
 It also prints how far bf16 moves the SFT loss and how many greedy answers change, so the speed is read
 beside what it costs.
@@ -31,6 +34,7 @@ from typing import Any
 
 import torch
 
+from pivotgym.eval.rollout import run_episodes
 from pivotgym.registry import make
 from pivotgym.sampling.base import SamplingParams
 from pivotgym.sampling.hf import HFSampler
@@ -62,6 +66,8 @@ def main() -> None:
     parser.add_argument("--env", default="planning/gripper-gen-v0")
     parser.add_argument("--trajectories", type=int, default=2, help="the first N successful train expert plans")
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--tasks", type=int, default=2, help="rollout: train tasks, 8 episodes each")
+    parser.add_argument("--turns", type=int, default=3, help="rollout: turns per episode")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
@@ -102,6 +108,24 @@ def main() -> None:
     def sample(sampler: HFSampler) -> list[list[int]]:
         return [g[0].token_ids for g in sampler.sample(prompts, n=1, params=greedy)]
 
+    task_ids = [t.id for t in env.tasks("train")][: args.tasks]
+    sampled = SamplingParams(temperature=1.0, max_new_tokens=16)
+
+    def rollout(sampler: HFSampler, seed: int) -> tuple[float, int]:
+        """Seconds and tokens generated of one round of episodes."""
+        start = time.perf_counter()
+        groups = run_episodes(
+            sampler,
+            lambda: make(args.env),
+            task_ids,
+            sampled,
+            n=8,
+            max_turns=args.turns,
+            tokens=True,
+            seeds=lambda g, turn, k: seed + 1000 * g + 10 * turn + k,
+        )
+        return time.perf_counter() - start, sum(len(c) for g in groups for e in g for _, c in e.turns)
+
     result: dict[str, Any] = {"model": args.model, "cpu_flags": _cpu_flags(), "threads": torch.get_num_threads()}
     result["examples"], result["tokens"], result["prompts"] = (
         len(examples),
@@ -115,6 +139,15 @@ def main() -> None:
     sample_fp32, answers_fp32 = _timed(lambda: sample(fp32), args.repeats)
     sample_bf16, answers_bf16 = _timed(lambda: sample(mixed), args.repeats)
     sample_copy, answers_copy = _timed(lambda: sample(copied), args.repeats)
+    rollouts = {"autocast": [0.0, 0], "copy": [0.0, 0]}
+    rollout(mixed, 0)  # warm-up
+    rollout(copied, 0)
+    for repeat in range(args.repeats):  # alternated, so a slower spell of a shared machine hits both
+        for name, sampler in (("autocast", mixed), ("copy", copied)):
+            seconds, tokens = rollout(sampler, 1 + repeat)
+            rollouts[name][0] += seconds
+            rollouts[name][1] += tokens
+    (rollout_mixed, tokens_mixed), (rollout_copy, tokens_copy) = rollouts["autocast"], rollouts["copy"]
     for name, a, b in (
         ("train", train_fp32, train_bf16),
         ("score", score_fp32, score_bf16),
@@ -123,6 +156,10 @@ def main() -> None:
         result[f"{name}_fp32_s"], result[f"{name}_bf16_s"] = round(a, 2), round(b, 2)
         result[f"{name}_speedup"] = round(a / b, 3)
     result["copy_s"], result["copy_speedup"] = round(sample_copy, 2), round(sample_bf16 / sample_copy, 3)
+    result["rollout_autocast_s"], result["rollout_copy_s"] = round(rollout_mixed, 2), round(rollout_copy, 2)
+    result["rollout_autocast_tokens"], result["rollout_copy_tokens"] = int(tokens_mixed), int(tokens_copy)
+    # per generated token: at temperature 1 the two precisions sample slightly different episodes
+    result["rollout_speedup"] = round((rollout_mixed / tokens_mixed) / (rollout_copy / tokens_copy), 3)
     result["loss_fp32"], result["loss_bf16"] = round(loss_fp32, 5), round(loss_bf16, 5)
     result["greedy_answers_changed"] = sum(a != b for a, b in zip(answers_fp32, answers_bf16))
     result["copy_answers_changed"] = sum(a != b for a, b in zip(answers_bf16, answers_copy))
@@ -145,6 +182,10 @@ def main() -> None:
     print(
         f"  {'the same, bf16 weights copy':28s} autocast {sample_bf16:7.2f} s   copy {sample_copy:7.2f} s   "
         f"{result['copy_speedup']:.2f}x"
+    )
+    print(
+        f"  {'rollouts, per token':28s} autocast {rollout_mixed:7.2f} s   copy {rollout_copy:7.2f} s   "
+        f"{result['rollout_speedup']:.2f}x ({int(tokens_mixed)} and {int(tokens_copy)} tokens, {args.repeats} rounds)"
     )
     print(
         f"  SFT loss per token: fp32 {loss_fp32:.4f}, bf16 autocast {loss_bf16:.4f}; greedy answers that changed: "

@@ -186,11 +186,14 @@ def test_hf_sampler_load_weights_copies_in_place_and_drops_kept_prefixes():
 
 @pytest.mark.parametrize("lora", [False, True])
 def test_half_precision_sampler_is_a_bf16_copy_kept_in_step(tmp_path, lora):
-    """Under bf16 mixed precision the trainer samples from a bf16 copy (LoRA merged in), pushed the policy's
-    weights after an optimiser step and before the next rollout; the fp32 weights it trains are untouched."""
+    """With ``half_precision_sampler`` under bf16 mixed precision the trainer samples from a bf16 copy (LoRA merged
+    in), pushed the policy's weights after an optimiser step and before the next rollout; the fp32 weights it
+    trains are untouched."""
     policy, tokenizer = tiny_llama()
     adapters = dict(lora=True, lora_r=4, lora_target_modules=["q_proj", "v_proj"]) if lora else {}
-    trainer = rl_trainer(tmp_path, policy, tokenizer, mixed_precision="bf16", learning_rate=1.0, **adapters)
+    trainer = rl_trainer(
+        tmp_path, policy, tokenizer, mixed_precision="bf16", half_precision_sampler=True, learning_rate=1.0, **adapters
+    )
     sampler = trainer.sampler
     assert trainer.copies_weights and sampler.model is not trainer.unwrapped_model
     assert sampler.autocast_dtype is None and {p.dtype for p in sampler.model.parameters()} == {torch.bfloat16}
@@ -212,13 +215,13 @@ def test_half_precision_sampler_is_a_bf16_copy_kept_in_step(tmp_path, lora):
     assert_in_step()
 
 
-def test_half_precision_sampler_off_or_fp32_samples_the_live_model(tmp_path):
+def test_half_precision_sampler_off_by_default_or_in_fp32_samples_the_live_model(tmp_path):
     policy, tokenizer = tiny_llama()
-    off = rl_trainer(tmp_path, policy, tokenizer, mixed_precision="bf16", half_precision_sampler=False)
+    off = rl_trainer(tmp_path, policy, tokenizer, mixed_precision="bf16")
     assert not off.copies_weights and off.sampler.model is off.unwrapped_model
     assert off.sampler.autocast_dtype == torch.bfloat16
-    fp32 = rl_trainer(tmp_path, tiny_llama()[0], tokenizer, mixed_precision="no")
-    assert not fp32.copies_weights and fp32.sampler.model is fp32.unwrapped_model
+    fp32 = rl_trainer(tmp_path, tiny_llama()[0], tokenizer, mixed_precision="no", half_precision_sampler=True)
+    assert not fp32.copies_weights and fp32.sampler.model is fp32.unwrapped_model  # nothing to copy into
 
 
 def test_hf_sampler_options_reach_the_live_sampler(tmp_path):
@@ -276,11 +279,11 @@ def test_the_live_sampler_generates_in_the_trainers_mixed_precision_and_trainers
         policy, tokenizer = tiny_llama(seed=0)
         trainer = rl_trainer(tmp_path / str(i), policy, tokenizer, mixed_precision=precision)
         assert trainer.accelerator.mixed_precision == precision
-        assert trainer.sampler_copy_dtype is autocast  # by default a half-precision copy (test above)
-        trainer = rl_trainer(
-            tmp_path / str(i), policy, tokenizer, mixed_precision=precision, half_precision_sampler=False
-        )
         assert trainer.sampler.autocast_dtype is autocast and trainer.sampler.model is trainer.unwrapped_model
+        copying = rl_trainer(
+            tmp_path / str(i), policy, tokenizer, mixed_precision=precision, half_precision_sampler=True
+        )
+        assert copying.sampler_copy_dtype is autocast  # the copy follows each trainer's own precision
         assert {p.dtype for p in trainer.unwrapped_model.parameters()} == {torch.float32}
 
 
