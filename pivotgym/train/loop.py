@@ -191,13 +191,12 @@ class Trainer:
                 from pivotgym.sampling.hf import HFSampler
                 from pivotgym.train.policy_sampler import sampling_copy
 
-                live = self.sampler_copy_dtype is None
-                self._sampler = HFSampler(
-                    self.unwrapped_model if live else sampling_copy(self.unwrapped_model, self.sampler_copy_dtype),
-                    self.tokenizer,
-                    autocast_dtype=AUTOCAST_DTYPES.get(str(self.accelerator.mixed_precision)) if live else None,
-                    **self.config.sampler_options,
-                )
+                copy_dtype = self.sampler_copy_dtype
+                if copy_dtype is None:  # the live model, autocast to the trainer's precision
+                    model, autocast = self.unwrapped_model, AUTOCAST_DTYPES.get(str(self.accelerator.mixed_precision))
+                else:
+                    model, autocast = sampling_copy(self.unwrapped_model, copy_dtype), None
+                self._sampler = HFSampler(model, self.tokenizer, autocast_dtype=autocast, **self.config.sampler_options)
                 self._sampler_version = self.weights_version  # the copy is of the current weights
         if self.copies_weights and self._sampler_version != self.weights_version:
             from pivotgym.train.policy_sampler import push_weights
