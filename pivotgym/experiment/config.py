@@ -174,8 +174,9 @@ class ExperimentConfig:
     sampler: str = "hf"
     #: keyword arguments of that sampler's constructor, for every sampler the run builds (the trainers' too):
     #: for `vllm` the engine's, e.g. `{gpu_memory_utilization: 0.3, max_model_len: 4096}`; for `hf`, `dtype` and
-    #: `device` load the saved models evaluated and profiled (the trainers sample the model they train, in the
-    #: precision of their section's `mixed_precision`)
+    #: `device` load the models read from disk (the base model; the start model that profiles the turns). The
+    #: trainers sample, and evaluate, the model they train in the precision of their section's `mixed_precision`
+    #: (with `half_precision_sampler: true`, from a copy cast like a model loaded with `dtype`)
     sampler_options: dict[str, Any] = field(default_factory=dict)
     #: training seeds (a single number means one seed); each trains every method once
     seeds: list[int] = field(default_factory=lambda: [0])
