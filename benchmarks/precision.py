@@ -4,7 +4,7 @@
 
 Whether bf16 pays on a CPU depends on the CPU: with AMX (Intel Sapphire Rapids and later) or AVX512-BF16 its
 matrix products run several times faster than fp32; without them it is emulated and slower. This prints the
-CPU's flags and three ratios on the bundled SmolLM2-135M and real expert conversations (gripper plans):
+CPU's flags and five ratios on the bundled SmolLM2-135M and real expert conversations (gripper plans):
 
 * ``train``   forward + backward of SFT on the conversations, fp32 against bf16 autocast (``mixed_precision:
               bf16``: fp32 weights, what a trainer does);
@@ -13,8 +13,8 @@ CPU's flags and three ratios on the bundled SmolLM2-135M and real expert convers
 * ``sample``  greedy answers to each turn's prompt, fp32 against the fp32 model under bf16 autocast
               (``half_precision_sampler: false``);
 * ``copy``    the same answers under bf16 autocast against a bf16 copy of the weights (what a trainer samples
-              from by default under bf16: ``half_precision_sampler: true``), which skips autocast's cast of
-              every weight at every decoded token;
+              from under bf16 with ``half_precision_sampler: true``), which skips autocast's cast of every
+              weight at every forward;
 * ``rollout`` E2E RL's rollouts (``--tasks`` x 8 episodes of ``--turns`` turns at temperature 1, prefix reuse,
               16 new tokens a turn), under autocast against the bf16 copy, per generated token, ``--repeats``
               rounds alternated.

@@ -93,8 +93,9 @@ def sampling_copy(model: Any, dtype: torch.dtype) -> Any:
     """A copy of ``model`` in ``dtype`` to sample from (LoRA merged in), in eval mode and without gradients.
 
     Under bf16 mixed precision the policy's weights stay fp32 and autocast casts each of them again at every
-    forward; decoding runs a forward per token, so sampling from a copy kept in bf16 (refreshed by
-    :func:`push_weights` after the weights change) skips those casts. ``benchmarks/precision.py`` measures it.
+    forward; a copy kept in bf16 (refreshed by :func:`push_weights` after the weights change) skips those
+    casts. Whether that pays depends on the workload: ``benchmarks/precision.py`` measures prefill-heavy turn
+    prompts and decode-heavy rollouts.
     """
     import copy
 
