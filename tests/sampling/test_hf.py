@@ -324,3 +324,31 @@ def test_prompts_that_extend_each_other_share_one_prefill_and_sample_the_same(ti
         assert [c.prompt_token_ids for c in got] == [c.prompt_token_ids for c in want]
         for a, b in zip(got, want):
             assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+
+
+def test_gumbel_noise_is_the_documented_unsigned_hash_bit_for_bit():
+    """The int32 arithmetic of GumbelNoise must give exactly the 32-bit unsigned hash: a seed keeps drawing
+    what it drew (and what the README's results were sampled with), whatever the tensor arithmetic."""
+    from pivotgym.sampling.hf import GumbelNoise, _fmix32, _seed_mix
+
+    mask = 0xFFFFFFFF
+
+    def reference(seed: int, row_key: int, step: int, token: int) -> int:
+        step_mix = _fmix32(_seed_mix(seed) ^ ((step * 0x27D4EB2F) & mask))
+        x = _fmix32((((row_key ^ step_mix) & mask) + ((token * 0x9E3779B1) & mask)) & mask)
+        return _fmix32(x ^ step_mix) >> 8  # the 24 bits that make the uniform
+
+    vocab, tokens = 151_936, [0, 1, 2, 77, 40_000, 49_151, 151_935]
+    for seed, step in ((17, 0), (2**40 + 3, 9), (123_456_789, 255)):
+        noise = GumbelNoise(seed, torch.device("cpu"))
+        rows = [0, 1, 5, 1_000_003]
+        drawn = noise.select(rows).gumbel(step, vocab, None)[:, tokens]
+        bits = [[reference(seed, _fmix32(r + 0x9E3779B9), step, t) for t in tokens] for r in rows]
+        uniform = (torch.tensor(bits, dtype=torch.int32).float() + 0.5) * (1.0 / (1 << 24))
+        assert torch.equal(drawn, -torch.log(-torch.log(uniform)))
+        seeds = [7, 2**63 - 1]
+        per_prompt = GumbelNoise.per_prompt(seeds, 2, torch.device("cpu")).rows(0, 4).gumbel(step, vocab, None)
+        keys = [_fmix32(_seed_mix(s) ^ _fmix32(j + 0x9E3779B9)) for s in seeds for j in range(2)]
+        bits = [[reference(0, key, step, t) for t in tokens] for key in keys]
+        uniform = (torch.tensor(bits, dtype=torch.int32).float() + 0.5) * (1.0 / (1 << 24))
+        assert torch.equal(per_prompt[:, tokens], -torch.log(-torch.log(uniform)))
