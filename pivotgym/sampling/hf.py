@@ -25,7 +25,7 @@ import torch
 
 from pivotgym.sampling.base import Prompt, SamplingParams, check_prompt_seeds, cut_at_stop, encode_prompt
 from pivotgym.sampling.logprobs import positions_from_mask, token_logprobs
-from pivotgym.sampling.models import BUNDLED_MODELS, DEFAULT_MODEL, load_model_and_tokenizer
+from pivotgym.sampling.models import BUNDLED_MODELS, DEFAULT_MODEL, cast_parameters, load_model_and_tokenizer
 from pivotgym.types import Completion, content_hash
 
 if TYPE_CHECKING:
@@ -79,9 +79,10 @@ class HFSampler:
                     "pass the tokenizer the model was trained with"
                 )
             self.model = model
-            if device is not None or dtype is not None:
-                torch_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
-                self.model.to(device=device, dtype=torch_dtype)  # type: ignore[call-arg] # transformers' stub
+            if device is not None:
+                self.model.to(device)  # type: ignore[arg-type] # transformers' stub of .to() names a model
+            if dtype is not None:  # parameters only: buffers such as the rotary inv_freq stay as loading leaves them
+                cast_parameters(self.model, getattr(torch, dtype) if isinstance(dtype, str) else dtype)
             config = getattr(model, "config", None)
             self.model_name = getattr(config, "_name_or_path", "") or "in-memory"
         self.tokenizer = tokenizer

@@ -463,6 +463,23 @@ def default_dtype(device: str | torch.device) -> torch.dtype:
     return torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32
 
 
+def cast_parameters(model: Any, dtype: torch.dtype) -> Any:
+    """Cast ``model``'s floating-point parameters to ``dtype`` in place and return it, leaving its buffers as
+    they are: what loading the model with ``dtype`` gives.
+
+    ``model.to(dtype)`` would also cast buffers that transformers keeps in fp32 whatever the model's dtype,
+    such as the rotary embedding's ``inv_freq``: in bf16 it moves SmolLM2's rotary angles by up to 0.69 rad at
+    position 500 and 1.39 rad at 1000, so the cast model attends by subtly wrong positions. Tied parameters
+    (embeddings shared with the output layer) stay tied."""
+    import torch
+
+    with torch.no_grad():
+        for param in model.parameters():
+            if param.is_floating_point() and param.dtype != dtype:
+                param.data = param.data.to(dtype)
+    return model
+
+
 def load_tokenizer(name: str | None = None) -> PreTrainedTokenizerBase:
     """The tokenizer of a model, set up for batched generation: left padding and a pad token."""
     path = resolve_model(name)  # before transformers is imported: an unknown name fails at once

