@@ -110,7 +110,7 @@ class TrainConfig:
     #: with ``sampler: hf`` under bf16 or fp16 mixed precision (``auto`` on a GPU), sample from a copy of the
     #: policy in that precision, refreshed after every optimiser step, instead of the live fp32 model under
     #: autocast (which casts every weight again at each forward). Costs half the fp32 model's size in memory.
-    #: On a 2-core AMX CPU it sped up sampling turn prompts (prefill-heavy) 1.4-1.6x and not E2E rollouts
+    #: On a 2-core AMX CPU it sped up sampling turn prompts (prefill-heavy) 1.3-1.6x and not E2E rollouts
     #: (decoding in small batches); ``benchmarks/precision.py`` measures both on your machine
     half_precision_sampler: bool = False
 
