@@ -708,8 +708,8 @@ def _fmix32_tensor(x: torch.Tensor) -> torch.Tensor:
     """:func:`_fmix32` on an int32 tensor, in place: int32 multiplication wraps modulo ``2**32``, and each
     right shift is masked to its low bits, making the sign-extending shift of a signed type a logical one.
     Bit for bit the unsigned hash; int32 rather than int64 holding 32-bit values halves the memory traffic and
-    needs no emulated multiplication, ~8x faster on a CPU over a 49k-token vocabulary (the noise is drawn for
-    every vocabulary entry at every decode step)."""
+    needs no emulated multiplication: a ``[16, 49152]`` draw (every vocabulary entry, every decode step) is
+    3-4x faster on a CPU (``benchmarks/decoding.py``)."""
     x ^= (x >> 16) & 0xFFFF
     x.mul_(_int32(0x85EBCA6B))
     x ^= (x >> 13) & 0x7FFFF
