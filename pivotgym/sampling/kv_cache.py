@@ -37,38 +37,42 @@ class GrowingLayer(DynamicLayer):
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
         length, new = self.get_seq_length(), key_states.shape[-2]
-        if not self._owns_views() or self._room is None or self._room[0].shape[-2] < length + new:
-            self._reserve(length, length + new + self.headroom, key_states, value_states)
-        assert self._room is not None
-        room_keys, room_values = self._room
+        room = self._owned_room()
+        if room is None or room[0].shape[-2] < length + new:
+            room = self._reserve(length, length + new + self.headroom, key_states, value_states)
+        room_keys, room_values = room
         room_keys[..., length : length + new, :].copy_(key_states)
         room_values[..., length : length + new, :].copy_(value_states)
         return self._show(length + new)
 
     def batch_repeat_interleave(self, repeats: int) -> None:
         """Repeat the rows (room included), so the next update still appends in place."""
-        if self.get_seq_length() > 0 and self._owns_views() and self._room is not None:
-            length = self.get_seq_length()
-            self._room = (self._room[0].repeat_interleave(repeats, 0), self._room[1].repeat_interleave(repeats, 0))
+        room, length = self._owned_room(), self.get_seq_length()
+        if room is not None and length > 0:
+            self._room = (room[0].repeat_interleave(repeats, 0), room[1].repeat_interleave(repeats, 0))
             self._show(length)
         else:
             super().batch_repeat_interleave(repeats)
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         """Keep the given rows (room included), so the next update still appends in place."""
-        if self.get_seq_length() > 0 and self._owns_views() and self._room is not None:
-            length = self.get_seq_length()
-            self._room = (self._room[0][indices], self._room[1][indices])
+        room, length = self._owned_room(), self.get_seq_length()
+        if room is not None and length > 0:
+            self._room = (room[0][indices], room[1][indices])
             self._show(length)
         else:
             super().batch_select_indices(indices)
 
     # ------------------------------------------------------------------ internals
-    def _owns_views(self) -> bool:
-        """Whether ``keys``/``values`` are still the views this layer last exposed (not replaced from outside)."""
-        return self._views is not None and self._views[0] is self.keys and self._views[1] is self.values
+    def _owned_room(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The buffers, while ``keys``/``values`` are still the views this layer last exposed of them; None once
+        something replaced them from outside (or before the first update)."""
+        owned = self._views is not None and self._views[0] is self.keys and self._views[1] is self.values
+        return self._room if owned else None
 
-    def _reserve(self, length: int, capacity: int, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+    def _reserve(
+        self, length: int, capacity: int, key_states: torch.Tensor, value_states: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Fresh buffers of ``capacity`` tokens holding the current ``length`` tokens."""
         batch, heads, _, dim = key_states.shape
         room_keys = key_states.new_empty((batch, heads, capacity, dim))
@@ -78,6 +82,7 @@ class GrowingLayer(DynamicLayer):
             room_keys[..., :length, :].copy_(self.keys)
             room_values[..., :length, :].copy_(self.values)
         self._room = (room_keys, room_values)
+        return self._room
 
     def _show(self, length: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Expose the first ``length`` tokens of the buffers as ``keys``/``values``."""
