@@ -51,8 +51,8 @@ def ratio_text(ratio: Mapping[str, Any], unit: str) -> str:
         return f"PivotRL did not reach E2E's final score ({pct(ratio['target'])}%) within its budget"
     if not ratio.get("reference"):
         return (
-            f"not measurable: E2E RL never rose above its start score ({pct(ratio['target'])}%), so it has no "
-            "cost to reach it"
+            f"not measurable: E2E RL ended no higher than it started (final score {pct(ratio['target'])}%), so "
+            "reaching its final score costs nothing"
         )
     if not ratio.get("ratio"):
         return f"PivotRL reached {pct(ratio['target'])}% at {ratio['fast']:.0f} {unit} (E2E: {ratio['reference']:.0f})"

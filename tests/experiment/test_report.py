@@ -30,11 +30,15 @@ def test_reach_ratio_arithmetic():
     assert "3.33x" in ratio_text(reach_ratio(PIVOT, E2E), "turns")
 
 
-def test_a_flat_e2e_curve_makes_the_cost_not_measurable():
-    flat = [{"turns": 0, "seconds": 0, "score": 0.5}, {"turns": 80, "seconds": 40, "score": 0.5}]
-    ratio = reach_ratio(PIVOT, flat)
+@pytest.mark.parametrize("final", [0.5, 0.4])
+def test_an_e2e_curve_that_ends_no_higher_makes_the_cost_not_measurable(final):
+    e2e = [{"turns": 0, "seconds": 0, "score": 0.5}, {"turns": 80, "seconds": 40, "score": final}]
+    ratio = reach_ratio(PIVOT, e2e)
     assert ratio["reference"] == 0.0 and ratio["ratio"] is None
-    assert ratio_text(ratio, "turns").startswith("not measurable: E2E RL never rose above its start score")
+    text = ratio_text(ratio, "turns")
+    # the score named is the final one, labelled as such (not passed off as the start score)
+    assert text.startswith("not measurable: E2E RL ended no higher than it started")
+    assert f"final score {100 * final:.1f}%" in text
 
 
 def curve(xs, per_task_rows):
