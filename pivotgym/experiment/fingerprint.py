@@ -155,6 +155,9 @@ class StageRecord:
     inputs: dict[str, Any]
     #: ``running`` (written when the stage starts) or ``done``
     status: str = "running"
+    #: the code that ran the stage (:func:`~pivotgym.experiment.provenance.code_revision`): a resumed run's
+    #: stages can come from different revisions, which the report lists
+    code: dict[str, Any] | None = None
 
     def write(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)

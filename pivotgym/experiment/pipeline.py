@@ -128,7 +128,8 @@ def run_experiment(
         if stage in redo:
             for path in [*layout.outputs(stage, seed), layout.record(stage, seed)]:
                 _remove(path)
-    write_json(layout.config, {**config.to_dict(), "provenance": run_provenance(config)})
+    provenance = run_provenance(config)
+    write_json(layout.config, {**config.to_dict(), "provenance": provenance})
     run = Run(config, layout.root)
     from pivotgym.experiment.stages import STAGE_FUNCTIONS
 
@@ -145,10 +146,12 @@ def run_experiment(
                     continue
                 print(f"[experiment] stage {which}", flush=True)
                 started = time.perf_counter()
-                StageRecord(stage, seed, prints[(stage, seed)], inputs[(stage, seed)]).write(path)
+                record = StageRecord(stage, seed, prints[(stage, seed)], inputs[(stage, seed)], code=provenance["code"])
+                record.write(path)
                 function = STAGE_FUNCTIONS[stage]
                 function(run) if seed is None else function(run, seed)
-                StageRecord(stage, seed, prints[(stage, seed)], inputs[(stage, seed)], status="done").write(path)
+                record.status = "done"
+                record.write(path)
             elapsed = time.perf_counter() - started
             _add_seconds(layout.timings, stage, elapsed)
             print(f"[experiment] stage {which}: done in {elapsed:.0f} s", flush=True)

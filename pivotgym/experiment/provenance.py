@@ -11,7 +11,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["code_revision", "collect", "provenance_lines"]
+__all__ = ["code_revision", "collect", "provenance_lines", "stage_code_lines"]
 
 UNKNOWN = "unknown"
 
@@ -78,15 +78,19 @@ def run_provenance(config: Any) -> dict[str, Any]:
     return collect(config.sampler, config.sampler_options.get("dtype"), precisions)
 
 
-def provenance_lines(provenance: Mapping[str, Any]) -> list[str]:
-    """Markdown bullet lines of a provenance mapping (the report's "Provenance" section)."""
-    code = provenance.get("code", {})
-    versions = provenance.get("versions", {})
-    plugins = provenance.get("plugins", {})
+def _revision_text(code: Mapping[str, Any]) -> str:
     dirty = code.get("dirty")
     state = " (with uncommitted changes)" if dirty is True else "" if dirty is False else " (dirty: unknown)"
+    return f"revision `{code.get('revision', UNKNOWN)}`{state}"
+
+
+def provenance_lines(provenance: Mapping[str, Any]) -> list[str]:
+    """Markdown bullet lines of a provenance mapping (the report's "Provenance" section): that of the last
+    invocation, which wrote the report; :func:`stage_code_lines` says which code computed the stages."""
+    versions = provenance.get("versions", {})
+    plugins = provenance.get("plugins", {})
     return [
-        f"- code: revision `{code.get('revision', UNKNOWN)}`{state}",
+        f"- code of the invocation that wrote this report: {_revision_text(provenance.get('code', {}))}",
         f"- Python {provenance.get('python', UNKNOWN)} on {provenance.get('platform', UNKNOWN)}; "
         + ", ".join(f"{k} {v}" for k, v in versions.items()),
         "- plugins: " + (", ".join(f"{k} {v}" for k, v in plugins.items()) or "none"),
@@ -94,3 +98,16 @@ def provenance_lines(provenance: Mapping[str, Any]) -> list[str]:
         f"dtype {provenance.get('dtype', UNKNOWN)}, training mixed precision "
         f"{', '.join(provenance.get('mixed_precision') or [UNKNOWN])}, sampler `{provenance.get('sampler', UNKNOWN)}`",
     ]
+
+
+def stage_code_lines(stage_code: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Markdown bullet lines saying which code computed a run's finished stages: one line when one revision
+    computed them all, else one per revision with its stages (a run resumed across code changes, whose
+    numbers are not all from the code of the last invocation). ``stage_code``: ``{"revision", "dirty",
+    "stages"}`` per revision, as the report collects them from the stage records."""
+    if not stage_code:
+        return []
+    if len(stage_code) == 1:
+        return [f"- every stage computed by {_revision_text(stage_code[0])}"]
+    lines = [f"- stages computed by {len(stage_code)} code revisions (a run resumed across code changes):"]
+    return lines + [f"  - {_revision_text(c)}: {', '.join(c['stages'])}" for c in stage_code]

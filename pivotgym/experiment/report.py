@@ -10,9 +10,10 @@ from typing import Any
 
 from pivotgym.experiment.accounting import accounting_table
 from pivotgym.experiment.config import ExperimentConfig
+from pivotgym.experiment.fingerprint import StageRecord, stage_plan
 from pivotgym.experiment.layout import METHOD_LABELS, RunLayout, rl_start_stage
 from pivotgym.experiment.plots import Curve, plot_bars, plot_curves
-from pivotgym.experiment.provenance import provenance_lines
+from pivotgym.experiment.provenance import UNKNOWN, provenance_lines, stage_code_lines
 from pivotgym.experiment.stats import (
     CONTRADICTED,
     NOT_MEASURABLE,
@@ -680,12 +681,14 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
     recorded = _read(layout.config) or {}
     provenance = recorded.get("provenance")
     if provenance:
-        summary["provenance"] = provenance
+        stage_code = _stage_code(layout, config.seeds)
+        summary["provenance"] = {**provenance, "stage_code": stage_code}
         lines += [
             "## Provenance",
             "",
-            "What these numbers depend on besides the config (also in `config.json`):",
+            "What these numbers depend on besides the config (also in `config.json`, and per stage in `stages/`):",
             "",
+            *stage_code_lines(stage_code),
             *provenance_lines(provenance),
             "",
         ]
@@ -693,6 +696,20 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
     layout.report.write_text("\n".join(lines), encoding="utf-8")
     layout.summary.write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
     return summary
+
+
+def _stage_code(layout: RunLayout, seeds: Iterable[int]) -> list[dict[str, Any]]:
+    """Each code revision that computed a finished stage of the run, with those stages (``warmup-s0``, ...), in
+    stage order; a stage recorded before records named their code counts as ``unknown``."""
+    groups: dict[tuple[Any, Any], list[str]] = {}
+    for stage, seed in stage_plan(seeds):
+        record = StageRecord.read(layout.record(stage, seed))
+        if record is None or record.status != "done":
+            continue
+        code = record.code or {}
+        key = (code.get("revision", UNKNOWN), code.get("dirty", UNKNOWN))
+        groups.setdefault(key, []).append(stage if seed is None else f"{stage}-s{seed}")
+    return [{"revision": rev, "dirty": dirty, "stages": stages} for (rev, dirty), stages in groups.items()]
 
 
 def _claims(summary: Mapping[str, Any]) -> list[str]:

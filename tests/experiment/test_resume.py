@@ -40,7 +40,9 @@ def _mtimes(root: Path, *patterns: str) -> dict[Path, float]:
     return {p: p.stat().st_mtime_ns for pattern in patterns for p in root.glob(pattern)}
 
 
-def test_a_changed_stage_stops_the_rerun_until_told_to_recompute_it(mini_experiment, arith_registry, tmp_path, capsys):
+def test_a_changed_stage_stops_the_rerun_until_told_to_recompute_it(
+    mini_experiment, arith_registry, tmp_path, capsys, monkeypatch
+):
     from pivotgym.cli import main
 
     root = tmp_path / "run"
@@ -65,7 +67,19 @@ def test_a_changed_stage_stops_the_rerun_until_told_to_recompute_it(mini_experim
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "pivot.steps: 2 -> 3" in err[0] and "--rerun pivot" in err[0]
 
+    report = (root / "report.md").read_text()
+    assert f"every stage computed by revision `{json.loads(recorded)['provenance']['code']['revision']}`" in report
+
+    # the recomputed stages are another revision's: the report says which stages each revision computed
+    later = {"revision": "f" * 40, "dirty": False}
+    monkeypatch.setattr("pivotgym.experiment.provenance.code_revision", lambda: later)
     assert main(["experiment", str(path), "--out", str(root), "--rerun", "pivot"]) == 0
+    stage_code = json.loads((root / "summary.json").read_text())["provenance"]["stage_code"]
+    assert len(stage_code) == 2 and stage_code[1] == {**later, "stages": ["pivot-s0", "sft-more-s0", "ablation-s0"]}
+    assert "base" in stage_code[0]["stages"] and "pivot-s0" not in stage_code[0]["stages"]
+    report = (root / "report.md").read_text()
+    assert "stages computed by 2 code revisions" in report
+    assert f"  - revision `{'f' * 40}`: pivot-s0, sft-more-s0, ablation-s0" in report
     curve = json.loads((root / "train" / "pivot-s0" / "curve.json").read_text())
     assert [p["step"] for p in curve] == [0, 1, 2, 3]  # PivotRL recomputed with 3 steps
     assert json.loads((root / "train" / "sft-more-s0" / "accounting.json").read_text())["optimizer_steps"] == 3
