@@ -35,7 +35,8 @@ class Episode:
     loop records tokens (training), else stays empty; ``steps`` and ``messages`` are the transcript (per-turn
     records and the env's chat history) when asked for. ``progress`` is the env's
     :meth:`~pivotgym.env.AgentEnv.progress` read once the episode is over (done or cut off), when asked for
-    (None: not asked, or the env cannot say)."""
+    (None: not asked, or the env cannot say). ``start`` is the number of actions replayed before the first sampled
+    turn (0: the episode starts from the task's reset state)."""
 
     task_id: str
     rewards: list[float] = field(default_factory=list)
@@ -47,6 +48,7 @@ class Episode:
     steps: list[dict[str, Any]] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
     progress: float | None = None
+    start: int = 0
 
     @property
     def reward(self) -> float:
@@ -108,6 +110,7 @@ def run_episodes(
     desc: str = "episodes",
     read_progress: bool = False,
     reuse_prefixes: bool = True,
+    starts: Sequence[Sequence[str]] | None = None,
 ) -> list[list[Episode]]:
     """``n`` episodes of each task in ``task_ids`` (one list per task, in order), see the module docstring.
 
@@ -122,8 +125,13 @@ def run_episodes(
     once its episode is over (the E2E partial-progress reward). With ``reuse_prefixes`` a sampler that offers
     ``reuse_prefixes()`` (the transformers one) keeps each prompt's key/value rows for the run, so an episode's
     next turn prefills only the reply and the env's answer, not its whole history again (same samples); the
-    policy must not change during the call."""
+    policy must not change during the call. ``starts`` gives, per task, actions replayed through ``step`` after
+    the reset: the episodes start from the state they reach (E2E RL from the expert's states). Replayed actions
+    are neither sampled nor recorded as turns, and ``max_turns`` counts the sampled turns only."""
     from tqdm.auto import tqdm
+
+    if starts is not None and len(starts) != len(task_ids):
+        raise ValueError(f"starts has {len(starts)} entries for {len(task_ids)} tasks")
 
     phase = timer or (lambda _name: contextlib.nullcontext())
     out: list[list[Episode]] = []
@@ -151,6 +159,7 @@ def run_episodes(
                 phase,
                 bar,
                 read_progress,
+                starts,
             )
     return out
 
@@ -169,13 +178,15 @@ def _run_group(
     phase: Callable[[str], AbstractContextManager[Any]],
     bar: Any,
     read_progress: bool = False,
+    starts: Sequence[Sequence[str]] | None = None,
 ) -> list[list[Episode]]:
     """The episodes of the tasks ``group`` (indices into ``task_ids``), all advancing together."""
     envs = [[make_env() for _ in range(n)] for _ in group]
-    episodes = [[Episode(task_ids[g]) for _ in range(n)] for g in group]
-    for g, row in zip(group, envs):
+    prefixes = [list(starts[g]) if starts is not None else [] for g in group]
+    episodes = [[Episode(task_ids[g], start=len(prefix)) for _ in range(n)] for g, prefix in zip(group, prefixes)]
+    for g, row, prefix in zip(group, envs, prefixes):
         for env in row:
-            env.reset(options={"task_id": task_ids[g]})
+            _start(env, task_ids[g], prefix)
     turn = 0
     while max_turns is None or turn < max_turns:
         shared: list[tuple[int, Any]] = []  # (group position, prompt): every episode of the task, sampled n times
@@ -225,6 +236,19 @@ def _run_group(
                 value = getattr(env, "unwrapped", env).progress()
                 episode.progress = None if value is None else float(value)
     return episodes
+
+
+def _start(env: Any, task_id: str, prefix: Sequence[str]) -> None:
+    """Reset ``env`` to ``task_id`` and replay ``prefix``; an action of it that ends the episode is an error
+    (nothing would be left to sample)."""
+    env.reset(options={"task_id": task_id})
+    for i, action in enumerate(prefix):
+        _obs, _reward, terminated, truncated, _info = env.step(action)
+        if terminated or truncated:
+            raise ValueError(
+                f"task {task_id!r}: replayed action {i + 1} of {len(prefix)} ended the episode; a start state must "
+                "leave at least one turn to sample"
+            )
 
 
 def _prompt(sampler: Any, env: Any, tokens: bool) -> Any:

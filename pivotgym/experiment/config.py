@@ -44,7 +44,7 @@ ExperimentError = ConfigError
 #: trajectories of the test tasks) where the greedy action passes the functional verifier, per task
 CURVE_METRICS = ("episodes", "turns")
 #: the extra PivotRL runs of the ablation stage
-ABLATIONS = ("random_turns", "exact_reward", "placebo", "e2e_progress")
+ABLATIONS = ("random_turns", "exact_reward", "placebo", "e2e_progress", "e2e_expert_states")
 #: where PivotRL and E2E RL start (and, for ``warmup``, SFT and continued SFT too)
 RL_INITS = ("base", "sft", "warmup")
 
@@ -212,7 +212,9 @@ class ExperimentConfig:
     #: `exact_reward` (profiled and trained with the exact-match verifier), `placebo` (the same pivots with
     #: advantages shuffled inside each group: zero expected signal, so any change it makes is the optimiser's),
     #: `e2e_progress` (E2E RL rewarded by the env's `progress()` at the episode's end, an extra row beside the
-    #: outcome-reward E2E RL that stays the main comparison)
+    #: outcome-reward E2E RL that stays the main comparison), `e2e_expert_states` (E2E RL with the outcome
+    #: reward whose episodes start from states of the expert trajectories, `start: expert`: the states PivotRL
+    #: profiles, for a start model that rarely solves a task from its beginning)
     ablations: list[str] = field(default_factory=lambda: list(ABLATIONS))
     #: the matched SFT baseline (stage `sft-more`: SFT continued for PivotRL's extra optimiser steps); false
     #: skips it

@@ -36,6 +36,9 @@ __all__ = [
 
 #: trainer fields that do not change results (display and logging)
 NOT_INPUTS = ("progress", "report_to")
+#: inputs added after runs were recorded, at the value that does what those runs did: at that value they are
+#: left out, so the runs keep their fingerprints (any other value is an input like every other)
+ADDED_AT_DEFAULT: dict[str, Any] = {"e2e.start": "reset"}
 #: the config fields every evaluating stage depends on (what the suite and the curve measure, and how)
 EVALUATION = (
     "env",
@@ -97,7 +100,7 @@ def config_values(config: ExperimentConfig) -> dict[str, Any]:
         data[name] = {**defaults, **{k: v for k, v in config.__dict__[name].items() if k not in NOT_INPUTS}}
     flat: dict[str, Any] = {}
     _flatten(json.loads(json.dumps(data, default=str)), "", flat)
-    return flat
+    return {k: v for k, v in flat.items() if k not in ADDED_AT_DEFAULT or v != ADDED_AT_DEFAULT[k]}
 
 
 def verifier_versions(env_id: str) -> dict[str, str]:
@@ -129,7 +132,7 @@ def stage_inputs(
     inputs = {k: v for k, v in values.items() if any(k == s or k.startswith(s + ".") for s in SLICES[stage])}
     if stage == "sft-more":
         inputs["sft-more.steps"] = matched_sft_steps(config)
-    if stage == "ablation" and "e2e_progress" in config.ablations:  # an E2E run among the ablations
+    if stage == "ablation" and {"e2e_progress", "e2e_expert_states"} & set(config.ablations):  # E2E runs among them
         inputs.update({k: v for k, v in values.items() if k.startswith("e2e.")})
     if seed is not None:
         inputs["seed"] = seed

@@ -45,6 +45,7 @@ METHOD_LABELS = {
     "exact-reward": "exact-match reward",
     "placebo": "placebo (shuffled advantages)",
     "e2e-progress": "E2E RL, progress reward",
+    "e2e-expert-states": "E2E RL, from expert states",
 }
 #: ablation name (config ``ablations``) -> the method tag of its PivotRL run
 ABLATION_TAGS = {
@@ -52,6 +53,7 @@ ABLATION_TAGS = {
     "exact_reward": "exact-reward",
     "placebo": "placebo",
     "e2e_progress": "e2e-progress",
+    "e2e_expert_states": "e2e-expert-states",
 }
 
 

@@ -80,6 +80,7 @@ ABLATIONS = (
     ("placebo", METHOD_LABELS["placebo"]),
     ("e2e", METHOD_LABELS["e2e"]),
     ("e2e-progress", METHOD_LABELS["e2e-progress"]),
+    ("e2e-expert-states", METHOD_LABELS["e2e-expert-states"]),
 )
 #: the runs of the harm check (training states that are not pivots, before and after)
 HARM_CHECKED = ("pivot", "placebo")
@@ -210,9 +211,18 @@ def _items(layout: RunLayout, tag: str, seed: int, role: str, roles: Mapping[str
     return out or None
 
 
-#: in-domain differences against the RL start model (and the placebo): what each method changed from where it
-#: started, beside what the placebo changed with zero expected signal
-START_DIFFERENCES = (("pivot", "start"), ("sft", "start"), ("e2e", "start"), ("placebo", "start"), ("pivot", "placebo"))
+#: in-domain differences against the RL start model: what each method changed from where it started, beside what
+#: the placebo changed with zero expected signal; and PivotRL against the placebo and against E2E RL from expert
+#: states (outcome reward from the states PivotRL profiles)
+START_DIFFERENCES = (
+    ("pivot", "start"),
+    ("sft", "start"),
+    ("e2e", "start"),
+    ("e2e-expert-states", "start"),
+    ("placebo", "start"),
+    ("pivot", "placebo"),
+    ("pivot", "e2e-expert-states"),
+)
 
 
 def _differences(
@@ -588,8 +598,8 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
     abl_rows, abl_vals, abl_err = [], {}, {}
     for tag, label in ABLATIONS:
         res = results[tag]
-        if tag == "e2e" and not results["e2e-progress"]:
-            continue  # the outcome-reward E2E row stands beside its progress-reward variant only
+        if tag == "e2e" and not (results["e2e-progress"] or results["e2e-expert-states"]):
+            continue  # the main E2E row stands beside its variants only
         if res:
             m, v = _mean_over(res, lambda r: _avg(r, "in_domain"))
             if m is not None:
@@ -619,7 +629,9 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
             "there are pivots; *exact-match reward* profiles, selects and trains with the exact-match "
             "verifier instead of the functional one; the *placebo* trains on the pivots with advantages shuffled "
             "inside each group, so it should change nothing; *E2E RL, progress reward* is E2E RL rewarded by the "
-            f"env's partial progress at the episode's end, beside the outcome-reward E2E RL.{note}",
+            "env's partial progress at the episode's end, beside the outcome-reward E2E RL; *E2E RL, from expert "
+            "states* is outcome-reward E2E RL whose episodes start from states of the expert trajectories (the "
+            f"states PivotRL profiles, turn drawn uniformly per group; the expert's actions up to it replayed).{note}",
             "",
             markdown_table(["variant", "in-domain", "seeds"], abl_rows),
             "",

@@ -419,7 +419,8 @@ def _e2e_run(run: Run, seed: int, tag: str, full_eval: bool, overrides: Mapping[
         method=METHOD_LABELS[tag],
         start=run.config.rl_init,
         summary=summary,
-        data=f"episodes on the {len(task_ids)} expert tasks",
+        data=f"episodes on the {len(task_ids)} expert tasks"
+        + (", from states of their expert trajectories" if cfg.start == "expert" else ""),
         optimizer_steps=optimizer_steps(section, summary["steps"]),
         tasks=len(task_ids),
     )
@@ -431,8 +432,8 @@ def _e2e_run(run: Run, seed: int, tag: str, full_eval: bool, overrides: Mapping[
 
 def stage_ablation(run: Run, seed: int) -> None:
     """PivotRL on as many random profiled turns, PivotRL profiled and trained with exact-match rewards, the
-    placebo (PivotRL on the same pivots with advantages shuffled inside each group) and E2E RL rewarded by the
-    env's partial progress instead of the outcome."""
+    placebo (PivotRL on the same pivots with advantages shuffled inside each group), E2E RL rewarded by the
+    env's partial progress instead of the outcome, and E2E RL from states of the expert trajectories."""
     layout = run.layout
     if "random_turns" in run.config.ablations:
         _pivot_run(run, seed, ABLATION_TAGS["random_turns"], layout.pivots("random", seed), "functional", False)
@@ -441,6 +442,8 @@ def stage_ablation(run: Run, seed: int) -> None:
         _pivot_run(run, seed, ABLATION_TAGS["exact_reward"], layout.pivots("exact", seed), "exact", False)
     if "e2e_progress" in run.config.ablations:
         _e2e_run(run, seed, ABLATION_TAGS["e2e_progress"], False, {"reward": "progress"})
+    if "e2e_expert_states" in run.config.ablations:
+        _e2e_run(run, seed, ABLATION_TAGS["e2e_expert_states"], False, {"start": "expert"})
     if "placebo" in run.config.ablations:
         pivots = layout.pivots("functional", seed)
         _pivot_run(run, seed, ABLATION_TAGS["placebo"], pivots, "functional", False, {"placebo": True})

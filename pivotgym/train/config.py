@@ -330,6 +330,11 @@ class E2EConfig(RLConfig):
     #: ``outcome`` (the episode's return; the main comparison) or ``progress`` (the env's ``progress()`` at the
     #: episode's end, 1.0 when solved: a partial-progress row; an env without the hook is an error)
     reward: str = "outcome"
+    #: where each group's episodes start: ``reset`` (the task's initial state: the paper's E2E RL) or ``expert``
+    #: (a state of the task's expert trajectory, its turn drawn uniformly per group and seed; the expert's
+    #: actions up to it are replayed, not sampled, trained or counted: E2E RL from the states PivotRL profiles,
+    #: for a start model that rarely solves a task from its beginning)
+    start: str = "reset"
     #: train each episode as one sequence (its turns packed, the env's observation tokens out of the loss);
     #: false: one sample per turn with its whole prompt (same loss and gradient, more token positions)
     pack_episodes: bool = True
@@ -348,6 +353,8 @@ class E2EConfig(RLConfig):
             raise ConfigError(f"refill_tasks must be >= 0 (0: no refill), got {self.refill_tasks}")
         if self.reward not in ("outcome", "progress"):
             raise ConfigError(f"reward must be outcome or progress, got {self.reward!r}")
+        if self.start not in ("reset", "expert"):
+            raise ConfigError(f"start must be reset or expert, got {self.start!r}")
 
 
 CONFIGS: dict[str, type[TrainConfig]] = {"pivot": PivotConfig, "sft": SFTConfig, "e2e": E2EConfig}

@@ -19,6 +19,12 @@ template re-tokenises a completion differently from how it was sampled (a non-ca
 cut there and packing restarts from that turn's own prompt: a counted fallback (``packing_breaks``), never a
 sequence whose context differs from what was sampled. ``pack_episodes: false`` trains one sample per turn.
 
+**Start**: ``reset`` starts every episode from its task's initial state (the paper's E2E RL). ``expert``
+starts each group from a state of its task's expert trajectory: the turn is drawn uniformly per group from
+the run seed, the step and the draw, and the expert's actions up to it are replayed through the env (not
+sampled, trained or counted as rollout turns). Those are the states PivotRL profiles; from them a start model
+that rarely solves a whole task finishes some, so groups carry a signal while the reward stays the outcome.
+
 **Reward**: ``outcome`` (the main comparison) is the episode's return; ``progress`` is the env's
 :meth:`~pivotgym.env.AgentEnv.progress` at the episode's end (1.0 for a solved episode), a partial-progress
 row that an env without the hook refuses with an error naming it.
@@ -26,6 +32,7 @@ row that an env without the hook refuses with an error naming it.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +48,7 @@ from pivotgym.train.rl import MicroBatch, PolicySample, RLTrainer, group_samples
 
 EVAL_SALT = 104_729
 TURN_SALT = 7_907
+START_SALT = 3_571
 #: what a step sums over its groups (then over processes)
 STEP_SUMS = (
     "turns",
@@ -54,6 +62,7 @@ STEP_SUMS = (
     "informative",
     "samples",
     "packing_breaks",
+    "start_turns",
 )
 #: key of a packed sample's loss mask in :attr:`PolicySample.meta` (1: a completion token, 0: the env's)
 LOSS_MASK = "loss_mask"
@@ -68,6 +77,7 @@ def run_episodes(
     max_turns: int | None = None,
     timed: bool = True,
     read_progress: bool = False,
+    starts: Sequence[Sequence[str]] | None = None,
 ) -> list[list[Episode]]:
     """``n`` episodes of each ``(task_id, seed)`` with the trainer's current policy, all advancing together, by
     the one episode loop (:func:`pivotgym.eval.rollout.run_episodes`).
@@ -77,7 +87,8 @@ def run_episodes(
     derive from the task's seed, the turn and the episode index alone, so an episode does not depend on which
     other tasks ran beside it. An episode's return (:attr:`Episode.reward`) is the sum of its step rewards,
     as in evaluation. When ``timed``, time is split into the generation and verification (env) counters
-    (evaluations pass ``timed=False``); ``read_progress`` records the env's progress at each episode's end."""
+    (evaluations pass ``timed=False``); ``read_progress`` records the env's progress at each episode's end;
+    ``starts``: per task, the actions replayed before the first sampled turn."""
     from pivotgym.registry import make
 
     return rollout_episodes(
@@ -91,6 +102,7 @@ def run_episodes(
         tokens=True,
         timer=trainer.counters.time if timed else None,
         read_progress=read_progress,
+        starts=starts,
     )
 
 
@@ -139,6 +151,7 @@ class E2ETrainer(RLTrainer):
         super().__init__(config, **kwargs)
         self.task_ids: list[str] = []
         self.eval_task_ids: list[str] = []
+        self._plans: dict[str, list[str]] = {}
 
     def setup_data(self) -> None:
         from pivotgym.registry import make
@@ -174,6 +187,26 @@ class E2ETrainer(RLTrainer):
             max_new_tokens=generation_cap(make(cfg.env_id), cfg.max_new_tokens),
         )
 
+    def start_prefix(self, task_id: str, step: int, draw: int) -> list[str]:
+        """The expert actions replayed before group ``draw`` of ``step`` samples (``start: expert``): the
+        first t of the task's expert plan, t uniform over its turns; empty with ``start: reset``."""
+        if self.config.start == "reset":
+            return []
+        if task_id not in self._plans:
+            from pivotgym.registry import make
+
+            env = make(self.config.env_id)
+            actions = env.expert_actions(env.get_task(task_id))
+            if not actions:
+                raise ConfigError(
+                    f"start: expert, but {self.config.env_id} has no expert actions for task {task_id!r}",
+                    hint="use start: reset, or train on tasks with expert solutions",
+                )
+            self._plans[task_id] = [env.render_action(m) for m in actions]
+        plan = self._plans[task_id]
+        turn = random.Random(sample_seed(self.config.seed, step, draw, START_SALT)).randrange(len(plan))
+        return plan[:turn]
+
     # ------------------------------------------------------------------ rewards and samples
     def episode_return(self, episode: Episode) -> float:
         """The training return of ``episode``: its return (``reward: outcome``) or the env's progress at its
@@ -208,6 +241,7 @@ class E2ETrainer(RLTrainer):
         cfg = self.config
         mine = shard(list(picked), self.rank, self.world)
         tasks = [(self.task_ids[task_index], sample_seed(cfg.seed, step, draw)) for draw, task_index in mine]
+        starts = [self.start_prefix(self.task_ids[task_index], step, draw) for draw, task_index in mine]
         groups = run_episodes(
             self,
             cfg.env_id,
@@ -216,6 +250,7 @@ class E2ETrainer(RLTrainer):
             self._params(),
             cfg.max_turns,
             read_progress=cfg.reward == "progress",
+            starts=starts,
         )
         for (draw, _), episodes in zip(mine, groups):
             rewards = [self.episode_return(e) for e in episodes]
@@ -226,6 +261,7 @@ class E2ETrainer(RLTrainer):
             local["solved_sum"] += sum(e.score for e in episodes)
             local["episodes"] += len(episodes)
             local["groups"] += 1
+            local["start_turns"] += episodes[0].start if episodes else 0
             # group-relative advantages over episodes; every completion token of an episode shares its advantage
             markers = group_samples(
                 [0], [[0]] * len(episodes), rewards, cfg.advantage, placebo=self.placebo_rng(step, draw)
@@ -274,6 +310,7 @@ class E2ETrainer(RLTrainer):
             "reward_mean": totals["reward_sum"] / episodes,
             "solved_rate": totals["solved_sum"] / episodes,
             "informative_groups": totals["informative"] / max(1.0, totals["groups"]),
+            "start_turn": totals["start_turns"] / max(1.0, totals["groups"]),  # expert turns replayed, mean per group
             "refill_tasks": drawn - cfg.tasks_per_step,  # this step (the counter refill_groups is cumulative)
             "episodes": int(totals["episodes"]),
             "turns": int(totals["turns"]),
