@@ -91,6 +91,32 @@ def test_e2e_training_gets_the_same_return_from_the_same_loop(envs):
     assert evaluated[0].reward == group[0].reward
 
 
+def test_episodes_start_where_a_replayed_prefix_leaves_the_env_and_only_sampled_turns_count(envs):
+    # train-3: reach 6; the expert's `add 2`, `add 2` are replayed, then the policy's `add 2` solves it
+    (episodes,) = run_episodes(
+        Replies("add 2"),
+        lambda: make("test/counter-v0"),
+        ["train-3"],
+        PARAMS,
+        max_turns=1,
+        tokens=True,
+        starts=[["add 2", "add 2"]],
+    )
+    (episode,) = episodes
+    assert episode.start == 2 and episode.num_turns == 1 and episode.reward == 1.0 and episode.terminated
+    (prompt, _completion) = episode.turns[0]
+    assert "value=4" in "".join(map(chr, prompt))  # the first sampled turn sees the replayed history
+    (plain,) = run_episodes(Replies("add 2"), lambda: make("test/counter-v0"), ["train-3"], PARAMS, max_turns=1)
+    assert plain[0].start == 0 and plain[0].reward == 0.0 and not plain[0].done
+
+
+def test_a_prefix_that_ends_the_episode_or_a_wrong_number_of_prefixes_is_an_error(envs):
+    with pytest.raises(ValueError, match="replayed action 2 of 2 ended the episode"):
+        run_episodes(Replies(), lambda: make("test/counter-v0"), ["train-3"], PARAMS, starts=[["add 3", "add 3"]])
+    with pytest.raises(ValueError, match="starts has 1 entries for 2 tasks"):
+        run_episodes(Replies(), lambda: make("test/counter-v0"), ["train-0", "train-1"], PARAMS, starts=[[]])
+
+
 class Varied(Replies):
     """Sample ``j`` of a prompt answers ``add 1 + j % 3``: the episodes of one task diverge after turn 0."""
 

@@ -163,6 +163,26 @@ def test_sampler_options_change_the_fingerprint_only_when_set():
     assert stage_inputs(tuned, "profile", 0, {}, {})["sampler_options.dtype"] == "float32"
 
 
+def test_a_field_added_at_its_old_behaviour_keeps_the_fingerprints_of_earlier_runs():
+    from pivotgym.experiment.fingerprint import fingerprint, stage_inputs
+    from pivotgym.experiment.layout import STAGES
+
+    prints = dict.fromkeys(STAGES, "print")
+    plain = ExperimentConfig(name="x", env="arith/chain-v0", ablations=["placebo", "e2e_expert_states"])
+    inputs = stage_inputs(plain, "e2e", 0, prints, {})
+    assert "e2e.start" not in inputs  # `start: reset` is what every run recorded before the field did
+    written = dataclasses.replace(plain, e2e={"start": "reset"})
+    assert fingerprint(stage_inputs(written, "e2e", 0, prints, {})) == fingerprint(inputs)
+    expert = dataclasses.replace(plain, e2e={"start": "expert"})
+    assert stage_inputs(expert, "e2e", 0, prints, {})["e2e.start"] == "expert"
+    # the E2E ablation runs use the e2e section: it is an input of the ablation stage
+    assert stage_inputs(expert, "ablation", 0, prints, {})["e2e.start"] == "expert"
+    assert not any(
+        k.startswith("e2e.")
+        for k in stage_inputs(dataclasses.replace(plain, ablations=["placebo"]), "ablation", 0, prints, {})
+    )
+
+
 def test_the_experiment_command_overrides_the_sampler_before_anything_runs(tmp_path, capsys):
     from pathlib import Path
 

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from pivotgym.experiment import ExperimentError, check_ids, load_experiment, run_experiment
+from pivotgym.experiment.config import ABLATIONS
+from pivotgym.experiment.layout import ABLATION_TAGS
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "configs"
 
@@ -32,10 +34,8 @@ def test_shipped_configs_parse():
 
 
 def test_miniature_experiment_end_to_end(mini_experiment, arith_registry, tmp_path):
-    # two E2E steps; both ablations; RL starts from (and profiles with) the saved SFT model
-    path = mini_experiment(
-        tmp_path / "mini.yaml", e2e={"steps": 2}, ablations=["random_turns", "exact_reward", "placebo", "e2e_progress"]
-    )
+    # two E2E steps; every ablation; RL starts from (and profiles with) the saved SFT model
+    path = mini_experiment(tmp_path / "mini.yaml", e2e={"steps": 2}, ablations=list(ABLATIONS))
     root = tmp_path / "run"
     summary = run_experiment(load_experiment(path), out_dir=root)
 
@@ -96,8 +96,13 @@ def test_miniature_experiment_end_to_end(mini_experiment, arith_registry, tmp_pa
     assert set(summary["budget"]) == {"turns", "turns_trained", "seconds"}
     assert summary["budget"]["turns"]["tasks"] == 1 and e2e_rows
     assert "at matched" in report or "PivotRL − E2E RL" in report
-    assert set(summary["ablation"]) == {"pivot", "random-turns", "exact-reward", "placebo", "e2e", "e2e-progress"}
+    assert set(summary["ablation"]) == {"pivot", "e2e", *ABLATION_TAGS.values()}
     assert (root / "eval" / "e2e-progress-s0.json").exists() and "| E2E RL, progress reward |" in report
+    assert "| E2E RL, from expert states |" in report
+    from_states = root / "train" / "e2e-expert-states-s0"
+    rows = [json.loads(line) for line in (from_states / "metrics.jsonl").open()]
+    assert any(row.get("start_turn", 0) > 0 for row in rows)  # episodes started past the task's beginning
+    assert "from states of their expert trajectories" in (from_states / "accounting.json").read_text()
     assert (root / "eval" / "placebo-s0.json").exists() and "| placebo (shuffled advantages) |" in report
     assert not (root / "train" / "pivot-s0" / "checkpoints").exists()
     assert (root / "models" / "sft-s0" / "config.json").exists()

@@ -12,6 +12,7 @@ from pivotgym.eval.rollout import Episode
 from pivotgym.registry import EnvSpec, get_registry
 from pivotgym.train import E2EConfig, E2ETrainer
 from pivotgym.train.e2e import pack_episode
+from pivotgym.train.loop import DataOrder
 from pivotgym.types import message
 
 
@@ -45,11 +46,19 @@ class NoProgressEnv(ParityEnv):
         return None
 
 
+class ExpertParityEnv(ParityEnv):
+    """ParityEnv with an expert who answers `ok` every turn (even length: the return is 1)."""
+
+    def expert_actions(self, task):
+        return [message("assistant", "ok") for _ in range(self.max_turns)]
+
+
 @pytest.fixture()
 def toy_envs(monkeypatch):
     registry = get_registry()
     monkeypatch.setitem(registry.envs, "test/parity-v0", EnvSpec("test/parity-v0", ParityEnv, "tests"))
     monkeypatch.setitem(registry.envs, "test/noprogress-v0", EnvSpec("test/noprogress-v0", NoProgressEnv, "tests"))
+    monkeypatch.setitem(registry.envs, "test/expert-v0", EnvSpec("test/expert-v0", ExpertParityEnv, "tests"))
     return registry
 
 
@@ -201,6 +210,38 @@ def test_the_progress_reward_without_the_hook_names_the_env(tmp_path, toy_envs):
         trainer.train_step(0)
     with pytest.raises(ConfigError, match="reward must be outcome or progress"):
         E2EConfig(env_id="x", reward="shaped").validate()
+
+
+# ---------------------------------------------------------------------------- start states
+def test_expert_starts_replay_a_seeded_uniform_prefix_of_the_expert_plan_per_group(tmp_path, toy_envs):
+    trainer = _trainer(tmp_path, env_id="test/expert-v0", start="expert")
+    prefixes = [trainer.start_prefix("train-0", step, draw) for step in range(10) for draw in range(4)]
+    assert {len(p) for p in prefixes} == {0, 1, 2}  # every turn of the 3-turn plan, never past its last
+    assert all(p == ["ok"] * len(p) for p in prefixes)
+    again = _trainer(tmp_path / "again", env_id="test/expert-v0", start="expert")
+    assert [again.start_prefix("train-0", step, draw) for step in range(10) for draw in range(4)] == prefixes
+    assert _trainer(tmp_path / "reset", env_id="test/expert-v0").start_prefix("train-0", 3, 1) == []
+
+
+def test_a_step_from_expert_states_samples_only_the_turns_after_the_replayed_prefix(tmp_path, toy_envs):
+    trainer = _trainer(
+        tmp_path, env_id="test/expert-v0", start="expert", group_size=2, tasks_per_step=3, refill_tasks=0
+    )
+    trainer.setup_data()
+    row = trainer.train_step(0)
+    drawn = DataOrder(len(trainer.task_ids), trainer.config.seed).take(3)  # the step's tasks, in draw order
+    starts = [len(trainer.start_prefix(trainer.task_ids[i], 0, draw)) for draw, i in enumerate(drawn)]
+    assert row["start_turn"] == pytest.approx(sum(starts) / 3)
+    assert row["turns"] == 2 * sum(3 - t for t in starts)  # the env ends at its 3rd turn, replayed ones included
+    assert trainer.counters.rollout_turns + trainer.counters.filtered_turns == row["turns"]
+
+
+def test_expert_starts_without_expert_actions_or_an_unknown_start_are_config_errors(tmp_path, toy_envs):
+    trainer = _trainer(tmp_path, start="expert")
+    with pytest.raises(ConfigError, match="no expert actions for task 'train-0'"):
+        trainer.start_prefix("train-0", 0, 0)
+    with pytest.raises(ConfigError, match="start must be reset or expert"):
+        E2EConfig(env_id="x", start="middle").validate()
 
 
 def test_evaluation_episodes_come_from_a_named_split_or_none_and_a_wrong_split_is_an_error(tmp_path, toy_envs):
