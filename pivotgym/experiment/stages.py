@@ -420,7 +420,7 @@ def _e2e_run(run: Run, seed: int, tag: str, full_eval: bool, overrides: Mapping[
         start=run.config.rl_init,
         summary=summary,
         data=f"episodes on the {len(task_ids)} expert tasks"
-        + (", from states of their expert trajectories" if cfg.start == "expert" else ""),
+        + (", from states of their expert trajectories" if section.get("start") == "expert" else ""),
         optimizer_steps=optimizer_steps(section, summary["steps"]),
         tasks=len(task_ids),
     )
