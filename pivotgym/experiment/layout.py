@@ -3,7 +3,7 @@
 A run folder ``runs/<name>/`` holds::
 
     config.json               the config and the provenance of the run (code, libraries, threads, device)
-    timings.json              seconds per stage
+    timings.json              seconds per stage run (pivot-s0), reset by --rerun
     stages/<stage>[-s<seed>].json   each stage's fingerprint record (see fingerprint.py)
     data/expert.jsonl         expert trajectories of the train split (SFT, PivotRL and E2E RL data)
     data/warmup-expert.jsonl  the warm-up model's own expert trajectories (``rl_init: warmup``)

@@ -57,14 +57,23 @@ def _file_lock(path: Path, *, wait: bool = True) -> Iterator[bool]:
         yield True
 
 
-def _add_seconds(path: Path, stage: str, seconds: float) -> None:
-    """Add ``seconds`` to ``stage``'s total in the timings file, read and written under an exclusive lock:
-    runs of other seeds in the same folder (``--seeds 1,2`` and ``--seeds 3,4`` side by side) add theirs
-    to the same file without losing one another's."""
+def _add_seconds(path: Path, key: str, seconds: float) -> None:
+    """Add ``seconds`` to ``key``'s total (one stage run: ``pivot-s0``, ``base``) in the timings file, read
+    and written under an exclusive lock: runs of other seeds in the same folder (``--seeds 1,2`` and
+    ``--seeds 3,4`` side by side) add theirs to the same file without losing one another's."""
     with _file_lock(path.with_name(path.name + ".lock")):
         timings: dict[str, float] = json.loads(path.read_text()) if path.exists() else {}
-        timings[stage] = timings.get(stage, 0.0) + seconds
+        timings[key] = timings.get(key, 0.0) + seconds
         write_json(path, timings)
+
+
+def _drop_seconds(path: Path, keys: Sequence[str]) -> None:
+    """Forget the seconds of the stage runs ``keys`` (recomputed by ``--rerun``: their results, and so the
+    time they took, are gone)."""
+    with _file_lock(path.with_name(path.name + ".lock")):
+        if path.exists():
+            timings: dict[str, float] = json.loads(path.read_text())
+            write_json(path, {k: v for k, v in timings.items() if k not in keys})
 
 
 @contextlib.contextmanager
@@ -124,10 +133,11 @@ def run_experiment(
         raise stage_changed(layout, changed, config.rl_init, config.path)
 
     layout.make_dirs()
-    for stage, seed in plan:  # --rerun: the stage's old outputs go, so it cannot skip any of them
-        if stage in redo:
-            for path in [*layout.outputs(stage, seed), layout.record(stage, seed)]:
-                _remove(path)
+    redone = [(stage, seed) for stage, seed in plan if stage in redo]
+    for stage, seed in redone:  # --rerun: the stage's old outputs go, so it cannot skip any of them
+        for path in [*layout.outputs(stage, seed), layout.record(stage, seed)]:
+            _remove(path)
+    _drop_seconds(layout.timings, [layout.record(stage, seed).stem for stage, seed in redone])
     provenance = run_provenance(config)
     write_json(layout.config, {**config.to_dict(), "provenance": provenance})
     run = Run(config, layout.root)
@@ -153,7 +163,7 @@ def run_experiment(
                 record.status = "done"
                 record.write(path)
             elapsed = time.perf_counter() - started
-            _add_seconds(layout.timings, stage, elapsed)
+            _add_seconds(layout.timings, path.stem, elapsed)
             print(f"[experiment] stage {which}: done in {elapsed:.0f} s", flush=True)
     finally:
         run.close()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 from pivotgym.experiment.accounting import accounting_table
 from pivotgym.experiment.config import ExperimentConfig
 from pivotgym.experiment.fingerprint import StageRecord, stage_plan
-from pivotgym.experiment.layout import METHOD_LABELS, RunLayout, rl_start_stage
+from pivotgym.experiment.layout import METHOD_LABELS, STAGES, RunLayout, rl_start_stage
 from pivotgym.experiment.plots import Curve, plot_bars, plot_curves
 from pivotgym.experiment.provenance import UNKNOWN, provenance_lines, stage_code_lines
 from pivotgym.experiment.stats import (
@@ -260,6 +261,16 @@ def _differences(
             except ValueError:
                 continue
     return out
+
+
+def stage_seconds(timings: Mapping[str, float]) -> dict[str, float]:
+    """Seconds per stage, in pipeline order, from the timings file's seconds per stage run (``pivot-s0``; a
+    folder written before runs were kept apart holds stage totals, ``pivot``, which count as they are)."""
+    out: dict[str, float] = {}
+    for key, seconds in timings.items():
+        stage = match.group(1) if (match := re.fullmatch(r"(.+)-s\d+", key)) and match.group(1) in STAGES else key
+        out[stage] = out.get(stage, 0.0) + seconds
+    return {stage: out[stage] for stage in [*STAGES, *sorted(set(out) - set(STAGES))] if stage in out}
 
 
 def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentConfig) -> dict[str, Any]:
@@ -681,7 +692,7 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
 
     # ---- claims
     lines += ["## The paper's claims at this scale", ""] + _claims(summary) + [""]
-    timings = _read(layout.timings) or {}
+    timings = stage_seconds(_read(layout.timings) or {})
     if timings:
         lines += [
             "## Run time",

@@ -338,3 +338,12 @@ def test_spend_table_keeps_a_fractional_mean_of_applied_steps(tmp_path):
     table, data = accounting_table(layout, [0, 1])
     assert data["e2e"]["optimizer_steps_applied"] == 1.5
     assert "1.5 of 4" in table[0]  # not rounded to "2 of 4"
+
+
+def test_run_time_sums_each_stages_runs_over_seeds_and_reads_folders_that_kept_stage_totals():
+    from pivotgym.experiment.report import stage_seconds
+
+    runs = {"pivot-s1": 2.0, "base": 1.0, "sft-more-s0": 3.0, "pivot-s0": 4.0, "sft-s0": 5.0}
+    assert stage_seconds(runs) == {"base": 1.0, "sft": 5.0, "pivot": 6.0, "sft-more": 3.0}
+    assert list(stage_seconds(runs)) == ["base", "sft", "pivot", "sft-more"]  # pipeline order
+    assert stage_seconds({"pivot": 7.0, "ablation-s0": 1.0, "ablation": 2.0}) == {"pivot": 7.0, "ablation": 3.0}

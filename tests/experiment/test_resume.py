@@ -73,7 +73,13 @@ def test_a_changed_stage_stops_the_rerun_until_told_to_recompute_it(
     # the recomputed stages are another revision's: the report says which stages each revision computed
     later = {"revision": "f" * 40, "dirty": False}
     monkeypatch.setattr("pivotgym.experiment.provenance.code_revision", lambda: later)
+    timings = json.loads((root / "timings.json").read_text())
+    assert {"base", "pivot-s0", "sft-more-s0", "ablation-s0"} <= set(timings)  # seconds per stage run
+    (root / "timings.json").write_text(json.dumps({**timings, "pivot-s0": 1e6}))  # as if the first run took long
     assert main(["experiment", str(path), "--out", str(root), "--rerun", "pivot"]) == 0
+    rerun = json.loads((root / "timings.json").read_text())
+    assert rerun["pivot-s0"] < 1e6 and rerun["base"] == timings["base"]  # a recomputed stage's time replaces
+    assert f"| pivot | {rerun['pivot-s0']:.0f} |" in (root / "report.md").read_text()
     stage_code = json.loads((root / "summary.json").read_text())["provenance"]["stage_code"]
     assert len(stage_code) == 2 and stage_code[1] == {**later, "stages": ["pivot-s0", "sft-more-s0", "ablation-s0"]}
     assert "base" in stage_code[0]["stages"] and "pivot-s0" not in stage_code[0]["stages"]
