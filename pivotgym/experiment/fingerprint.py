@@ -38,7 +38,7 @@ __all__ = [
 NOT_INPUTS = ("progress", "report_to")
 #: inputs added after runs were recorded, at the value that does what those runs did: at that value they are
 #: left out, so the runs keep their fingerprints (any other value is an input like every other)
-ADDED_AT_DEFAULT: dict[str, Any] = {"e2e.start": "reset"}
+ADDED_AT_DEFAULT: dict[str, Any] = {"sampler_options": {}, "eval.likelihood": False, "e2e.start": "reset"}
 #: the config fields every evaluating stage depends on (what the suite and the curve measure, and how)
 EVALUATION = (
     "env",
@@ -85,10 +85,6 @@ def config_values(config: ExperimentConfig) -> dict[str, Any]:
     """Every config field as a dotted name -> value, trainer sections completed with the trainer defaults."""
     data = config.to_dict()
     data.pop("path", None)
-    if not data.get("sampler_options"):  # unset and empty are one input: runs recorded before it keep their prints
-        data.pop("sampler_options", None)
-    if not data["eval"].get("likelihood"):  # off: runs recorded before the option existed keep their prints
-        data["eval"].pop("likelihood", None)
     if config.rl_init != "warmup":  # no warm-up model: runs recorded before it existed keep their prints
         data.pop("warmup", None)
         data.pop("warmup_tasks", None)

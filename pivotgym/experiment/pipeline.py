@@ -137,7 +137,8 @@ def run_experiment(
     for stage, seed in redone:  # --rerun: the stage's old outputs go, so it cannot skip any of them
         for path in [*layout.outputs(stage, seed), layout.record(stage, seed)]:
             _remove(path)
-    _drop_seconds(layout.timings, [layout.record(stage, seed).stem for stage, seed in redone])
+    if redone:
+        _drop_seconds(layout.timings, [layout.record(stage, seed).stem for stage, seed in redone])
     provenance = run_provenance(config)
     write_json(layout.config, {**config.to_dict(), "provenance": provenance})
     run = Run(config, layout.root)
