@@ -726,12 +726,13 @@ def _stage_code(layout: RunLayout, seeds: Iterable[int]) -> list[dict[str, Any]]
     stage order; a stage recorded before records named their code counts as ``unknown``."""
     groups: dict[tuple[Any, Any], list[str]] = {}
     for stage, seed in stage_plan(seeds):
-        record = StageRecord.read(layout.record(stage, seed))
+        path = layout.record(stage, seed)
+        record = StageRecord.read(path)
         if record is None or record.status != "done":
             continue
         code = record.code or {}
         key = (code.get("revision", UNKNOWN), code.get("dirty", UNKNOWN))
-        groups.setdefault(key, []).append(stage if seed is None else f"{stage}-s{seed}")
+        groups.setdefault(key, []).append(path.stem)  # the stage run's name: warmup-s0, base
     return [{"revision": rev, "dirty": dirty, "stages": stages} for (rev, dirty), stages in groups.items()]
 
 
