@@ -211,9 +211,8 @@ class VLLMSampler:
             if hosts:  # one token each: their prompts enter the prefix cache before the real requests
                 warm = self._vllm.SamplingParams(n=1, temperature=0.0, max_tokens=1)
                 self.llm.generate([{"prompt_token_ids": encoded[h]} for h in hosts], warm, use_tqdm=False)
-        outputs = self.llm.generate(
-            [{"prompt_token_ids": ids} for ids in encoded], per_request, use_tqdm=len(encoded) > 1
-        )
+        # no vLLM progress bars: the caller's stage has its own, and vLLM's would print two per call (per turn)
+        outputs = self.llm.generate([{"prompt_token_ids": ids} for ids in encoded], per_request, use_tqdm=False)
         results = []
         for ids, output in zip(encoded, outputs):
             group = []
