@@ -160,7 +160,10 @@ def run_experiment(
                 record = StageRecord(stage, seed, prints[(stage, seed)], inputs[(stage, seed)], code=provenance["code"])
                 record.write(path)
                 function = STAGE_FUNCTIONS[stage]
-                function(run) if seed is None else function(run, seed)
+                try:
+                    function(run) if seed is None else function(run, seed)
+                finally:
+                    run.release_samplers()  # the stage's engines, before the next stage opens its own
                 record.status = "done"
                 record.write(path)
             elapsed = time.perf_counter() - started

@@ -7,7 +7,7 @@ import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pivotgym.errors import ConfigError, PivotgymError
 from pivotgym.eval import write_json
@@ -16,6 +16,8 @@ from pivotgym.experiment.layout import RunLayout, rl_start_stage
 from pivotgym.jsonl import read_jsonl, read_trajectories, write_jsonl
 
 __all__ = ["Run"]
+
+T = TypeVar("T")
 
 
 class Run:
@@ -27,6 +29,7 @@ class Run:
         self.layout = RunLayout(root)
         self.layout.make_dirs()
         self._base_sampler: Any = None
+        self._opened: list[Any] = []
         self._curve_tasks: list[Any] | None = None
         self._held_out: list[Any] | None = None
         self._executor: Any = None
@@ -52,31 +55,53 @@ class Run:
         return self._executor
 
     def close(self) -> None:
+        """Close everything the run holds: its engines (:meth:`release_samplers`) and the executor."""
+        self.release_samplers()
         if self._executor is not None:
             self._executor.close()
             self._executor = None
 
     def make_sampler(self, model: str | Path) -> Any:
         """A sampler of ``model`` from the sampler registry (``config.sampler``, default ``hf``) with
-        ``config.sampler_options``."""
+        ``config.sampler_options``; the run closes it in :meth:`release_samplers`."""
+        return self.own(self._build_sampler(model))
+
+    def _build_sampler(self, model: str | Path) -> Any:
         from pivotgym.train.policy_sampler import build_sampler
 
         return build_sampler(self.config.sampler, str(model), self.config.sampler_options, max_batch_size=32)
 
+    def own(self, opened: T) -> T:
+        """Have :meth:`release_samplers` close ``opened`` (a sampler, or a trainer and its colocated engine)."""
+        self._opened.append(opened)
+        return opened
+
     def release_samplers(self) -> None:
-        """Drop the cached base sampler before a trainer builds its own engine, unless it is the cheap ``hf``
-        one: in-process vLLM engines alive at once would share one device's memory."""
+        """Close the samplers and trainers the run opened (:meth:`own`), before a trainer builds its own engine
+        and after every stage: two vLLM engines alive at once share one device's memory, and an engine that is
+        only dropped is never freed (:func:`~pivotgym.sampling.base.close_sampler`). The base sampler is kept
+        when it is the cheap ``hf`` one, which several stages reuse."""
         from pivotgym.train.policy_sampler import LIVE_SAMPLER
 
+        opened, self._opened = self._opened, []
         if self.config.sampler != LIVE_SAMPLER:
+            self._base_sampler = None  # closed below
+        for thing in reversed(opened):
+            close = getattr(thing, "close", None)
+            if callable(close):
+                close()
+        if opened:
             import gc
 
-            self._base_sampler = None
-            gc.collect()  # also frees the engine of a finished stage's trainer before the next one starts
+            gc.collect()  # the trainers' models and optimiser states, held in reference cycles
 
     def base_sampler(self) -> Any:
+        from pivotgym.train.policy_sampler import LIVE_SAMPLER
+
         if self._base_sampler is None:
-            self._base_sampler = self.make_sampler(self.config.model)
+            self._base_sampler = self._build_sampler(self.config.model)
+            if self.config.sampler != LIVE_SAMPLER:
+                self.own(self._base_sampler)
         return self._base_sampler
 
     @property

@@ -57,7 +57,7 @@ def trainer_kwargs(
     """The trainer config of one training run: the experiment's defaults, then the config's section."""
     # the experiment saves the models it needs itself (models/sft-s<seed>); a final/ folder per stage would
     # add ~0.5 GB each and its save time to the stage's wall-clock. The trainers sample with the run's sampler
-    # (a vllm engine of their own, kept in step with the policy), so the base sampler's engine is released.
+    # (a vllm engine of their own, kept in step with the policy), so the engines the run opened are closed first.
     run.release_samplers()
     return {
         "model": model or run.config.model,
@@ -161,7 +161,7 @@ def stage_warmup(run: Run, seed: int) -> None:
     cfg = SFTConfig.from_dict(
         {**trainer_kwargs(run, run.config.warmup, seed, out_dir), "trajectories": str(layout.warmup_expert)}
     )
-    trainer = SFTTrainer(cfg)
+    trainer = run.own(SFTTrainer(cfg))
     summary = trainer.fit()
     write_json(layout.trainer_summary("warmup", seed), summary)
     tasks = len({t.task_id for t in read_trajectories(layout.warmup_expert)})
@@ -195,7 +195,7 @@ def stage_sft(run: Run, seed: int) -> None:
     cfg = SFTConfig.from_dict(
         {**trainer_kwargs(run, run.config.sft, seed, out_dir, model), "trajectories": str(layout.expert)}
     )
-    trainer = SFTTrainer(cfg)
+    trainer = run.own(SFTTrainer(cfg))
     summary = trainer.fit()
     write_json(layout.trainer_summary("sft", seed), summary)
     tasks = len(run.expert_task_ids())
@@ -233,7 +233,7 @@ def stage_sft_more(run: Run, seed: int) -> None:
     cfg = SFTConfig.from_dict(
         {**trainer_kwargs(run, section, seed, out_dir, str(start)), "trajectories": str(layout.expert)}
     )
-    trainer = SFTTrainer(cfg)
+    trainer = run.own(SFTTrainer(cfg))
     summary = trainer.fit()
     write_json(layout.trainer_summary("sft-more", seed), summary)
     tasks = len(run.expert_task_ids())
@@ -332,7 +332,7 @@ def _pivot_run(
             "verifier": verifier,
         }
     )
-    trainer = PivotTrainer(cfg)
+    trainer = run.own(PivotTrainer(cfg))
     if full_eval:
         start = {"turns": float(meta["turns"]), "seconds": float(meta["seconds"]), **_start(run, seed)}
         summary, curve = _fit_with_curve(run, trainer, start, extra_seconds=float(meta["seconds"]))
@@ -407,7 +407,7 @@ def _e2e_run(run: Run, seed: int, tag: str, full_eval: bool, overrides: Mapping[
         {**trainer_kwargs(run, section, seed, out_dir, run.rl_model(seed)), "env_id": run.config.env}
     )
     task_ids = run.expert_task_ids()
-    trainer = expert_task_e2e(cfg, task_ids)
+    trainer = run.own(expert_task_e2e(cfg, task_ids))
     if full_eval:
         summary, curve = _fit_with_curve(run, trainer, {"turns": 0.0, "seconds": 0.0, **_start(run, seed)})
     else:

@@ -73,6 +73,15 @@ def sample_seeded(
     ]
 
 
+def close_sampler(sampler: Any) -> None:
+    """Free what ``sampler`` holds outside Python's reach, when its backend says how (a ``close()`` method: the
+    vLLM engine, the OpenAI client's connections); a no-op for the transformers sampler, whose model is freed
+    with it. Samplers that own an engine must be closed: vLLM's engine is never freed by dropping it."""
+    close = getattr(sampler, "close", None)
+    if callable(close):
+        close()
+
+
 def encode_prompt(tokenizer: Any, prompt: Prompt | str) -> list[int]:
     """Token ids of a prompt, the same way for every backend that tokenises locally.
 

@@ -155,12 +155,34 @@ class VLLMSampler:
     def encode(self, prompt: Prompt | str) -> list[int]:
         return encode_prompt(self.tokenizer, prompt)
 
+    def close(self) -> None:
+        """Shut the engine down and free its memory (weights, KV cache, worker processes); later calls do
+        nothing. Needed because dropping the sampler frees nothing: vLLM's engine core hides everything alive
+        when it starts from the garbage collector (``gc.freeze``) until its shutdown, and an in-process engine
+        (the trainers' colocated one) would otherwise keep its whole KV cache for the life of the process."""
+        llm, self.llm = self.llm, None
+        if llm is not None:
+            llm.llm_engine.engine_core.shutdown()
+
+    def _check_open(self) -> None:
+        if self.llm is None:
+            raise SamplerError(
+                f"the vLLM sampler of {self.model_name} was closed", hint="build a new sampler to generate again"
+            )
+
+    def __enter__(self) -> VLLMSampler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def load_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
         """Load new weights (``(name, tensor)`` pairs under the Hugging Face model's parameter names, e.g. a
         policy after an optimiser step) into the engine, through its workers' ``collective_rpc``: a direct call
         when the engine core runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``), else the tensors are
         sent to the worker. The prefix cache is reset afterwards: keys and values cached under the old weights
         must not be reused."""
+        self._check_open()
         pairs = list(weights)
         if _has_reload_weights():
             self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": pairs})
@@ -196,6 +218,7 @@ class VLLMSampler:
     ) -> list[list[Completion]]:
         """``n`` completions per prompt. Greedy (temperature 0) asks vLLM for one completion and repeats it
         ``n`` times (vLLM refuses greedy with ``n > 1``; every greedy sample is the same)."""
+        self._check_open()
         params = params or SamplingParams()
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")

@@ -139,6 +139,7 @@ class Trainer:
         self.final_model_dir: Path | None = None
         self._model_given = model_given
         self._sampler = sampler
+        self._sampler_given = sampler is not None  # the caller's to close
         #: bumped whenever the policy's weights change (optimiser step, resume); a copying sampler is pushed
         #: the weights when its copy is older
         self.weights_version = 0
@@ -204,6 +205,24 @@ class Trainer:
             push_weights(self._sampler, self.unwrapped_model, self.config.sampler)
             self._sampler_version = self.weights_version
         return self._sampler
+
+    def close(self) -> None:
+        """Shut down the colocated engine this trainer built (``sampler: vllm``), freeing its memory now rather
+        than never (see :func:`~pivotgym.sampling.base.close_sampler`); a sampler the caller gave is left to the
+        caller. The trainer stays usable: :attr:`sampler` builds a new engine on next use. Also ``with
+        Trainer(...) as trainer:``."""
+        from pivotgym.sampling.base import close_sampler
+
+        if self._sampler is None or self._sampler_given:
+            return
+        sampler, self._sampler, self._sampler_version = self._sampler, None, None
+        close_sampler(sampler)
+
+    def __enter__(self) -> Trainer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _build_engine(self) -> Any:
         """The colocated sampler of ``config.sampler``, built from the starting model's folder (the trainer's

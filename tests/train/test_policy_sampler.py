@@ -308,3 +308,34 @@ def test_train_cli_refuses_a_sampler_that_cannot_follow_the_policy(tmp_path, cap
     assert f"{config}:2: sampler: 'openai' cannot be given the policy's weights" in err and "use hf or vllm" in err
     assert main(["train", "sft", "--config", str(config), "--sampler", "hff"]) == 1
     assert "unknown sampler 'hff'" in capsys.readouterr().err
+
+
+class ClosingCopySampler(CopySampler):
+    """A :class:`CopySampler` that counts its ``close()`` calls, as a vLLM engine must be closed."""
+
+    def __init__(self, model, tokenizer) -> None:
+        super().__init__(model, tokenizer)
+        self.closed = 0
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def test_close_shuts_the_engine_the_trainer_built_and_leaves_a_given_one(tmp_path, monkeypatch):
+    policy, tokenizer = tiny_llama(seed=0)
+    monkeypatch.setattr(RLTrainer, "_build_engine", lambda self: ClosingCopySampler(copy.deepcopy(policy), tokenizer))
+    with rl_trainer(tmp_path / "own", policy, tokenizer, sampler="copy") as trainer:
+        first = trainer.sampler
+        trainer.close()
+        assert first.closed == 1
+        second = trainer.sampler  # a new engine on next use, given the current weights
+        assert second is not first and second.loads == 1
+        trainer.close()
+        trainer.close()  # nothing left to close
+    assert (first.closed, second.closed) == (1, 1)
+
+    given = ClosingCopySampler(tiny_llama(seed=1)[0], tokenizer)
+    settings = dict(output_dir=str(tmp_path / "given"), steps=1, sampler="copy", progress=False, report_to=["none"])
+    with RLTrainer(RLConfig(**settings), model=policy, tokenizer=tokenizer, sampler=given) as trainer:
+        assert trainer.sampler is given
+    assert given.closed == 0  # the caller's to close

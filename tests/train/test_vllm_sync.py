@@ -55,3 +55,11 @@ def test_engine_greedy_output_equals_the_policy_after_an_update(tmp_path):
     assert stats["sampler_logprob_gap"] < 1e-4
     assert result["weights_version"] == 1
     assert result["engine"]["backend"] == "vllm"
+    # Trainer.close() frees the colocated engine (dropping it frees nothing: vLLM's gc.freeze) and the trainer
+    # builds a new one on next use, which samples the current policy; the closed engine refuses to sample
+    close = result["close"]
+    freed = close["rss_open"] - close["rss_closed"]
+    assert freed > 1.5 * 2**30, close  # the 2 GiB KV cache (VLLM_CPU_KVCACHE_SPACE) and the weights
+    assert abs(close["rss_reopened"] - close["rss_open"]) < 0.5 * 2**30, close  # one engine again, not two
+    assert "was closed" in close["refused"]
+    assert close["reopened"]["ids"] == after["policy"]["ids"]

@@ -7,12 +7,13 @@ one optimiser step, written as JSON to ``argv[1]`` for the test to compare.
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 import time
 from pathlib import Path
 
-from pivotgym.sampling.base import SamplingParams
+from pivotgym.sampling.base import SamplerError, SamplingParams
 from pivotgym.sampling.hf import HFSampler
 from pivotgym.train.config import RLConfig
 from pivotgym.train.rl import RLTrainer, group_samples
@@ -21,6 +22,14 @@ GREEDY = SamplingParams(temperature=0.0, max_new_tokens=12)
 PROMPT = [{"role": "user", "content": "What is the capital of France?"}]
 #: the completion the update rewards (the engine's own greedy answer is the penalised one)
 TARGET = " Purple elephants dance on the moon every Tuesday."
+
+
+def resident_bytes() -> int:
+    """This process's resident memory (Linux), where the in-process engine's KV cache and weights live."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS in /proc/self/status")
 
 
 def greedy(sampler, prompt_ids):  # noqa: ANN001, ANN201
@@ -60,6 +69,20 @@ def main(out: Path, run_dir: Path) -> None:
     synced = time.perf_counter()
     after = {"engine": greedy(trainer.sampler, prompt), "policy": greedy(live, prompt)}
     done = time.perf_counter()
+    described = trainer.sampler.describe()
+    # close(): the in-process engine's memory comes back, the closed engine refuses to sample, and the trainer
+    # builds a new engine that samples the current policy
+    open_rss = resident_bytes()
+    trainer.close()
+    gc.collect()
+    closed_rss = resident_bytes()
+    try:
+        engine.sample([prompt], n=1, params=GREEDY)
+        refused = ""
+    except SamplerError as error:
+        refused = str(error)
+    reopened = greedy(trainer.sampler, prompt)
+    reopened_rss = resident_bytes()
     out.write_text(
         json.dumps(
             {
@@ -67,7 +90,14 @@ def main(out: Path, run_dir: Path) -> None:
                 "after": after,
                 "stats": stats,
                 "weights_version": trainer.weights_version,
-                "engine": trainer.sampler.describe(),
+                "engine": described,
+                "close": {
+                    "rss_open": open_rss,
+                    "rss_closed": closed_rss,
+                    "rss_reopened": reopened_rss,
+                    "refused": refused,
+                    "reopened": reopened,
+                },
                 "seconds": {
                     "build_and_first_push": built - started,
                     "update": synced - built,
