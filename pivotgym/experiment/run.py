@@ -94,6 +94,7 @@ class Run:
             import gc
 
             gc.collect()  # the trainers' models and optimiser states, held in reference cycles
+            return_freed_memory()
 
     def base_sampler(self) -> Any:
         from pivotgym.train.policy_sampler import LIVE_SAMPLER
@@ -402,3 +403,18 @@ class Run:
         write_jsonl(self.layout.items(out), rows + (read_jsonl(ood_items) if ood_items.exists() else []))
         write_json(out, result)
         return result
+
+
+def return_freed_memory() -> None:
+    """Give the memory freed so far back to the operating system, where the C library can (glibc's
+    ``malloc_trim``; elsewhere nothing). The allocator otherwise keeps what a finished stage's engine and
+    trainers freed: after the pivot stage of paper.yaml's design at CPU scale (``sampler: vllm``) the process
+    held 8.8 GB before the trim and 3.3 GB after, and a later stage's engine can find too little free memory
+    for its KV cache."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    trim = getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
+    if trim is not None:
+        trim(0)
