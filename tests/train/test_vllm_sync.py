@@ -60,6 +60,8 @@ def test_engine_greedy_output_equals_the_policy_after_an_update(tmp_path):
     close = result["close"]
     freed = close["rss_open"] - close["rss_closed"]
     assert freed > 1.5 * 2**30, close  # the 2 GiB KV cache (VLLM_CPU_KVCACHE_SPACE) and the weights
-    assert abs(close["rss_reopened"] - close["rss_open"]) < 0.5 * 2**30, close  # one engine again, not two
+    # one engine again, not two: a closed engine that kept its memory would add at least what closing freed
+    # (measured: +0.6 GiB over the first engine, what the allocator kept)
+    assert close["rss_reopened"] - close["rss_open"] < freed, close
     assert "was closed" in close["refused"]
     assert close["reopened"]["ids"] == after["policy"]["ids"]
