@@ -81,15 +81,14 @@ class Run:
         and after every stage: two vLLM engines alive at once share one device's memory, and an engine that is
         only dropped is never freed (:func:`~pivotgym.sampling.base.close_sampler`). The base sampler is kept
         when it is the cheap ``hf`` one, which several stages reuse."""
+        from pivotgym.sampling.base import close_sampler
         from pivotgym.train.policy_sampler import LIVE_SAMPLER
 
         opened, self._opened = self._opened, []
         if self.config.sampler != LIVE_SAMPLER:
             self._base_sampler = None  # closed below
         for thing in reversed(opened):
-            close = getattr(thing, "close", None)
-            if callable(close):
-                close()
+            close_sampler(thing)  # a trainer's close() shuts its colocated engine
         if opened:
             import gc
 

@@ -75,8 +75,9 @@ def sample_seeded(
 
 def close_sampler(sampler: Any) -> None:
     """Free what ``sampler`` holds outside Python's reach, when its backend says how (a ``close()`` method: the
-    vLLM engine, the OpenAI client's connections); a no-op for the transformers sampler, whose model is freed
-    with it. Samplers that own an engine must be closed: vLLM's engine is never freed by dropping it."""
+    vLLM engine, the OpenAI client's connections, a trainer's colocated engine); a no-op for the transformers
+    sampler, whose model is freed with it. Samplers that own an engine must be closed: vLLM's engine is never
+    freed by dropping it."""
     close = getattr(sampler, "close", None)
     if callable(close):
         close()
