@@ -11,6 +11,7 @@ import gc
 import json
 import sys
 import time
+import weakref
 from pathlib import Path
 
 from pivotgym.sampling.base import SamplerError, SamplingParams
@@ -76,6 +77,10 @@ def main(out: Path, run_dir: Path) -> None:
     trainer.close()
     gc.collect()
     closed_rss = resident_bytes()
+    # imported only now: the trainer's engine must be the first to import vLLM, for the check below
+    from vllm.model_executor.model_loader.reload.layerwise import LAYERWISE_INFO
+
+    reload_state_left = len(LAYERWISE_INFO)  # vLLM's per-layer reload state, forgotten by close()
     try:
         engine.sample([prompt], n=1, params=GREEDY)
         refused = ""
@@ -83,13 +88,20 @@ def main(out: Path, run_dir: Path) -> None:
         refused = str(error)
     reopened = greedy(trainer.sampler, prompt)
     reopened_rss = resident_bytes()
+    weights_version = trainer.weights_version
+    # closed and dropped, the trainer is freed: nothing of vLLM's keeps it (its first import once kept the
+    # frames, and so the locals, of whoever triggered it: here the trainer building its engine)
+    trainer.close()
+    kept = weakref.ref(trainer)
+    del trainer
+    gc.collect()
     out.write_text(
         json.dumps(
             {
                 "before": before,
                 "after": after,
                 "stats": stats,
-                "weights_version": trainer.weights_version,
+                "weights_version": weights_version,
                 "engine": described,
                 "close": {
                     "rss_open": open_rss,
@@ -97,6 +109,8 @@ def main(out: Path, run_dir: Path) -> None:
                     "rss_reopened": reopened_rss,
                     "refused": refused,
                     "reopened": reopened,
+                    "trainer_freed": kept() is None,
+                    "reload_state_left": reload_state_left,
                 },
                 "seconds": {
                     "build_and_first_push": built - started,
