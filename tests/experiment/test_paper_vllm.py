@@ -65,9 +65,10 @@ PEAK_MEMORY = (
     "import resource, subprocess, sys; rc = subprocess.call(sys.argv[1:]); "
     "print(f'peak_rss_kib={resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}', file=sys.stderr); sys.exit(rc)"
 )
-#: measured 16.2 GiB with every engine closed (the placebo's update, on top of what the allocator kept from
-#: earlier stages); 21.5 GB when stages kept their engines, before the run failed for want of KV cache memory
-MAX_PEAK_BYTES = 19 * 2**30
+#: measured ~10.6 GB with every engine closed and nothing of vLLM's kept behind; 16.2 GiB when closed engines
+#: still left vLLM's reload state (and the first trainer); 21.5 GB when stages kept their engines, before the
+#: run failed for want of KV cache memory
+MAX_PEAK_BYTES = 14 * 2**30
 
 
 def paper_at_cpu_scale() -> dict[str, Any]:
