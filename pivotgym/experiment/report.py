@@ -21,7 +21,7 @@ from pivotgym.experiment.stats import (
     REPRODUCED,
     difference_text,
     matched_budget,
-    paired_item_difference,
+    item_difference,
     reach_ratio,
     seed_difference,
 )
@@ -72,7 +72,12 @@ BUDGETS = (
     ("turns", "turns", True, "rollout turns, profiling counted"),
     ("turns_trained", "turns", False, "rollout turns, profiling not counted (the paper's count)"),
     ("seconds", "seconds", True, "wall-clock, profiling counted"),
+    ("optimizer_steps", "optimizer_steps", True, "optimiser steps applied"),
+    ("tokens_trained", "tokens_trained", True, "tokens trained"),
+    ("lr_sum", "lr_sum", True, "sum of the learning rates applied"),
 )
+#: the unit of each budget axis in the report's sentences
+BUDGET_UNITS = {"turns": "turns", "seconds": "s", "optimizer_steps": "steps", "tokens_trained": "tokens", "lr_sum": ""}
 #: the ablation table's rows
 ABLATIONS = (
     ("pivot", "PivotRL (pivots, functional)"),
@@ -257,7 +262,7 @@ def _differences(
         ]
         if pairs:
             try:
-                out[f"{a}-vs-{b}-{role}"] = paired_item_difference([p[0] for p in pairs], [p[1] for p in pairs])
+                out[f"{a}-vs-{b}-{role}"] = item_difference([p[0] for p in pairs], [p[1] for p in pairs])
             except ValueError:
                 continue
     return out
@@ -522,21 +527,23 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
             lines.append(
                 f"- **{unit}**: "
                 + (
-                    f"at {matched['budget']:.0f} {'s' if x == 'seconds' else 'turns'} (mean over seeds), PivotRL "
+                    f"at {matched['budget']:.4g} {BUDGET_UNITS[x]} (mean over seeds), PivotRL "
                     f"{pct(matched['fast'])}% vs E2E RL {pct(matched['reference'])}%; PivotRL − E2E RL "
                     + difference_text(matched, "tasks")
                     if "diff" in matched
-                    else f"{matched['verdict']} ({matched['error']})"
+                    else difference_text(matched)
                 )
                 + "."
             )
         lines += [
             "",
             "Each method is scored at the same budget: the smaller of the two methods' final costs in each seed, "
-            "with the score of its last curve point within it. The difference per test task is averaged over "
-            "seeds; the interval is a paired t interval over tasks, beside the smallest difference this design "
-            "detects with 80% power. The paper does not count profiling; the second row leaves it out. Per seed, "
-            "the cost to reach E2E's final score:",
+            "its per-task scores interpolated between the two curve points around that budget. Where a method "
+            "has no curve point other than its start inside the budget, the comparison is not measurable (its "
+            "score there would be its start model's). The interval counts seeds and tasks as random (the seeds x "
+            "tasks table of differences), beside the smallest difference this design detects with 80% power. "
+            "The paper does not count profiling; the second row leaves it out. Per seed, the cost to reach "
+            "E2E's final score:",
             "",
         ]
         for s, (pc, ec) in curves.items():

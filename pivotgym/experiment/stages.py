@@ -78,24 +78,45 @@ def _cleanup(run: Run, tag: str, seed: int) -> None:
         shutil.rmtree(run.layout.checkpoints(tag, seed), ignore_errors=True)
 
 
+#: the costs of a curve's start point on the axes only training spends (rollout turns and seconds are given
+#: by the caller: PivotRL starts after profiling)
+CURVE_START_COSTS = {"optimizer_steps": 0.0, "tokens_trained": 0.0, "lr_sum": 0.0, "drift_rms": 0.0}
+
+
 def _fit_with_curve(
     run: Run, trainer: Any, start: dict[str, Any], extra_seconds: float = 0.0
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Train, scoring the in-domain curve tasks every ``curve.every`` steps and after the last one.
 
     x values: ``turns`` = the trainer's ``total_turns`` (rollout + filtered + profiling turns); ``seconds`` =
-    its wall-clock minus evaluation time, plus ``extra_seconds`` (the profiling time, for PivotRL). Each point
-    keeps ``per_task`` scores (same task order in every point) for the report's bootstrap.
+    its wall-clock minus evaluation time, plus ``extra_seconds`` (the profiling time, for PivotRL);
+    ``optimizer_steps`` applied, ``tokens_trained``, ``lr_sum`` (the sum of the learning rates of the applied
+    optimiser steps) and the weights' ``drift_rms`` from the start (None where the trainer does not track it):
+    the budgets the report can match. Each point keeps ``per_task`` scores (same task order in every point).
     """
     every = max(1, run.config.curve.every)
-    curve = [{"step": 0, **start}]
+    spent = {"lr_sum": 0.0}
+    curve = [{"step": 0, **start, **CURVE_START_COSTS}]
 
     def record(tr: Any, row: dict[str, Any]) -> None:
+        if not row.get("skipped"):  # the rate of each optimiser step this training step applied
+            spent["lr_sum"] += float(row.get("lr") or 0.0) * getattr(tr.config, "updates_per_batch", 1)
         if row["step"] % every == 0 or row["step"] >= tr.config.steps:
             with tr.counters.time("eval"):
                 point = run.curve_point(tr.sampler)
             seconds = row["wall_seconds"] - row.get("seconds_eval", 0.0) + extra_seconds
-            curve.append({"step": row["step"], "turns": float(row["total_turns"]), "seconds": seconds, **point})
+            curve.append(
+                {
+                    "step": row["step"],
+                    "turns": float(row["total_turns"]),
+                    "seconds": seconds,
+                    "optimizer_steps": float(row.get("optimizer_steps_applied", row["step"])),
+                    "tokens_trained": float(row.get("tokens_trained", 0)),
+                    "lr_sum": spent["lr_sum"],
+                    "drift_rms": row.get("drift_rms"),
+                    **point,
+                }
+            )
 
     summary = trainer.fit(callbacks=[record])
     return summary, curve

@@ -1,5 +1,5 @@
 """The arithmetic behind the report's claims: the cost to reach a target score, scores at a matched budget,
-and paired t intervals over problems (or items) of score differences, each with its minimum detectable
+and intervals of score differences over seeds x problems (both random), each with its minimum detectable
 difference and a verdict."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pivotgym.eval.stats import t_interval
+from pivotgym.experiment.crossed import crossed_design, difference_table
 from pivotgym.experiment.plots import Curve
 
 __all__ = [
@@ -18,7 +19,7 @@ __all__ = [
     "check_curves",
     "difference_text",
     "matched_budget",
-    "paired_item_difference",
+    "item_difference",
     "reach_ratio",
     "score_at",
     "seed_difference",
@@ -63,8 +64,41 @@ def verdict_of(low: float | None, high: float | None) -> str:
     return REPRODUCED if low > 0 else CONTRADICTED if high < 0 else NOT_MEASURABLE
 
 
-def _difference(diffs: Sequence[float], seeds: int, level: float) -> dict[str, Any]:
-    """The paired t interval of per-unit differences, its minimum detectable difference and verdict."""
+def _difference(table: Sequence[Sequence[float]], level: float) -> dict[str, Any]:
+    """The crossed interval of a seeds x items table of differences (:mod:`pivotgym.experiment.crossed`), its
+    minimum detectable difference, that MDD with five times the items (which only more seeds can push lower
+    when the seed term dominates) and the verdict."""
+    design = crossed_design(table)
+    out = design.to_dict(level)
+    out["mdd_more_items"] = _finite_or_none(design.mdd_at(design.seeds, 5 * design.problems))
+    out["mdd_more_seeds"] = _finite_or_none(design.mdd_at(4 * design.seeds, design.problems))
+    out["verdict"] = verdict_of(out["low"], out["high"])
+    return out
+
+
+def _finite_or_none(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def item_difference(
+    a: Sequence[Mapping[str, float]], b: Sequence[Mapping[str, float]], *, level: float = 0.95
+) -> dict[str, Any]:
+    """Mean score of ``a`` minus ``b`` over seeds and items, with seeds and items both random.
+
+    ``a[i]`` and ``b[i]`` map item ids to scores for seed i (the two models of one seed); only items present in
+    every mapping count. The per-cell table (seed x item) gives the variance components, the t interval with
+    Satterthwaite's degrees of freedom and the minimum detectable difference (:func:`crossed_design`): a seed
+    that is better or worse on every item widens the interval, which averaging each item over the seeds and
+    testing over items did not. With one seed it is the paired t interval over items, and says the seed effect
+    is not estimable."""
+    _, table = difference_table(a, b)
+    return _difference(table, level)
+
+
+def seed_difference(diffs: Sequence[float], *, level: float = 0.95) -> dict[str, Any]:
+    """The paired t interval over seeds of one difference per seed, for a figure the trainers log per seed
+    only (the non-pivot pass rate before and after training): as :func:`item_difference`'s result, with a seed
+    as the unit. It needs no per-item record, and counts only the seed-to-seed spread."""
     interval = t_interval(diffs, level)
     out = interval.to_dict()
     return {
@@ -72,76 +106,75 @@ def _difference(diffs: Sequence[float], seeds: int, level: float) -> dict[str, A
         "low": out["low"],
         "high": out["high"],
         "level": level,
-        "method": "paired-t",
+        "method": "paired-t over seeds",
         "items": interval.n,
-        "seeds": seeds,
-        "sd": out["sd"],
+        "seeds": len(diffs),
+        "se": out["se"],
         "mdd": None if math.isnan(mdd := interval.mdd()) else mdd,
         "verdict": verdict_of(out["low"], out["high"]),
     }
 
 
-def paired_item_difference(
-    a: Sequence[Mapping[str, float]], b: Sequence[Mapping[str, float]], *, level: float = 0.95
-) -> dict[str, Any]:
-    """Mean score of ``a`` minus ``b`` with a paired t interval over items, and the minimum detectable
-    difference of that design (two-sided 5%, power 80%).
+def score_at(curve: Curve, budget: float, x: str = "turns", offset: float = 0.0) -> list[float] | None:
+    """Per-task scores of ``curve`` at ``budget`` of ``x`` (minus ``offset``), linearly interpolated between the
+    two curve points around it; None when the curve has no point other than its start at or under the budget
+    (the method had not trained yet, or its first evaluation came later), or ends before it.
 
-    ``a[i]`` and ``b[i]`` map item ids to scores for seed i; only items present in every mapping count. Each
-    item's difference is averaged over the seeds first, so an item (a test problem, an OOD question) is the
-    unit, as in the design's power calculation; the t interval keeps its coverage over few problems where a
-    percentile bootstrap does not (``tests/eval/test_stats.py``)."""
-    if not a or len(a) != len(b):
-        raise ValueError(f"need one item mapping per seed for both models, got {len(a)} and {len(b)}")
-    items = sorted(set.intersection(*(set(m) for m in (*a, *b))))
-    if not items:
-        raise ValueError("the two models share no scored items")
-    diffs = [sum(x[i] - y[i] for x, y in zip(a, b)) / len(a) for i in items]
-    return _difference(diffs, len(a), level)
-
-
-def seed_difference(diffs: Sequence[float], *, level: float = 0.95) -> dict[str, Any]:
-    """The paired t interval over seeds of one difference per seed, for a figure the trainers log per seed
-    only (the non-pivot pass rate before and after training): as :func:`paired_item_difference`'s result,
-    with a seed as the unit. Wider than an interval over problems, but it needs no per-item record."""
-    return _difference(diffs, len(diffs), level)
-
-
-def score_at(curve: Curve, budget: float, x: str = "turns", offset: float = 0.0) -> list[float]:
-    """Per-task scores a method had reached within ``budget`` (of ``x`` minus ``offset``): those of its last
-    curve point at or under the budget, or its start point's when even that cost more (before profiling has
-    finished, PivotRL is still its start model)."""
-    reached = curve[0]
-    for point in curve:
-        if float(point[x]) - offset <= budget + 1e-9:
-            reached = point
-    return [float(v) for v in reached["per_task"]]
+    The start point is where training begins (for PivotRL, after profiling): a budget that ends before the
+    first trained point is not a comparison of the method, so it is refused rather than read as the start."""
+    xs = [float(point[x]) - offset for point in curve]
+    inside = [i for i, v in enumerate(xs) if i > 0 and v <= budget + 1e-9]
+    if not inside or xs[-1] < budget - 1e-9:
+        return None
+    i = inside[-1]
+    low = [float(v) for v in curve[i]["per_task"]]
+    if i + 1 >= len(curve) or xs[i] >= budget - 1e-9:
+        return low
+    high = [float(v) for v in curve[i + 1]["per_task"]]
+    w = (budget - xs[i]) / (xs[i + 1] - xs[i]) if xs[i + 1] > xs[i] else 0.0
+    return [p + w * (q - p) for p, q in zip(low, high)]
 
 
 def matched_budget(
     fast: Sequence[Curve], reference: Sequence[Curve], x: str = "turns", *, profiling: bool = True, level: float = 0.95
 ) -> dict[str, Any]:
-    """``fast`` minus ``reference`` in score at a matched budget of ``x`` (rollout turns or seconds).
+    """``fast`` minus ``reference`` in score at a matched budget of ``x`` (any cost a curve point records:
+    rollout turns, seconds, optimiser steps, tokens trained, the sum of learning rates, ...).
 
-    Per seed the budget is the smaller of the two methods' final costs, and each method scores what it had
-    reached within it (:func:`score_at`); each task's difference is averaged over seeds and a paired t interval
-    over tasks gives the verdict and the minimum detectable difference. ``profiling=False`` leaves the cost
-    of the curves' start points out (PivotRL's profiling: the paper does not count it). Unlike a ratio of
-    costs to reach a target, this stays defined when a method never improves."""
+    Per seed the budget is the smaller of the two methods' final costs, and each method's per-task scores are
+    interpolated inside its own curve at that budget (:func:`score_at`). When a method has no curve point
+    other than its start inside the budget, the comparison is **not measurable**: its score there would be its
+    start model's, and the difference that of the other method against that start model under another name.
+    Otherwise the seeds x tasks table of differences gives the crossed interval (:func:`item_difference`).
+    ``profiling=False`` leaves the cost of the curves' start points out (PivotRL's profiling: the paper does
+    not count it)."""
     n_tasks = check_curves(fast, reference)
-    budgets, diffs = [], [[0.0] * n_tasks for _ in fast]
+    if any(x not in point for c in (*fast, *reference) for point in c):
+        raise ValueError(f"curve points lack {x!r} (curves written before it was recorded; rerun pivot and e2e)")
+    budgets, table, missing = [], [], []
     scores = {"fast": 0.0, "reference": 0.0}
     for s, (f, r) in enumerate(zip(fast, reference)):
         off_f, off_r = (0.0, 0.0) if profiling else (float(f[0][x]), float(r[0][x]))
         budget = min(float(f[-1][x]) - off_f, float(r[-1][x]) - off_r)
         budgets.append(budget)
         sf, sr = score_at(f, budget, x, off_f), score_at(r, budget, x, off_r)
-        diffs[s] = [p - q for p, q in zip(sf, sr)]
+        missing += [f"{name} in seed #{s}" for name, got in (("fast", sf), ("reference", sr)) if got is None]
+        if sf is None or sr is None:
+            continue
+        table.append([p - q for p, q in zip(sf, sr)])
         scores["fast"] += sum(sf) / n_tasks / len(fast)
         scores["reference"] += sum(sr) / n_tasks / len(fast)
-    per_task = [sum(d[t] for d in diffs) / len(fast) for t in range(n_tasks)]
-    out = _difference(per_task, len(fast), level)
-    out.update({"x": x, "profiling": profiling, "budget": sum(budgets) / len(budgets), "budgets": budgets, **scores})
+    common = {"x": x, "profiling": profiling, "budget": sum(budgets) / len(budgets), "budgets": budgets}
+    if missing:
+        return {
+            **common,
+            "verdict": NOT_MEASURABLE,
+            "reason": "no curve point other than the start inside the matched budget: " + ", ".join(missing),
+            "tasks": n_tasks,
+            "seeds": len(fast),
+        }
+    out = _difference(table, level)
+    out.update({**common, **scores})
     out["tasks"] = out.pop("items")
     return out
 
@@ -161,16 +194,25 @@ def check_curves(fast: Sequence[Curve], reference: Sequence[Curve]) -> int:
 
 
 def difference_text(result: Mapping[str, Any], unit: str = "items", verdict: bool = True) -> str:
-    """``+3.1 points, 95% t [-1.0, +7.2] over 40 items x 5 seed(s), detectable ≥ 5.8: **not measurable ...**``;
-    ``verdict=False`` leaves out the verdict (for a difference whose sign the caller reads against its claim)."""
+    """``+3.1 points, 95% CI [-1.0, +7.2] over 40 items x 5 seeds (seeds and items random), smallest difference
+    detectable (80% power) 5.8 points: **not measurable ...**``; ``verdict=False`` leaves out the verdict (for a
+    difference whose sign the caller reads against its claim). A result that could not be computed (a matched
+    budget with no trained point inside it) is its verdict and reason."""
 
     def pts(v: float | None) -> str:
         return "-" if v is None else f"{100 * v:+.1f}"
 
+    if "diff" not in result:
+        return f"{result['verdict']} ({result.get('reason') or result.get('error', 'no comparison')})"
     mdd, level = result.get("mdd"), 100 * result.get("level", 0.95)
+    seeds = result["seeds"]
+    how = {
+        "crossed": "seeds and " + unit + " random",
+        "paired-t": "one seed: the seed effect is not estimable" if seeds == 1 else "paired t",
+    }.get(result.get("method", ""), result.get("method", ""))
     return (
-        f"{pts(result['diff'])} points, {level:.0f}% t [{pts(result['low'])}, {pts(result['high'])}] "
-        f"over {result.get('items', result.get('tasks'))} {unit} x {result['seeds']} seed(s), smallest difference "
+        f"{pts(result['diff'])} points, {level:.0f}% CI [{pts(result['low'])}, {pts(result['high'])}] "
+        f"over {result.get('items', result.get('tasks'))} {unit} x {seeds} seed(s) ({how}), smallest difference "
         f"detectable (80% power) {'-' if mdd is None else f'{100 * mdd:.1f}'} points"
         + (f": **{result['verdict']}**" if verdict else "")
     )

@@ -54,20 +54,36 @@ PIVOT_FAST = curve([40, 60, 80, 100], [[0] * N, [1] * 6 + [0] * 6, [1] * 7 + [0]
 
 
 def test_matched_budget_scores_each_method_at_the_smaller_final_cost():
-    from pivotgym.experiment.stats import REPRODUCED, matched_budget, score_at
+    from pivotgym.experiment.stats import NOT_MEASURABLE, REPRODUCED, matched_budget, score_at
 
     # budget per seed = min(100, 300) = 100 turns: PivotRL's last point (8/12) vs E2E's point at 100 (2/12)
     assert score_at(E2E_SLOW, 100) == [1.0] * 2 + [0.0] * 10
-    assert score_at(PIVOT_FAST, 30) == [0.0] * N  # before profiling ends PivotRL is its start model
+    assert score_at(PIVOT_FAST, 30) is None  # before profiling ends PivotRL has no trained point: no score
     result = matched_budget([PIVOT_FAST] * 3, [E2E_SLOW] * 3, "turns")
     assert result["budget"] == 100 and result["fast"] == pytest.approx(8 / 12)
     assert result["reference"] == pytest.approx(2 / 12) and result["diff"] == pytest.approx(6 / 12)
     assert result["tasks"] == N and result["seeds"] == 3 and result["verdict"] == REPRODUCED
     assert result["mdd"] > 0 and result["low"] <= result["diff"] <= result["high"]
-    # without profiling PivotRL's budget starts at 0: min(100 - 40, 300) = 60 -> its last point
+    # without profiling PivotRL's budget starts at 0: min(100 - 40, 300) = 60, where E2E RL has no point but its
+    # start: the difference would be PivotRL - E2E's start model under another name, so it is not measurable
     unpaid = matched_budget([PIVOT_FAST], [E2E_SLOW], "turns", profiling=False)
-    assert unpaid["budget"] == 60 and unpaid["fast"] == pytest.approx(8 / 12)
-    assert unpaid["reference"] == 0.0
+    assert unpaid["budget"] == 60 and unpaid["verdict"] == NOT_MEASURABLE and "diff" not in unpaid
+    assert "reference in seed #0" in unpaid["reason"]
+
+
+def test_scores_are_interpolated_inside_each_curve():
+    from pivotgym.experiment.stats import score_at
+
+    # halfway between E2E's points at 100 (2 tasks solved) and 200 (4 solved)
+    assert score_at(E2E_SLOW, 150) == [1.0, 1.0, 0.5, 0.5] + [0.0] * 8
+    assert score_at(E2E_SLOW, 301) is None  # past the curve's end: nothing was measured there
+
+
+def test_a_budget_axis_the_curves_do_not_record_is_an_error():
+    from pivotgym.experiment.stats import matched_budget
+
+    with pytest.raises(ValueError, match="lack 'lr_sum'"):
+        matched_budget([PIVOT_FAST], [E2E_SLOW], "lr_sum")
 
 
 FLAT_E2E = curve([0, 100, 200], [[1] + [0] * (N - 1)] * 3)  # E2E RL never rises above its start
@@ -86,18 +102,21 @@ def test_a_flat_e2e_curve_is_still_compared_at_the_matched_budget():
 def test_a_single_lucky_task_is_not_enough():
     from pivotgym.experiment.stats import NOT_MEASURABLE, matched_budget
 
-    e2e = curve([0, 100, 200], [[0] * N, [0] * N, [0] * N])
+    e2e = curve([0, 40, 200], [[0] * N, [0] * N, [0] * N])
     pivot = curve([50, 60, 70], [[0] * N, [1] + [0] * (N - 1), [1] + [0] * (N - 1)])
     result = matched_budget([pivot], [e2e])
     assert result["diff"] == pytest.approx(1 / N) and result["verdict"] == NOT_MEASURABLE
     assert result["mdd"] > result["diff"]  # the design cannot detect a one-task difference
 
 
-def test_pivotrl_behind_is_contradicted():
-    from pivotgym.experiment.stats import CONTRADICTED, matched_budget
+def test_pivotrl_behind_is_contradicted_and_one_that_had_not_started_is_not_measured():
+    from pivotgym.experiment.stats import CONTRADICTED, NOT_MEASURABLE, matched_budget
 
+    slow = curve([40, 100, 300], [[0] * N, [0] * N, [0] * N])
+    assert matched_budget([slow], [E2E_SLOW])["verdict"] == CONTRADICTED  # at 300 turns PivotRL is still at 0
     late = curve([400, 500, 600], [[0] * N, [0] * N, [1] * 6 + [0] * 6])
-    assert matched_budget([late], [E2E_SLOW])["verdict"] == CONTRADICTED  # at 300 turns PivotRL is still at 0
+    result = matched_budget([late], [E2E_SLOW])  # at 300 turns PivotRL was still profiling
+    assert result["verdict"] == NOT_MEASURABLE and "fast in seed #0" in result["reason"]
 
 
 def test_matched_budget_rejects_curves_without_per_task_scores():
@@ -112,13 +131,15 @@ def test_matched_budget_rejects_curves_without_per_task_scores():
 
 
 def test_mean_difference_interval_and_verdicts():
-    from pivotgym.experiment.stats import CONTRADICTED, NOT_MEASURABLE, REPRODUCED, paired_item_difference
+    from pivotgym.experiment.stats import CONTRADICTED, NOT_MEASURABLE, REPRODUCED
+    from pivotgym.experiment.stats import item_difference as paired_item_difference
 
     better = {f"t{i}": 1.0 if i < 30 else 0.0 for i in range(60)}
     worse = {f"t{i}": 1.0 if i < 10 else 0.0 for i in range(60)}
     up = paired_item_difference([better, better], [worse, worse])
     assert up["diff"] == pytest.approx(20 / 60) and up["low"] > 0 and up["verdict"] == REPRODUCED
-    assert up["method"] == "paired-t" and up["seeds"] == 2 and 0 < up["mdd"] < up["diff"]
+    assert up["method"] == "crossed" and up["seeds"] == 2 and 0 < up["mdd"] < up["diff"]
+    assert paired_item_difference([better], [worse])["method"] == "paired-t"
     assert paired_item_difference([worse], [better])["verdict"] == CONTRADICTED
     same = paired_item_difference([better], [better])
     assert same["diff"] == 0 and same["verdict"] == NOT_MEASURABLE
