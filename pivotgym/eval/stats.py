@@ -194,8 +194,9 @@ def _finite(value: float) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def t_quantile(q: float, df: int) -> float:
-    """The ``q`` quantile of Student's t with ``df`` degrees of freedom (scipy)."""
+def t_quantile(q: float, df: float) -> float:
+    """The ``q`` quantile of Student's t with ``df`` degrees of freedom (scipy; ``df`` may be fractional,
+    as Satterthwaite's are)."""
     from scipy import stats as sps
 
     return float(sps.t.ppf(q, df))

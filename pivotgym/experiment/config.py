@@ -12,6 +12,7 @@ stages build later, so they are checked as partial mappings of :class:`~pivotgym
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,11 +20,13 @@ from typing import Any
 
 from pivotgym.config import INTERNAL, Source, build, check_section, did_you_mean, read_yaml
 from pivotgym.errors import ConfigError, RegistryError
+from pivotgym.experiment.layout import METHOD_LABELS
 from pivotgym.pivot.adaptive import AdaptiveK
 from pivotgym.pivot.select import SelectionRule
 
 __all__ = [
     "ABLATIONS",
+    "COMPARISON_SETS",
     "CURVE_METRICS",
     "CurveSection",
     "EvalSection",
@@ -34,6 +37,7 @@ __all__ = [
     "TRAINER_SECTIONS",
     "check_ids",
     "load_experiment",
+    "parse_comparison",
 ]
 
 #: the experiment's errors are config errors (one error type for every config file)
@@ -43,8 +47,13 @@ ExperimentError = ConfigError
 #: test task; ``turns`` = turn accuracy, the share of held-out expert states (every turn of the expert
 #: trajectories of the test tasks) where the greedy action passes the functional verifier, per task
 CURVE_METRICS = ("episodes", "turns")
+#: the method tags a comparison can name
+METHOD_TAGS = tuple(METHOD_LABELS)
 #: the extra PivotRL runs of the ablation stage
 ABLATIONS = ("random_turns", "exact_reward", "placebo", "e2e_progress", "e2e_expert_states")
+#: the item sets a comparison (``primary``) can be on: the in-domain and OOD members, or the probability of a
+#: credited action at the held-out states (``eval.likelihood``)
+COMPARISON_SETS = ("in_domain", "ood", "p_credited")
 #: where PivotRL and E2E RL start (and, for ``warmup``, SFT and continued SFT too)
 RL_INITS = ("base", "sft", "warmup")
 
@@ -229,6 +238,11 @@ class ExperimentConfig:
     #: turns: the paper's same-data comparison for a base model that cannot yet write a legal action) or
     #: ``sft`` (from the SFT model, which profiles its own training turns)
     rl_init: str = "base"
+    #: the primary comparison, named before the run: `A-vs-B-SET` with A and B method tags (`pivot`, `sft`,
+    #: `sft-more`, `e2e`, `warmup`, `base`, `placebo`, `e2e-expert-states`, ...) and SET `in_domain`, `ood` or
+    #: `p_credited` (needs `eval.likelihood`); the report states it first and labels every other comparison
+    #: secondary (exploratory: no correction for the many comparisons)
+    primary: str = "pivot-vs-sft-in_domain"
     #: the file the config was read from (set by the loader)
     path: Path | None = field(default=None, metadata={INTERNAL: True})
 
@@ -299,9 +313,28 @@ def check_choices(config: Any, source: Source = Source()) -> None:
             raise source.error(
                 ("train_tasks",), "must be a number with rl_init: warmup (the warm-up set follows those tasks)"
             )
+    primary = get(config, "primary", "pivot-vs-sft-in_domain")
+    parsed = parse_comparison(str(primary))
+    if parsed is None:
+        raise source.error(
+            ("primary",),
+            f"must be A-vs-B-SET with method tags A, B ({', '.join(METHOD_TAGS)}) and SET one of "
+            f"{', '.join(COMPARISON_SETS)}, got {primary!r}",
+        )
+    if parsed[2] == "p_credited" and not get(get(config, "eval") or {}, "likelihood", False):
+        raise source.error(("primary",), "compares p_credited, which needs eval.likelihood: true")
     for i, ablation in enumerate(get(config, "ablations") or []):
         if ablation not in ABLATIONS:
             raise _choice_error(source, ("ablations", str(i)), ablation, ABLATIONS)
+
+
+def parse_comparison(key: str) -> tuple[str, str, str] | None:
+    """``("pivot", "sft", "p_credited")`` for ``pivot-vs-sft-p_credited``; None when ``key`` does not name two
+    method tags and a comparison set."""
+    match = re.fullmatch(r"(.+)-vs-(.+)-(" + "|".join(COMPARISON_SETS) + ")", key)
+    if not match or match.group(1) not in METHOD_TAGS or match.group(2) not in METHOD_TAGS:
+        return None
+    return match.group(1), match.group(2), match.group(3)
 
 
 def load_experiment(path: str | Path) -> ExperimentConfig:

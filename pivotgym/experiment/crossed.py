@@ -171,9 +171,7 @@ def crossed_design(table: Sequence[Sequence[float]]) -> CrossedDesign:
     problem_means = [sum(row[p] for row in rows) / n_s for p in range(n_p)]
     ss_seed = n_p * sum((m - grand) ** 2 for m in seed_means)
     ss_problem = n_s * sum((m - grand) ** 2 for m in problem_means)
-    ss_resid = sum(
-        (rows[s][p] - seed_means[s] - problem_means[p] + grand) ** 2 for s in range(n_s) for p in range(n_p)
-    )
+    ss_resid = sum((rows[s][p] - seed_means[s] - problem_means[p] + grand) ** 2 for s in range(n_s) for p in range(n_p))
     ms_seed = ss_seed / (n_s - 1) if n_s > 1 else math.nan
     ms_problem = ss_problem / (n_p - 1) if n_p > 1 else math.nan
     if n_s > 1 and n_p > 1:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pivotgym.experiment.accounting import accounting_table
-from pivotgym.experiment.config import ExperimentConfig
+from pivotgym.experiment.config import ExperimentConfig, parse_comparison
 from pivotgym.experiment.fingerprint import StageRecord, stage_plan
 from pivotgym.experiment.layout import METHOD_LABELS, STAGES, RunLayout, rl_start_stage
 from pivotgym.experiment.plots import Curve, plot_bars, plot_curves
@@ -20,8 +20,8 @@ from pivotgym.experiment.stats import (
     NOT_MEASURABLE,
     REPRODUCED,
     difference_text,
-    matched_budget,
     item_difference,
+    matched_budget,
     reach_ratio,
     seed_difference,
 )
@@ -232,29 +232,41 @@ START_DIFFERENCES = (
 
 
 def _differences(
-    layout: RunLayout, seeds: Sequence[int], roles: Mapping[str, str], start: str = "base"
+    layout: RunLayout,
+    seeds: Sequence[int],
+    roles: Mapping[str, str],
+    start: str = "base",
+    primary: tuple[str, str, str] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Paired t intervals of the differences behind the in-domain and OOD claims (over the items both models
-    scored, averaged over the seeds both have), each with its minimum detectable difference; ``start`` is the
-    RL start model's tag (its in-domain differences: :data:`START_DIFFERENCES`). The in-domain ones are also
-    taken on the probability of a credited action when the run scored it (``eval.likelihood``)."""
+    """Intervals of the differences behind the in-domain and OOD claims, over the seeds x items table of the
+    items both models scored in the seeds both have (seeds and items random), each with its minimum detectable
+    difference; ``start`` is the RL start model's tag (its in-domain and OOD differences:
+    :data:`START_DIFFERENCES`); ``primary`` the config's primary comparison. The in-domain ones are also taken on
+    the probability of a credited action when the run scored it (``eval.likelihood``)."""
     out = {}
     from_start = [
         (a, start if b == "start" else b, items)
         for a, b in START_DIFFERENCES
         for items in ("in_domain", LIKELIHOOD_SET)
     ]
-    for a, b, role in (
-        ("pivot", "sft", "in_domain"),
-        ("pivot", "sft-more", "in_domain"),
-        ("pivot", "sft", LIKELIHOOD_SET),
-        ("pivot", "sft-more", LIKELIHOOD_SET),
-        ("pivot", "sft", "ood"),
-        ("pivot", "sft-more", "ood"),
-        ("sft", "base", "ood"),
-        ("pivot", "base", "ood"),
-        *[d for d in from_start if d[0] != d[1]],
+    for a, b, role in dict.fromkeys(
+        [
+            *([primary] if primary else []),
+            ("pivot", "sft", "in_domain"),
+            ("pivot", "sft-more", "in_domain"),
+            ("pivot", "sft", LIKELIHOOD_SET),
+            ("pivot", "sft-more", LIKELIHOOD_SET),
+            ("pivot", "sft", "ood"),
+            ("pivot", "sft-more", "ood"),
+            ("sft", "base", "ood"),
+            ("pivot", "base", "ood"),
+            ("sft", start, "ood"),
+            ("pivot", start, "ood"),
+            *[d for d in from_start if d[0] != d[1]],
+        ]
     ):
+        if a == b:
+            continue
         pairs = [
             (ia, ib)
             for s in seeds
@@ -424,7 +436,11 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
         ]
     if base:
         start = rl_start_stage(config.rl_init)
-        summary["differences"] = _differences(layout, seeds, base.get("role", {}), start)
+        summary["rl_start"] = start
+        summary["primary"] = config.primary
+        summary["differences"] = _differences(
+            layout, seeds, base.get("role", {}), start, parse_comparison(config.primary)
+        )
         pairs = [(a, start if b == "start" else b) for a, b in START_DIFFERENCES]
         moved = [
             f"- {METHOD_LABELS[a]} − {METHOD_LABELS[b]}{label}: {difference_text(d, 'test tasks', verdict=False)}"
@@ -434,8 +450,8 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
         ]
         if moved:
             lines += [
-                f"### What each method changed in-domain (paired t over test tasks, from the {METHOD_LABELS[start]} "
-                "model they start from)",
+                f"### What each method changed in-domain (from the {METHOD_LABELS[start]} model they start from; "
+                "seeds and test tasks random)",
                 "",
                 *moved,
                 "",
@@ -743,21 +759,46 @@ def _stage_code(layout: RunLayout, seeds: Iterable[int]) -> list[dict[str, Any]]
     return [{"revision": rev, "dirty": dirty, "stages": stages} for (rev, dirty), stages in groups.items()]
 
 
+def comparison_label(key: str) -> str:
+    """``PivotRL − SFT, P(credited action)`` for ``pivot-vs-sft-p_credited`` (the key itself when it names no
+    comparison)."""
+    parsed = parse_comparison(key)
+    if parsed is None:
+        return key
+    a, b, items = parsed
+    where = {"in_domain": "in-domain", "ood": "OOD", LIKELIHOOD_SET: "P(credited action)"}[items]
+    return f"{METHOD_LABELS[a]} − {METHOD_LABELS[b]}, {where}"
+
+
+def _primary_claim(summary: Mapping[str, Any]) -> list[str]:
+    """The primary comparison's line, and the note that every other one is secondary."""
+    key = summary.get("primary")
+    if not key:
+        return []
+    result = summary.get("differences", {}).get(key)
+    text = (
+        difference_text(result, "test tasks" if not key.endswith("-ood") else "items")
+        if result
+        else f"{NOT_MEASURABLE} (the run has no item scores of both models)"
+    )
+    return [
+        f"- **Primary comparison** (named in the config before the run), {comparison_label(key)}: {text}.",
+        "- Every other comparison below is secondary: exploratory, with no correction for how many there are.",
+    ]
+
+
 def _claims(summary: Mapping[str, Any]) -> list[str]:
-    """Plain statements of which claims this run reproduces, computed from the summary."""
+    """Plain statements of which claims this run reproduces, computed from the summary alone (no run folder):
+    the primary comparison first, then the secondary ones; a claim whose comparison cannot be made says so."""
     m = summary["methods"]
-    out = []
+    out = _primary_claim(summary)
     for key, claim in (
         ("turns", "PivotRL ahead of E2E RL at matched rollout turns (profiling counted)"),
         ("seconds", "PivotRL ahead of E2E RL at matched wall-clock"),
     ):
         matched = summary.get("budget", {}).get(key)
         if matched:
-            out.append(
-                f"- **{claim}**: "
-                + (difference_text(matched, "tasks") if "diff" in matched else matched["verdict"])
-                + "."
-            )
+            out.append(f"- **{claim}**: {difference_text(matched, 'tasks')}.")
     for ref, name in (("sft", "SFT"), ("sft-more", "continued SFT (matched optimiser steps)")):
         if "pivot" in m and ref in m and m["pivot"]["in_domain"] is not None and m[ref]["in_domain"] is not None:
             diff = summary.get("differences", {}).get(f"pivot-vs-{ref}-in_domain")
@@ -791,22 +832,32 @@ def _claims(summary: Mapping[str, Any]) -> list[str]:
         return "" if not d else f" {difference_text(d, verdict=False)} ({side})"
 
     if "pivot" in m and "sft" in m and m["pivot"]["delta_ood"] is not None and m["sft"]["delta_ood"] is not None:
+        # both arms start from the RL start model: what SFT and PivotRL did to OOD is measured against it (a
+        # change from base that the start model already had belongs to the start model)
+        start = summary.get("rl_start", "base")
+        label = METHOD_LABELS.get(start, start)
         dp, ds = m["pivot"]["delta_ood"], m["sft"]["delta_ood"]
-        regress, retain = diffs.get("sft-vs-base-ood", {}), diffs.get("pivot-vs-sft-ood", {})
+        regress, retain = diffs.get(f"sft-vs-{start}-ood", {}), diffs.get("pivot-vs-sft-ood", {})
         sft_regresses, sft_gains = regress.get("verdict") == CONTRADICTED, regress.get("verdict") == REPRODUCED
         if sft_regresses and retain.get("verdict") == REPRODUCED:
             verdict = REPRODUCED
         elif sft_gains:
             verdict = f"{CONTRADICTED} (SFT gains OOD here rather than regressing)"
-        elif sft_regresses or retain.get("verdict") in (REPRODUCED, CONTRADICTED):
-            verdict = "partly measurable"
+        elif sft_regresses:
+            verdict = "partly measurable (SFT regresses; PivotRL is not measurably ahead of it)"
+        elif regress:
+            verdict = (
+                f"{NOT_MEASURABLE}: SFT does not measurably change OOD from the {label} model it starts from, so "
+                "there is no regression for PivotRL to avoid"
+            )
         else:
             verdict = NOT_MEASURABLE
+        fallback = "" if start != "base" else f" {100 * ds:+.1f} points"
         out.append(
-            f"- **OOD retained by PivotRL, SFT regresses**: {verdict}. SFT − base on OOD"
-            f"{interval('sft-vs-base-ood') or f' {100 * ds:+.1f} points'}; PivotRL − base on OOD"
-            f"{interval('pivot-vs-base-ood') or f' {100 * dp:+.1f} points'}; PivotRL − SFT on OOD"
-            f"{interval('pivot-vs-sft-ood') or ' -'}."
+            f"- **OOD retained by PivotRL, SFT regresses**: {verdict}. SFT − {label} on OOD"
+            f"{interval(f'sft-vs-{start}-ood') or fallback or ' -'}; PivotRL − {label} on OOD"
+            f"{interval(f'pivot-vs-{start}-ood') or (f' {100 * dp:+.1f} points' if start == 'base' else ' -')}; "
+            f"PivotRL − SFT on OOD{interval('pivot-vs-sft-ood') or ' -'}."
         )
     a = summary["ablation"]
     if "pivot" in a and "random-turns" in a:

@@ -31,7 +31,8 @@ def test_without_a_seed_effect_it_is_the_per_problem_t_test():
     rng = random.Random(3)
     problem = [rng.gauss(0, 0.2) for _ in range(30)]
     # seeds differ by noise only, and the seed means are identical (no seed main effect at all)
-    table = [[p + e for p, e in zip(problem, noise)] for noise in ([0.01] * 15 + [-0.01] * 15, [-0.01] * 15 + [0.01] * 15)]
+    noises = ([0.01] * 15 + [-0.01] * 15, [-0.01] * 15 + [0.01] * 15)
+    table = [[p + e for p, e in zip(problem, noise)] for noise in noises]
     d = crossed_design(table)
     assert d.var_seed == 0.0 and d.seed_effect == "none seen"
     means = [sum(col) / 2 for col in zip(*table)]
@@ -80,7 +81,8 @@ def _coverage(seeds: int, reps: int, crossed: bool) -> float:
     true, hits = 0.03, 0
     for _ in range(reps):
         problem = [rng.gauss(0, 0.10) for _ in range(40)]
-        table = [[true + a + p + rng.gauss(0, 0.08) for p in problem] for a in (rng.gauss(0, 0.03) for _ in range(seeds))]
+        shifts = [rng.gauss(0, 0.03) for _ in range(seeds)]
+        table = [[true + a + p + rng.gauss(0, 0.08) for p in problem] for a in shifts]
         if crossed:
             low, high = crossed_design(table).interval()
         else:  # the old analysis: each problem averaged over seeds, t over problems
