@@ -186,6 +186,11 @@ def grpo_config_kwargs(config: PivotConfig | None = None, **overrides: Any) -> d
     cfg = base.replace(**ours) if ours else base
     if not isinstance(cfg, PivotConfig):
         raise TypeError(f"config must be a PivotConfig, got {type(cfg).__name__}")
+    if cfg.advantage == "rloo_std":
+        raise ValueError(
+            "advantage: rloo_std (leave-one-out SD) has no GRPOConfig equivalent: TRL scales by the group's SD or "
+            "not at all; use std or no_std with TRL, or train with `pivotgym train pivot`"
+        )
     if cfg.advantage not in ("std", "no_std", "loo"):
         raise ValueError(f"unknown advantage {cfg.advantage!r}")
     if cfg.optimizer not in ("adamw", "sgd"):

@@ -24,6 +24,9 @@ from typing import Any
 from pivotgym.config import Source, check_section, read_yaml
 from pivotgym.errors import ConfigError
 
+#: the group-relative advantage estimators (:func:`pivotgym.train.losses.group_advantages`)
+ADVANTAGE_MODES = ("std", "no_std", "loo", "rloo_std")
+
 #: how an RL step's size follows its signal (see ``RLConfig.update_scale``)
 UPDATE_SCALES = ("informative_share", "full")
 
@@ -186,7 +189,8 @@ class RLConfig(TrainConfig):
     #: a cap on new tokens per sampled completion (per turn in e2e); the env's own limit applies, which this
     #: can only shorten (null: the env's own, as in profiling and evaluation)
     max_new_tokens: int | None = None
-    #: ``std`` (GRPO), ``no_std`` (Dr. GRPO: mean-centred only) or ``loo`` (leave-one-out baseline)
+    #: ``std`` (GRPO), ``no_std`` (Dr. GRPO: mean-centred only), ``loo`` (leave-one-out baseline) or
+    #: ``rloo_std`` (leave-one-out baseline over the leave-one-out SD, unnormalised where that SD is 0: NeMo-RL's)
     advantage: str = "std"
     #: lower clip: the ratio is clipped to [1 - clip_low, 1 + clip_high]
     clip_low: float = 0.2
@@ -229,8 +233,8 @@ class RLConfig(TrainConfig):
             raise ConfigError(f"update_scale must be one of {', '.join(UPDATE_SCALES)}, got {self.update_scale!r}")
         if self.group_size < 2:
             raise ConfigError(f"group_size must be >= 2 for group-relative advantages, got {self.group_size}")
-        if self.advantage not in ("std", "no_std", "loo"):
-            raise ConfigError(f"advantage must be std, no_std or loo, got {self.advantage!r}")
+        if self.advantage not in ADVANTAGE_MODES:
+            raise ConfigError(f"advantage must be one of {', '.join(ADVANTAGE_MODES)}, got {self.advantage!r}")
         if self.clip_low < 0 or self.clip_high < 0:
             raise ConfigError("clip_low and clip_high must be >= 0")
         if self.updates_per_batch < 1:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import torch
 
-ADVANTAGE_MODES = ("std", "no_std", "loo")
+from pivotgym.train.config import ADVANTAGE_MODES
 
 
 def group_advantages(rewards: Sequence[float] | torch.Tensor, mode: str = "std", eps: float = 1e-6) -> torch.Tensor:
@@ -27,7 +27,11 @@ def group_advantages(rewards: Sequence[float] | torch.Tensor, mode: str = "std",
 
     * ``std`` (GRPO): ``(r - mean) / (std + eps)`` with the unbiased (n-1) standard deviation;
     * ``no_std`` (Dr. GRPO): ``r - mean``, no scaling (no bias towards easy or hard groups);
-    * ``loo`` (RLOO): ``r_i - mean_{j != i} r_j``, i.e. ``G / (G - 1) * (r - mean)``.
+    * ``loo`` (RLOO): ``r_i - mean_{j != i} r_j``, i.e. ``G / (G - 1) * (r - mean)``;
+    * ``rloo_std`` (the estimator of NVIDIA's NeMo-RL recipes): the leave-one-out baseline divided by the
+      leave-one-out standard deviation, ``(r_i - mean_{j != i} r_j) / (std_{j != i} r_j + eps)`` with the unbiased
+      SD of the G - 1 other rewards; where that SD is 0 (the others all agree, or G = 2) the sample's advantage
+      is left unnormalised, ``r_i - mean_{j != i} r_j``, rather than blown up by ``1 / eps``.
 
     A group with zero variance gets all-zero advantages (see :func:`is_informative`).
     """
@@ -44,7 +48,24 @@ def group_advantages(rewards: Sequence[float] | torch.Tensor, mode: str = "std",
         return centred
     if mode == "loo":
         return centred * g / (g - 1)
+    if mode == "rloo_std":
+        return _leave_one_out_normalised(r, eps)
     raise ValueError(f"unknown advantage mode {mode!r}; choose one of {ADVANTAGE_MODES}")
+
+
+def _leave_one_out_normalised(r: torch.Tensor, eps: float) -> torch.Tensor:
+    """``(r_i - b_i) / (s_i + eps)`` where ``b_i`` and ``s_i`` are the mean and unbiased SD of the other rewards,
+    and ``r_i - b_i`` where ``s_i`` is 0 or undefined (fewer than two others)."""
+    g = r.numel()
+    others_sum, others_sq = r.sum() - r, (r * r).sum() - r * r
+    baseline = others_sum / (g - 1)
+    advantage = r - baseline
+    if g < 3:
+        return advantage
+    var = ((others_sq - (g - 1) * baseline * baseline) / (g - 2)).clamp_min(0.0)
+    sd = var.sqrt()
+    spread = sd > 1e-12
+    return torch.where(spread, advantage / (sd + eps), advantage)
 
 
 def is_informative(rewards: Sequence[float] | torch.Tensor, tol: float = 1e-12) -> bool:

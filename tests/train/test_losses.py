@@ -24,8 +24,30 @@ def test_no_std_and_leave_one_out_by_hand():
     assert group_advantages(rewards, "loo").tolist() == pytest.approx([1.0, -1 / 3, -1 / 3, -1 / 3])
 
 
+def test_rloo_std_by_hand():
+    """NeMo-RL's estimator: leave-one-out baseline over the leave-one-out SD, unnormalised where it is 0."""
+    # [1, 0, 0, 0]: for sample 0 the others are [0, 0, 0] (SD 0): 1 - 0 = 1, left unnormalised; for each other
+    # sample the others are [1, 0, 0]: baseline 1/3, unbiased SD sqrt(((1 - 1/3)^2 + 2 (1/3)^2) / 2) = sqrt(1/3)
+    adv = group_advantages([1.0, 0.0, 0.0, 0.0], "rloo_std").tolist()
+    assert adv == pytest.approx([1.0] + [(-1 / 3) / math.sqrt(1 / 3)] * 3, rel=1e-5)
+    # [1, 1, 0, 0]: others of a 1 are [1, 0, 0] (baseline 1/3, SD sqrt(1/3)); of a 0, [1, 1, 0] (2/3, sqrt(1/3))
+    mixed = group_advantages([1.0, 1.0, 0.0, 0.0], "rloo_std").tolist()
+    assert mixed == pytest.approx([(2 / 3) / math.sqrt(1 / 3)] * 2 + [(-2 / 3) / math.sqrt(1 / 3)] * 2, rel=1e-5)
+    # two samples: one other, no SD: the plain leave-one-out advantage
+    assert group_advantages([1.0, 0.0], "rloo_std").tolist() == pytest.approx([1.0, -1.0])
+    # continuous rewards against a direct computation
+    r = [0.2, 0.9, 0.4, 0.4, 0.7]
+    want = []
+    for i, ri in enumerate(r):
+        others = r[:i] + r[i + 1 :]
+        mean = sum(others) / 4
+        sd = math.sqrt(sum((o - mean) ** 2 for o in others) / 3)
+        want.append((ri - mean) / (sd + 1e-6))
+    assert group_advantages(r, "rloo_std").tolist() == pytest.approx(want, rel=1e-6)
+
+
 def test_zero_variance_group_has_zero_advantages_and_is_not_informative():
-    for mode in ("std", "no_std", "loo"):
+    for mode in ("std", "no_std", "loo", "rloo_std"):
         assert group_advantages([1.0, 1.0, 1.0], mode).abs().sum() == 0
     assert not is_informative([0.0, 0.0])
     assert is_informative([0.0, 0.5])
