@@ -16,15 +16,14 @@ from pivotgym.experiment.layout import METHOD_LABELS, STAGES, RunLayout, rl_star
 from pivotgym.experiment.plots import Curve, plot_bars, plot_curves
 from pivotgym.experiment.provenance import UNKNOWN, provenance_lines, stage_code_lines
 from pivotgym.experiment.stats import (
-    CONTRADICTED,
     NOT_MEASURABLE,
-    REPRODUCED,
     difference_text,
     item_difference,
     matched_budget,
     reach_ratio,
     seed_difference,
 )
+from pivotgym.experiment.summary import LIKELIHOOD_SET, claims, pct, seed_list, write_summary
 
 __all__ = ["markdown_table", "pct", "ratio_text", "write_experiment_report"]
 
@@ -38,11 +37,6 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     lines = ["| " + " | ".join(cell(h) for h in header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
-
-
-def pct(value: float | None, digits: int = 1) -> str:
-    """``0.4321`` -> ``43.2``; None -> ``-``."""
-    return "-" if value is None else f"{100 * value:.{digits}f}"
 
 
 def ratio_text(ratio: Mapping[str, Any], unit: str) -> str:
@@ -186,16 +180,6 @@ def _curve_task_count(curves: Mapping[int, Sequence[Curve]]) -> str:
         n for pair in curves.values() for c in pair for p in c if (n := len(p.get("per_task") or []) or p.get("tasks"))
     }
     return "/".join(str(c) for c in sorted(counts)) or "the"
-
-
-#: item sets of the paired differences: a member role, or a likelihood metric (``eval.likelihood``: the
-#: probability of a credited action at the held-out states, a continuous view of turn accuracy)
-LIKELIHOOD_SET = "p_credited"
-
-
-def _seed_list(seeds: Iterable[int] | None) -> str:
-    """``0, 1, 2`` (``-`` for none): the seeds a row or a mean is over."""
-    return ", ".join(str(s) for s in seeds or []) or "-"
 
 
 def _items(layout: RunLayout, tag: str, seed: int, role: str, roles: Mapping[str, str]) -> dict[str, float] | None:
@@ -342,7 +326,7 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
         base_ood, base_ind = (_avg(base, "ood"), _avg(base, "in_domain")) if base else (None, None)
         d_ood = None if ood is None or base_ood is None else ood - base_ood
         d_ind = None if ind is None or base_ind is None else ind - base_ind
-        used = "-" if tag == "base" else _seed_list(res)
+        used = "-" if tag == "base" else seed_list(res)
         row = [label, _cell(ind, ind_v), "-" if d_ind is None else f"{100 * d_ind:+.1f}"]
         if episodes:
             epi, epi_v = _mean_over(res, lambda r: _avg(r, "episodes"))
@@ -639,7 +623,7 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
             if m is not None:
                 abl_vals[label] = m
                 abl_err[label] = [min(v), max(v)]
-                abl_rows.append([label, _cell(m, v), _seed_list(res)])
+                abl_rows.append([label, _cell(m, v), seed_list(res)])
                 summary["ablation"][tag] = {"in_domain": m, "per_seed": v}
     if len(abl_vals) > 1:
         plot_bars(
@@ -714,7 +698,7 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
         ]
 
     # ---- claims
-    lines += ["## The paper's claims at this scale", ""] + _claims(summary) + [""]
+    lines += ["## The paper's claims at this scale", ""] + claims(summary) + [""]
     timings = stage_seconds(_read(layout.timings) or {})
     if timings:
         lines += [
@@ -740,7 +724,7 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
         ]
     lines += ["## Reproduce", "", "```bash", f"pivotgym experiment {config.path or 'CONFIG.yaml'}", "```", ""]
     layout.report.write_text("\n".join(lines), encoding="utf-8")
-    layout.summary.write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
+    write_summary(layout.summary, summary)
     return summary
 
 
@@ -757,134 +741,3 @@ def _stage_code(layout: RunLayout, seeds: Iterable[int]) -> list[dict[str, Any]]
         key = (code.get("revision", UNKNOWN), code.get("dirty", UNKNOWN))
         groups.setdefault(key, []).append(path.stem)  # the stage run's name: warmup-s0, base
     return [{"revision": rev, "dirty": dirty, "stages": stages} for (rev, dirty), stages in groups.items()]
-
-
-def comparison_label(key: str) -> str:
-    """``PivotRL − SFT, P(credited action)`` for ``pivot-vs-sft-p_credited`` (the key itself when it names no
-    comparison)."""
-    parsed = parse_comparison(key)
-    if parsed is None:
-        return key
-    a, b, items = parsed
-    where = {"in_domain": "in-domain", "ood": "OOD", LIKELIHOOD_SET: "P(credited action)"}[items]
-    return f"{METHOD_LABELS[a]} − {METHOD_LABELS[b]}, {where}"
-
-
-def _primary_claim(summary: Mapping[str, Any]) -> list[str]:
-    """The primary comparison's line, and the note that every other one is secondary."""
-    key = summary.get("primary")
-    if not key:
-        return []
-    result = summary.get("differences", {}).get(key)
-    text = (
-        difference_text(result, "test tasks" if not key.endswith("-ood") else "items")
-        if result
-        else f"{NOT_MEASURABLE} (the run has no item scores of both models)"
-    )
-    return [
-        f"- **Primary comparison** (named in the config before the run), {comparison_label(key)}: {text}.",
-        "- Every other comparison below is secondary: exploratory, with no correction for how many there are.",
-    ]
-
-
-def _claims(summary: Mapping[str, Any]) -> list[str]:
-    """Plain statements of which claims this run reproduces, computed from the summary alone (no run folder):
-    the primary comparison first, then the secondary ones; a claim whose comparison cannot be made says so."""
-    m = summary["methods"]
-    out = _primary_claim(summary)
-    for key, claim in (
-        ("turns", "PivotRL ahead of E2E RL at matched rollout turns (profiling counted)"),
-        ("seconds", "PivotRL ahead of E2E RL at matched wall-clock"),
-    ):
-        matched = summary.get("budget", {}).get(key)
-        if matched:
-            out.append(f"- **{claim}**: {difference_text(matched, 'tasks')}.")
-    for ref, name in (("sft", "SFT"), ("sft-more", "continued SFT (matched optimiser steps)")):
-        if "pivot" in m and ref in m and m["pivot"]["in_domain"] is not None and m[ref]["in_domain"] is not None:
-            diff = summary.get("differences", {}).get(f"pivot-vs-{ref}-in_domain")
-            detail = f"({pct(m['pivot']['in_domain'])} vs {pct(m[ref]['in_domain'])}"
-            seeds_a, seeds_b = m["pivot"].get("seeds"), m[ref].get("seeds")
-            if seeds_a != seeds_b:  # the means above are over different seeds; the paired difference is not
-                detail += f", means over seeds {_seed_list(seeds_a)} and {_seed_list(seeds_b)}"
-            if diff:
-                detail += "; difference " + difference_text(diff, "test tasks")
-                verdict = diff["verdict"]
-            else:
-                verdict = NOT_MEASURABLE
-            out.append(f"- **In-domain PivotRL > {name}**: {verdict} {detail}).")
-            if likely := summary.get("differences", {}).get(f"pivot-vs-{ref}-{LIKELIHOOD_SET}"):
-                out.append(
-                    f"- **In-domain PivotRL > {name}, by the probability of a credited action** (the same held-out "
-                    "states scored by likelihood: a continuous value per state, not one greedy action): "
-                    f"{likely['verdict']} "
-                    f"(difference {difference_text(likely, 'test tasks', verdict=False)})."
-                )
-    diffs = summary.get("differences", {})
-
-    def interval(key: str) -> str:
-        # the sign of each difference is stated, not a verdict: "SFT - base" supports the claim when it is
-        # *below* 0, "PivotRL - SFT" when it is above
-        d = diffs.get(key)
-        if not d or d["low"] is None:
-            side = "no interval"
-        else:
-            side = "above 0" if d["low"] > 0 else "below 0" if d["high"] < 0 else "includes 0"
-        return "" if not d else f" {difference_text(d, verdict=False)} ({side})"
-
-    if "pivot" in m and "sft" in m and m["pivot"]["delta_ood"] is not None and m["sft"]["delta_ood"] is not None:
-        # both arms start from the RL start model: what SFT and PivotRL did to OOD is measured against it (a
-        # change from base that the start model already had belongs to the start model)
-        start = summary.get("rl_start", "base")
-        label = METHOD_LABELS.get(start, start)
-        dp, ds = m["pivot"]["delta_ood"], m["sft"]["delta_ood"]
-        regress, retain = diffs.get(f"sft-vs-{start}-ood", {}), diffs.get("pivot-vs-sft-ood", {})
-        sft_regresses, sft_gains = regress.get("verdict") == CONTRADICTED, regress.get("verdict") == REPRODUCED
-        if sft_regresses and retain.get("verdict") == REPRODUCED:
-            verdict = REPRODUCED
-        elif sft_gains:
-            verdict = f"{CONTRADICTED} (SFT gains OOD here rather than regressing)"
-        elif sft_regresses:
-            verdict = "partly measurable (SFT regresses; PivotRL is not measurably ahead of it)"
-        elif regress:
-            verdict = (
-                f"{NOT_MEASURABLE}: SFT does not measurably change OOD from the {label} model it starts from, so "
-                "there is no regression for PivotRL to avoid"
-            )
-        else:
-            verdict = NOT_MEASURABLE
-        fallback = "" if start != "base" else f" {100 * ds:+.1f} points"
-        out.append(
-            f"- **OOD retained by PivotRL, SFT regresses**: {verdict}. SFT − {label} on OOD"
-            f"{interval(f'sft-vs-{start}-ood') or fallback or ' -'}; PivotRL − {label} on OOD"
-            f"{interval(f'pivot-vs-{start}-ood') or (f' {100 * dp:+.1f} points' if start == 'base' else ' -')}; "
-            f"PivotRL − SFT on OOD{interval('pivot-vs-sft-ood') or ' -'}."
-        )
-    a = summary["ablation"]
-    if "pivot" in a and "random-turns" in a:
-        better = "yes" if a["pivot"]["in_domain"] > a["random-turns"]["in_domain"] else "no"
-        out.append(
-            f"- **Pivots beat random turns** (point estimate, no interval): {better} "
-            f"({pct(a['pivot']['in_domain'])} vs {pct(a['random-turns']['in_domain'])})."
-        )
-    if "pivot" in a and "exact-reward" in a:
-        out.append(
-            f"- **Functional reward beats exact match** (point estimate, no interval): "
-            f"{'yes' if a['pivot']['in_domain'] > a['exact-reward']['in_domain'] else 'no'} "
-            f"({pct(a['pivot']['in_domain'])} vs {pct(a['exact-reward']['in_domain'])})."
-        )
-    if "placebo" in a and "pivot" in a:
-        out.append(
-            f"- **The placebo changes less than PivotRL** (point estimate, no interval): "
-            f"PivotRL {pct(a['pivot']['in_domain'])} vs placebo {pct(a['placebo']['in_domain'])}"
-            + (
-                f" (paired over the seeds both ran: {difference_text(paired, 'test tasks', verdict=False)})"
-                if (paired := summary.get("differences", {}).get("pivot-vs-placebo-in_domain"))
-                else ""
-            )
-            + "; on non-pivot training states "
-            + ", ".join(
-                f"{METHOD_LABELS[tag]} {100 * h['delta']:+.1f} points" for tag, h in summary.get("harm", {}).items()
-            )
-            + "."
-        )
-    return out or ["- not enough stages finished to judge"]
