@@ -70,6 +70,13 @@ BUDGETS = (
     ("tokens_trained", "tokens_trained", True, "tokens trained"),
     ("lr_sum", "lr_sum", True, "sum of the learning rates applied"),
 )
+#: the budgets PivotRL and SFT are compared at (SFT generates no rollout turns): curve x, label
+SFT_BUDGETS = (
+    ("optimizer_steps", "optimiser steps applied"),
+    ("tokens_trained", "tokens trained"),
+    ("lr_sum", "sum of the learning rates applied"),
+    ("seconds", "wall-clock, profiling counted"),
+)
 #: the unit of each budget axis in the report's sentences
 BUDGET_UNITS = {"turns": "turns", "seconds": "s", "optimizer_steps": "steps", "tokens_trained": "tokens", "lr_sum": ""}
 #: the ablation table's rows
@@ -566,6 +573,39 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
                     f"- seed {s}: rollout turns — {ratio_text(by_turns, 'turns')}; "
                     f"wall-clock — {ratio_text(by_secs, 's')}."
                 ]
+        lines.append("")
+
+    # ---- claim (b) along the budgets: PivotRL against SFT, both from the same start model
+    sft_curves = {s: (curves[s][0] if s in curves else [], _read(layout.curve("sft", s)) or []) for s in seeds}
+    along = [s for s, (pc, sc) in sft_curves.items() if pc and sc]
+    if along:
+        lines += [
+            "## PivotRL vs SFT along their budgets",
+            "",
+            "Claim (b) at every budget both methods reached, not at their two final points: each method's "
+            "per-task scores interpolated inside its own learning curve at the smaller of the two final costs, "
+            "per seed (PivotRL's seconds include profiling).",
+            "",
+        ]
+        for key, unit in SFT_BUDGETS:
+            try:
+                matched = matched_budget(
+                    [sft_curves[s][0] for s in along], [sft_curves[s][1] for s in along], key, profiling=True
+                )
+            except ValueError as exc:
+                matched = {"verdict": NOT_MEASURABLE, "error": str(exc)}
+            summary.setdefault("budget_sft", {})[key] = matched
+            lines.append(
+                f"- **{unit}**: "
+                + (
+                    f"at {matched['budget']:.4g} {BUDGET_UNITS[key]} (mean over seeds), PivotRL "
+                    f"{pct(matched['fast'])}% vs SFT {pct(matched['reference'])}%; PivotRL − SFT "
+                    + difference_text(matched, "tasks")
+                    if "diff" in matched
+                    else difference_text(matched)
+                )
+                + "."
+            )
         lines.append("")
 
     # ---- uninformative turns

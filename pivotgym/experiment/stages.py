@@ -202,7 +202,8 @@ def stage_warmup(run: Run, seed: int) -> None:
 
 
 def stage_sft(run: Run, seed: int) -> None:
-    """The SFT baseline on the expert trajectories, then its suite evaluation."""
+    """The SFT baseline on the expert trajectories (a learning curve from the model it starts from, unless it is
+    itself the RL start model), then its suite evaluation."""
     from pivotgym.train import SFTConfig, SFTTrainer
 
     layout = run.layout
@@ -217,7 +218,12 @@ def stage_sft(run: Run, seed: int) -> None:
         {**trainer_kwargs(run, run.config.sft, seed, out_dir, model), "trajectories": str(layout.expert)}
     )
     trainer = run.own(SFTTrainer(cfg))
-    summary = trainer.fit()
+    curve: list[dict[str, Any]] = []
+    if run.config.rl_init == "sft":  # SFT is the RL start model: no curve of its own to compare along
+        summary = trainer.fit()
+    else:  # a learning curve from the start model it shares with PivotRL: claim (b) along every budget
+        summary, curve = _fit_with_curve(run, trainer, {"turns": 0.0, "seconds": 0.0, **_start(run, seed)})
+        write_json(layout.curve("sft", seed), curve)
     write_json(layout.trainer_summary("sft", seed), summary)
     tasks = len(run.expert_task_ids())
     write_accounting(
@@ -231,7 +237,8 @@ def stage_sft(run: Run, seed: int) -> None:
     )
     if run.config.rl_init == "sft" or run.config.matched_sft:
         trainer.save_final_model(layout.model("sft", seed))
-    run.evaluate(trainer.sampler, result)
+    last = curve[-1] if curve and curve[-1]["step"] == summary["steps"] else None
+    run.evaluate(trainer.sampler, result, in_domain=last)
     if run.config.rl_init == "sft":
         write_json(curve0, run.start_point(trainer.sampler, result))
     _cleanup(run, "sft", seed)

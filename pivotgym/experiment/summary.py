@@ -97,6 +97,7 @@ class Summary(TypedDict, total=False):
     accounting: dict[str, Any]
     differences: dict[str, Difference]
     budget: dict[str, Difference]
+    budget_sft: dict[str, Difference]
     efficiency: dict[str, Any]
     uninformative: dict[str, Any]
     ablation: dict[str, Any]
@@ -133,6 +134,15 @@ def seed_list(seeds: Iterable[int] | None) -> str:
 
 
 # ------------------------------------------------------------------------------------------------- claims
+#: the budget axes of PivotRL against SFT, as the claims name them
+SFT_BUDGET_LABELS = {
+    "optimizer_steps": "at matched optimiser steps",
+    "tokens_trained": "at matched tokens trained",
+    "lr_sum": "at a matched sum of learning rates",
+    "seconds": "at matched wall-clock",
+}
+
+
 def comparison_label(key: str) -> str:
     """``PivotRL − SFT, P(credited action)`` for ``pivot-vs-sft-p_credited`` (the key itself when it names no
     comparison)."""
@@ -193,6 +203,14 @@ def claims(summary: Mapping[str, Any]) -> list[str]:
                     f"{likely['verdict']} "
                     f"(difference {difference_text(likely, 'test tasks', verdict=False)})."
                 )
+    if along := summary.get("budget_sft"):
+        out.append(
+            "- **In-domain PivotRL > SFT at matched budgets** (interpolated inside both learning curves): "
+            + "; ".join(
+                f"{SFT_BUDGET_LABELS.get(key, key)}: {difference_text(d, 'test tasks')}" for key, d in along.items()
+            )
+            + "."
+        )
     diffs = summary.get("differences", {})
 
     def interval(key: str) -> str:

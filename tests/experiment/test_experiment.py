@@ -93,7 +93,27 @@ def test_miniature_experiment_end_to_end(mini_experiment, arith_registry, tmp_pa
         summary["accounting"]["sft-more"]["from_base"]["optimizer_steps"]
         == summary["accounting"]["pivot"]["from_base"]["optimizer_steps"]
     )
-    assert set(summary["budget"]) == {"turns", "turns_trained", "seconds"}
+    assert set(summary["budget"]) == {
+        "turns",
+        "turns_trained",
+        "seconds",
+        "optimizer_steps",
+        "tokens_trained",
+        "lr_sum",
+    }
+    pivot_rows = {
+        r["step"]: r
+        for line in (root / "train" / "pivot-s0" / "metrics.jsonl").open()
+        if (r := json.loads(line))
+        if r["kind"] == "train"
+    }
+    for point in pivot_curve[1:]:  # every cost a budget can be matched on, as the trainer counted it
+        row = pivot_rows[point["step"]]
+        assert point["optimizer_steps"] == row["optimizer_steps_applied"]
+        assert point["tokens_trained"] == row["tokens_trained"]
+    applied = [r.get("lr", 0.0) for step, r in sorted(pivot_rows.items()) if not r.get("skipped")]
+    assert pivot_curve[-1]["lr_sum"] == pytest.approx(sum(applied))  # the rates of the applied steps only
+    assert not (root / "train" / "sft-s0" / "curve.json").exists()  # SFT is the RL start here: no curve of its own
     assert summary["budget"]["turns"]["tasks"] == 1 and e2e_rows
     assert "at matched" in report or "PivotRL − E2E RL" in report
     assert set(summary["ablation"]) == {"pivot", "e2e", *ABLATION_TAGS.values()}
@@ -164,8 +184,15 @@ def test_warmup_model_is_every_methods_start_and_never_sees_the_training_data(
     assert len(training) == 2 and len(warm) == 1 and not training & warm  # a separate set
     assert (root / "models" / "warmup-s0" / "config.json").exists()
     warm_start = json.loads((root / "eval" / "warmup-s0-curve-score.json").read_text())["score"]
-    for tag in ("pivot", "e2e"):  # the learning curves start at the warm-up model's score
+    for tag in ("pivot", "e2e", "sft"):  # the learning curves start at the warm-up model's score
         assert json.loads((root / "train" / f"{tag}-s0" / "curve.json").read_text())[0]["score"] == warm_start
+    # SFT's curve: a point per step, its last the final evaluation's in-domain score; claim (b) along its budgets
+    sft_curve = json.loads((root / "train" / "sft-s0" / "curve.json").read_text())
+    final = json.loads((root / "eval" / "sft-s0.json").read_text())["scores"]["arith/chain-v0@test"]
+    assert [p["step"] for p in sft_curve] == [0, 1] and final["value"] == sft_curve[-1]["score"]
+    assert sft_curve[-1]["lr_sum"] > 0 and sft_curve[-1]["tokens_trained"] > 0
+    assert set(summary["budget_sft"]) == {"optimizer_steps", "tokens_trained", "lr_sum", "seconds"}
+    assert "PivotRL vs SFT along their budgets" in (root / "report.md").read_text()
     acc = {tag: summary["accounting"][tag] for tag in ("warmup", "sft", "pivot", "e2e", "sft-more")}
     assert acc["warmup"]["start"] == "base" and acc["sft"]["start"] == acc["pivot"]["start"] == "warmup"
     for tag in ("sft", "pivot", "e2e"):  # "from base" adds the warm-up model's cost to every method
