@@ -70,12 +70,12 @@ BUDGETS = (
     ("tokens_trained", "tokens_trained", True, "tokens trained"),
     ("lr_sum", "lr_sum", True, "sum of the learning rates applied"),
 )
-#: the budgets PivotRL and SFT are compared at (SFT generates no rollout turns): curve x, label
+#: the budgets PivotRL and SFT are compared at (SFT generates no rollout turns), as :data:`BUDGETS`
 SFT_BUDGETS = (
-    ("optimizer_steps", "optimiser steps applied"),
-    ("tokens_trained", "tokens trained"),
-    ("lr_sum", "sum of the learning rates applied"),
-    ("seconds", "wall-clock, profiling counted"),
+    ("optimizer_steps", "optimizer_steps", True, "optimiser steps applied"),
+    ("tokens_trained", "tokens_trained", True, "tokens trained"),
+    ("lr_sum", "lr_sum", True, "sum of the learning rates applied"),
+    ("seconds", "seconds", True, "wall-clock, profiling counted"),
 )
 #: the unit of each budget axis in the report's sentences
 BUDGET_UNITS = {"turns": "turns", "seconds": "s", "optimizer_steps": "steps", "tokens_trained": "tokens", "lr_sum": ""}
@@ -253,7 +253,7 @@ def _differences(
             ("pivot", "base", "ood"),
             ("sft", start, "ood"),
             ("pivot", start, "ood"),
-            *[d for d in from_start if d[0] != d[1]],
+            *from_start,
         ]
     ):
         if a == b:
@@ -269,6 +269,28 @@ def _differences(
             except ValueError:
                 continue
     return out
+
+
+def _budget_lines(
+    pivot: Sequence[Curve], reference: Sequence[Curve], budgets: Sequence[tuple[str, str, bool, str]], name: str
+) -> tuple[dict[str, Any], list[str]]:
+    """PivotRL against the method ``name`` (its curves ``reference``, one per seed) at each matched budget of
+    ``budgets`` (summary key, curve x, profiling counted, label): the summary's results and the report's lines."""
+    results, lines = {}, []
+    for key, x, profiling, label in budgets:
+        try:
+            matched = matched_budget(pivot, reference, x, profiling=profiling)
+        except ValueError as exc:
+            matched = {"verdict": NOT_MEASURABLE, "error": str(exc)}
+        results[key] = matched
+        text = (
+            f"at {matched['budget']:.4g} {BUDGET_UNITS[x]} (mean over seeds), PivotRL {pct(matched['fast'])}% vs "
+            f"{name} {pct(matched['reference'])}%; PivotRL − {name} {difference_text(matched, 'tasks')}"
+            if "diff" in matched
+            else difference_text(matched)
+        )
+        lines.append(f"- **{label}**: {text}.")
+    return results, lines
 
 
 def stage_seconds(timings: Mapping[str, float]) -> dict[str, float]:
@@ -523,25 +545,10 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
             "",
         ]
         paired = [s for s, (pc, ec) in curves.items() if pc and ec]
-        for key, x, profiling, unit in BUDGETS:
-            try:
-                matched = matched_budget(
-                    [curves[s][0] for s in paired], [curves[s][1] for s in paired], x, profiling=profiling
-                )
-            except ValueError as exc:
-                matched = {"verdict": NOT_MEASURABLE, "error": str(exc)}
-            summary["budget"][key] = matched
-            lines.append(
-                f"- **{unit}**: "
-                + (
-                    f"at {matched['budget']:.4g} {BUDGET_UNITS[x]} (mean over seeds), PivotRL "
-                    f"{pct(matched['fast'])}% vs E2E RL {pct(matched['reference'])}%; PivotRL − E2E RL "
-                    + difference_text(matched, "tasks")
-                    if "diff" in matched
-                    else difference_text(matched)
-                )
-                + "."
-            )
+        summary["budget"], budget_lines = _budget_lines(
+            [curves[s][0] for s in paired], [curves[s][1] for s in paired], BUDGETS, "E2E RL"
+        )
+        lines += budget_lines
         lines += [
             "",
             "Each method is scored at the same budget: the smaller of the two methods' final costs in each seed, "
@@ -587,25 +594,10 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
             "per seed (PivotRL's seconds include profiling).",
             "",
         ]
-        for key, unit in SFT_BUDGETS:
-            try:
-                matched = matched_budget(
-                    [sft_curves[s][0] for s in along], [sft_curves[s][1] for s in along], key, profiling=True
-                )
-            except ValueError as exc:
-                matched = {"verdict": NOT_MEASURABLE, "error": str(exc)}
-            summary.setdefault("budget_sft", {})[key] = matched
-            lines.append(
-                f"- **{unit}**: "
-                + (
-                    f"at {matched['budget']:.4g} {BUDGET_UNITS[key]} (mean over seeds), PivotRL "
-                    f"{pct(matched['fast'])}% vs SFT {pct(matched['reference'])}%; PivotRL − SFT "
-                    + difference_text(matched, "tasks")
-                    if "diff" in matched
-                    else difference_text(matched)
-                )
-                + "."
-            )
+        summary["budget_sft"], budget_lines = _budget_lines(
+            [sft_curves[s][0] for s in along], [sft_curves[s][1] for s in along], SFT_BUDGETS, "SFT"
+        )
+        lines += budget_lines
         lines.append("")
 
     # ---- uninformative turns
