@@ -23,7 +23,16 @@ from pivotgym.experiment.stats import (
     reach_ratio,
     seed_difference,
 )
-from pivotgym.experiment.summary import LIKELIHOOD_SET, claims, pct, seed_list, write_summary
+from pivotgym.experiment.summary import (
+    LIKELIHOOD_SET,
+    TURN_CAP_ROOM,
+    claims,
+    held_back_text,
+    pct,
+    seed_list,
+    write_summary,
+)
+from pivotgym.jsonl import read_trajectories
 
 __all__ = ["markdown_table", "pct", "ratio_text", "write_experiment_report"]
 
@@ -269,6 +278,20 @@ def _differences(
             except ValueError:
                 continue
     return out
+
+
+def e2e_turn_cap(layout: RunLayout, config: ExperimentConfig) -> dict[str, Any] | None:
+    """``{"max_turns", "longest_plan", "unsolvable"}`` when the E2E section caps its episodes below
+    :data:`TURN_CAP_ROOM` times the longest expert plan of its training tasks (``unsolvable``: the tasks whose
+    plan is longer than the cap); None when it runs to the env's own limit or leaves that room."""
+    cap = config.e2e.get("max_turns")
+    if not cap or not layout.expert.exists():
+        return None
+    plans = {t.task_id: len(t.assistant_turns()) for t in read_trajectories(layout.expert)}
+    longest = max(plans.values(), default=0)
+    if cap >= TURN_CAP_ROOM * longest:
+        return None
+    return {"max_turns": cap, "longest_plan": longest, "unsolvable": sorted(t for t, n in plans.items() if n > cap)}
 
 
 def _budget_lines(
@@ -544,6 +567,9 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
             f"![score vs wall-clock]({_link(layout, 'curve_seconds')})",
             "",
         ]
+        if cap := e2e_turn_cap(layout, config):
+            summary["e2e_turn_cap"] = cap
+            lines += [f"**{held_back_text(cap)}**", ""]
         paired = [s for s, (pc, ec) in curves.items() if pc and ec]
         summary["budget"], budget_lines = _budget_lines(
             [curves[s][0] for s in paired], [curves[s][1] for s in paired], BUDGETS, "E2E RL"

@@ -23,12 +23,14 @@ from pivotgym.experiment.stats import CONTRADICTED, NOT_MEASURABLE, REPRODUCED, 
 
 __all__ = [
     "LIKELIHOOD_SET",
+    "TURN_CAP_ROOM",
     "SUMMARY_VERSION",
     "Difference",
     "MethodScores",
     "Summary",
     "claims",
     "comparison_label",
+    "held_back_text",
     "pct",
     "primary_claim",
     "read_summary",
@@ -98,6 +100,7 @@ class Summary(TypedDict, total=False):
     differences: dict[str, Difference]
     budget: dict[str, Difference]
     budget_sft: dict[str, Difference]
+    e2e_turn_cap: dict[str, Any]
     efficiency: dict[str, Any]
     uninformative: dict[str, Any]
     ablation: dict[str, Any]
@@ -134,6 +137,22 @@ def seed_list(seeds: Iterable[int] | None) -> str:
 
 
 # ------------------------------------------------------------------------------------------------- claims
+#: E2E RL's turn cap must leave this much room over the longest expert plan it trains on, or its episodes
+#: cannot reach the goal of some of its tasks (the issue's rule: the env's own limit, or >= 1.5x)
+TURN_CAP_ROOM = 1.5
+
+
+def held_back_text(cap: Mapping[str, Any]) -> str:
+    """The sentence that says E2E RL was held back by its turn cap."""
+    return (
+        f"E2E RL is held back by its configuration: its episodes are capped at {cap['max_turns']} turns while the "
+        f"longest expert plan it trains on has {cap['longest_plan']} steps"
+        + (f" ({len(cap['unsolvable'])} of its tasks cannot be solved within the cap)" if cap["unsolvable"] else "")
+        + "; every comparison with it is against a handicapped baseline (`e2e.max_turns`: leave it unset for the "
+        f"env's own limit, or at least {TURN_CAP_ROOM}x the longest plan)."
+    )
+
+
 #: the budget axes of PivotRL against SFT, as the claims name them
 SFT_BUDGET_LABELS = {
     "optimizer_steps": "at matched optimiser steps",
@@ -203,6 +222,8 @@ def claims(summary: Mapping[str, Any]) -> list[str]:
                     f"{likely['verdict']} "
                     f"(difference {difference_text(likely, 'test tasks', verdict=False)})."
                 )
+    if cap := summary.get("e2e_turn_cap"):
+        out.append(f"- **{held_back_text(cap)}**")
     if along := summary.get("budget_sft"):
         out.append(
             "- **In-domain PivotRL > SFT at matched budgets** (interpolated inside both learning curves): "

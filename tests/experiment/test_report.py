@@ -197,6 +197,35 @@ def test_harm_check_reads_non_pivot_pass_and_drift(tmp_path):
     assert interval["high"] == pytest.approx(-0.1875 + half) and interval["mdd"] > 0
 
 
+@pytest.mark.parametrize("cap, held_back", [(10, True), (23, False), (None, False)])
+def test_an_e2e_turn_cap_below_the_longest_plan_is_called_a_handicap(tmp_path, cap, held_back):
+    from pivotgym.experiment import ExperimentConfig
+    from pivotgym.experiment.layout import RunLayout
+    from pivotgym.experiment.report import e2e_turn_cap
+    from pivotgym.experiment.summary import claims
+    from pivotgym.jsonl import write_trajectories
+    from pivotgym.types import Trajectory
+
+    layout = RunLayout(tmp_path)
+    layout.make_dirs()
+    plans = {"long": 15, "mid": 11, "short": 3}  # assistant turns of each task's expert plan
+    write_trajectories(
+        layout.expert,
+        [
+            Trajectory(id=t, env_id="e", task_id=t, messages=[{"role": "assistant", "content": "a"}] * n)
+            for t, n in plans.items()
+        ],
+    )
+    config = ExperimentConfig(name="x", env="planning/gripper-gen-v0", e2e={"max_turns": cap} if cap else {})
+    found = e2e_turn_cap(layout, config)
+    assert (found is not None) == held_back
+    if held_back:
+        assert found == {"max_turns": 10, "longest_plan": 15, "unsolvable": ["long", "mid"]}
+        line = next(c for c in claims({"methods": {}, "ablation": {}, "e2e_turn_cap": found}) if "held back" in c)
+        assert "capped at 10 turns while the longest expert plan it trains on has 15 steps" in line
+        assert "2 of its tasks cannot be solved" in line
+
+
 def test_floors_stand_beside_the_in_domain_score(tmp_path):
     import json
 
