@@ -106,10 +106,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     for variant, r in results.items():
         ratio = "-" if r["sd_ratio"] is None else f"{r['sd_ratio']:.2f}x"
+        scores = ", ".join(f"{100 * s:.1f}" for s in r["scores"])
         print(
-            f"{variant:9s} turn accuracy {', '.join(f'{100 * s:.1f}' for s in r['scores'])}: mean {100 * r['mean']:.1f}, "
-            f"SD over orders {100 * r['sd']:.1f} ({ratio} the baseline's), per-task SD {100 * r['per_task_sd']:.1f}, "
-            f"{r['seconds']:.0f} s"
+            f"{variant:9s} turn accuracy {scores}: mean {100 * r['mean']:.1f}, SD over orders {100 * r['sd']:.1f} "
+            f"({ratio} the baseline's), per-task SD {100 * r['per_task_sd']:.1f}, {r['seconds']:.0f} s"
         )
     return 0
 
