@@ -59,13 +59,18 @@ def sft_score(run: Any, section: dict[str, Any], order: int, out: Path) -> dict[
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("run", type=Path, help="a finished experiment run folder (e.g. runs/quickstart)")
+    parser.add_argument(
+        "run", type=Path, nargs="?", default=Path("runs/quickstart"), help="a finished experiment run folder"
+    )
     parser.add_argument("--orders", default="0,1,2", help="data-order seeds, comma-separated")
     parser.add_argument(
         "--variants", default="constant,cosine", help=f"of {', '.join(VARIANTS)}; the first is the baseline"
     )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
+    if not (args.run / "config.json").exists() or not (args.run / "data" / "expert.jsonl").exists():
+        print(f"skipped: {args.run} holds no experiment run with expert data; run `make demo` first", file=sys.stderr)
+        return 0
 
     from pivotgym.experiment import ExperimentConfig
     from pivotgym.experiment.run import Run
