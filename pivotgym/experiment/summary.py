@@ -138,7 +138,7 @@ def seed_list(seeds: Iterable[int] | None) -> str:
 
 # ------------------------------------------------------------------------------------------------- claims
 #: E2E RL's turn cap must leave this much room over the longest expert plan it trains on, or its episodes
-#: cannot reach the goal of some of its tasks (the issue's rule: the env's own limit, or >= 1.5x)
+#: cannot reach the goal of some of its tasks (leave the cap unset for the env's own limit, or give it this room)
 TURN_CAP_ROOM = 1.5
 
 
