@@ -16,7 +16,7 @@ VLLM_PY    := $(VLLM_VENV)/bin/python
 VLLM_PIP   := $(VLLM_PY) -m pip --disable-pip-version-check
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: install vllm nemo-gym demo check-envs test lint bench clean system-deps
+.PHONY: install vllm nemo-gym demo check-envs test test-paper lint bench clean system-deps
 
 install: $(STAMP)
 
@@ -75,6 +75,10 @@ check-envs: $(STAMP)
 # The vLLM tests (tests/sampling/test_vllm*.py) drive .venv-vllm through $$PIVOTGYM_VLLM_PYTHON.
 test: $(STAMP) $(VLLM_STAMP) nemo-gym
 	PIVOTGYM_VLLM_PYTHON=$(abspath $(VLLM_PY)) $(PY) -m pytest -q
+
+# The paper-scale vLLM test on any CPU (make test skips it where the CPU's widest vector unit is AVX2: 30+ min).
+test-paper: $(STAMP) $(VLLM_STAMP)
+	PIVOTGYM_PAPER_TEST=1 PIVOTGYM_VLLM_PYTHON=$(abspath $(VLLM_PY)) $(PY) -m pytest -q tests/experiment/test_paper_vllm.py
 
 # ruff (lint + format check) and mypy on the package; CI runs this before the tests.
 lint: $(STAMP)
