@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pivotgym.pivot import AdaptiveK  # noqa: E402
+from pivotgym.pivot import AdaptiveK
 
 
 def pass_rates(source: str, n: int, rng: random.Random, zero: float, one: float) -> list[float]:

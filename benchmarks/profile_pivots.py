@@ -102,7 +102,7 @@ class OneCallPerState:
     def __init__(self, inner: object) -> None:
         self.inner = inner
 
-    def sample(self, prompts, n=1, params=None):  # noqa: ANN001, ANN201 - the Sampler protocol
+    def sample(self, prompts, n=1, params=None):
         return self.inner.sample(prompts, n=n, params=params)
 
     def describe(self) -> dict:

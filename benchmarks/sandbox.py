@@ -28,7 +28,7 @@ from pivotgym.sandbox import fork_dir, get_sandbox, remove_dir
 KEY = "00" * 32 + "\n"  # the runner's record key (any 32 bytes, hex); the records are not read here
 
 
-def timed(fn, repeat: int) -> float:  # noqa: ANN001
+def timed(fn, repeat: int) -> float:
     samples = []
     for _ in range(repeat):
         t = time.perf_counter()
@@ -105,7 +105,7 @@ def main() -> None:
     remove_dir(tmp)
 
 
-def judge_costs(box, tmp: Path) -> None:  # noqa: ANN001
+def judge_costs(box, tmp: Path) -> None:
     """Section 4: the hardened judge against plain pytest on the same targets, one real toolz task."""
     from pivotgym_swe.patch_check import check_patch
     from pivotgym_swe.tasks import load_task_set, materialize, pristine_tree, task_file

@@ -47,13 +47,13 @@ from typing import Any
 
 os.environ.setdefault("PIVOTGYM_LOAD_PLUGINS", "swe")
 
-from pivotgym.eval.stats import agreement, wilson  # noqa: E402
-from pivotgym.sandbox import Sandbox, fork_dir, get_sandbox, remove_dir  # noqa: E402
-from pivotgym_swe.differential import check_differential, reference_for, setup  # noqa: E402
-from pivotgym_swe.mutate import Mutation  # noqa: E402
-from pivotgym_swe.rewrites import always_equal, equivalent_rewrites, wrong_fixes  # noqa: E402
-from pivotgym_swe.tasks import load_task_set, pristine_tree, task_file  # noqa: E402
-from pivotgym_swe.testing import JUDGE_LIMITS, judge  # noqa: E402
+from pivotgym.eval.stats import agreement, wilson
+from pivotgym.sandbox import Sandbox, fork_dir, get_sandbox, remove_dir
+from pivotgym_swe.differential import check_differential, reference_for, setup
+from pivotgym_swe.mutate import Mutation
+from pivotgym_swe.rewrites import always_equal, equivalent_rewrites, wrong_fixes
+from pivotgym_swe.tasks import load_task_set, pristine_tree, task_file
+from pivotgym_swe.testing import JUDGE_LIMITS, judge
 
 # ------------------------------------------------------------------------------------------- the labeller
 LABELLER = r"""
@@ -167,7 +167,7 @@ def drawable(s: Any) -> bool:
     return kind in DRAWABLE
 
 
-def draw(s: Any, rng: random.Random, depth: int = 0) -> str:  # noqa: PLR0911 - one case per shape
+def draw(s: Any, rng: random.Random, depth: int = 0) -> str:
     """Python source of a fresh random value of shape ``s`` (scalars: half the time a value the tests use)."""
     kind = s[0]
     n = rng.randint(0, 6) if depth < 3 else 0

@@ -22,10 +22,10 @@ from typing import Any
 
 os.environ.setdefault("PIVOTGYM_LOAD_PLUGINS", "tooluse")
 
-import pivotgym  # noqa: E402
-from pivotgym.eval.stats import agreement  # noqa: E402
-from pivotgym_tooluse.bfcl_pairs import SOURCES, Pair, context_for, generate  # noqa: E402
-from pivotgym_tooluse.verifier import ToolCallExactVerifier, ToolCallVerifier, reason_code  # noqa: E402
+import pivotgym
+from pivotgym.eval.stats import agreement
+from pivotgym_tooluse.bfcl_pairs import SOURCES, Pair, context_for, generate
+from pivotgym_tooluse.verifier import ToolCallExactVerifier, ToolCallVerifier, reason_code
 
 
 def judge(pairs: list[Pair], verifier: Any, env: Any) -> list[tuple[bool, str]]:

@@ -24,10 +24,10 @@ from typing import Any
 
 os.environ.setdefault("PIVOTGYM_LOAD_PLUGINS", "tooluse")
 
-import pivotgym  # noqa: E402
-from pivotgym.verify import VerifyContext  # noqa: E402
-from pivotgym_tooluse.pairs import context_for, generate, wilson  # noqa: E402
-from pivotgym_tooluse.verifier import ToolCallExactVerifier, ToolCallVerifier  # noqa: E402
+import pivotgym
+from pivotgym.verify import VerifyContext
+from pivotgym_tooluse.pairs import context_for, generate, wilson
+from pivotgym_tooluse.verifier import ToolCallExactVerifier, ToolCallVerifier
 
 
 def agreement(verifier: Any, items: list[tuple[VerifyContext, str, bool, str]]) -> dict[str, Any]:

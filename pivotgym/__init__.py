@@ -30,7 +30,7 @@ from pivotgym.types import Completion, Message, PivotSet, Task, ToolCall, Trajec
 from pivotgym.verify import ExactMatchVerifier, Verifier, VerifyContext
 
 
-def check_env(env, **kwargs):  # noqa: ANN001, ANN201 - thin re-export, documented in pivotgym.checker
+def check_env(env, **kwargs):
     """Run the text-env checks on an env or env id; see :func:`pivotgym.checker.check_env`."""
     from pivotgym.checker import check_env as _check_env
 

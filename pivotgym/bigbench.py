@@ -73,7 +73,7 @@ def index_url() -> str:
 def sdist_url(filename: str = BIGBENCH_SDIST, project: str = BIGBENCH_PROJECT) -> tuple[str, str | None]:
     """(download URL, expected sha256) of ``filename`` from the index's PEP 503 page for ``project``."""
     page = f"{index_url()}/{project}/"
-    with urllib.request.urlopen(page, timeout=60) as resp:  # noqa: S310 - the configured package index
+    with urllib.request.urlopen(page, timeout=60) as resp:
         parser = _Links()
         parser.feed(resp.read().decode("utf-8", "replace"))
     for link in parser.links:
@@ -89,7 +89,7 @@ def download(url: str, dest: Path, sha256: str | None = None) -> Path:
     from tqdm import tqdm
 
     digest = hashlib.sha256()
-    with urllib.request.urlopen(url, timeout=120) as resp, dest.open("wb") as fh:  # noqa: S310
+    with urllib.request.urlopen(url, timeout=120) as resp, dest.open("wb") as fh:
         total = int(resp.headers.get("Content-Length") or 0) or None
         with tqdm(total=total, unit="B", unit_scale=True, desc=f"download {dest.name}", disable=None) as bar:
             while chunk := resp.read(1 << 20):

@@ -135,7 +135,7 @@ def _run_checks(
             report.results.append(CheckResult(name, "skip", str(exc)))
         except _Fail as exc:
             report.results.append(CheckResult(name, "fail", str(exc)))
-        except Exception as exc:  # noqa: BLE001 - an unexpected exception is itself a failure
+        except Exception as exc:
             report.results.append(CheckResult(name, "fail", f"raised {exc!r}\n{traceback.format_exc(limit=4)}"))
 
     def gymnasium_checker() -> str:

@@ -426,7 +426,7 @@ class _StepWorker:
     def __del__(self) -> None:
         try:
             self.jobs.put(None)
-        except Exception:  # noqa: BLE001 - interpreter shutdown
+        except Exception:
             pass
 
 
@@ -438,7 +438,7 @@ def _worker_loop(jobs: queue.SimpleQueue, results: queue.SimpleQueue) -> None:
         fn, arg = job
         try:
             results.put((True, fn(arg)))
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+        except BaseException as exc:
             results.put((False, exc))
         del job, fn, arg  # keep no reference to the env between steps
 

@@ -127,7 +127,7 @@ def _run(fn: Callable[[Any], Any], item: Any) -> tuple[bool, Any, str | None, fl
     start = time.perf_counter()
     try:
         return True, fn(item), None, time.perf_counter() - start
-    except Exception as exc:  # noqa: BLE001 - reported as a failed task
+    except Exception as exc:
         tb = traceback.format_exc(limit=6)
         return False, None, f"exception: {exc!r}\n{tb}", time.perf_counter() - start
 
@@ -135,7 +135,7 @@ def _run(fn: Callable[[Any], Any], item: Any) -> tuple[bool, Any, str | None, fl
 def _run_payload(setup: WorkerSetup, payload: bytes) -> tuple[bool, Any, str | None, float]:
     try:
         fn, item = _load_payload(setup, payload)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return False, None, f"exception: could not load the task ({exc!r})", 0.0
     return _run(fn, item)
 
@@ -191,7 +191,7 @@ class SerialExecutor(Executor):
     def __init__(self, workers: int | None = None, timeout: float | None = None) -> None:
         super().__init__(1, timeout)
 
-    def map(self, fn, items, *, timeout=None, on_result=None):  # noqa: ANN001, ANN201 - see Executor.map
+    def map(self, fn, items, *, timeout=None, on_result=None):
         deadline = self._deadline(timeout)
         results = []
         for index, item in enumerate(items):
@@ -201,7 +201,7 @@ class SerialExecutor(Executor):
             def target(item: Any = item, box: dict[str, Any] = box) -> None:
                 try:
                     box["value"] = fn(item)
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     box["error"] = f"exception: {exc!r}\n{traceback.format_exc(limit=6)}"
 
             if deadline is None:
@@ -237,14 +237,14 @@ def _worker_main(conn: Connection) -> None:
         index, setup, payload = message
         try:
             fn, item = _load_payload(setup, payload)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             conn.send(("done", index, False, None, f"exception: could not load the task ({exc!r})", 0.0))
             continue
         conn.send(("started", index))
         ok, value, error, elapsed = _run(fn, item)
         try:
             conn.send(("done", index, ok, value, error, elapsed))
-        except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable return value
+        except Exception as exc:
             conn.send(("done", index, False, None, f"exception: result could not be sent back ({exc!r})", elapsed))
 
 
@@ -296,14 +296,14 @@ class ProcessExecutor(Executor):
         """Kill a worker (hung or dead) and start a fresh one in its place."""
         try:
             worker.process.kill()
-        except Exception:  # noqa: BLE001 - already gone
+        except Exception:
             pass
         worker.process.join(5)
         worker.conn.close()
         self._workers[self._workers.index(worker)] = self._spawn()
         self.restarts += 1
 
-    def map(self, fn, items, *, timeout=None, on_result=None):  # noqa: ANN001, ANN201 - see Executor.map
+    def map(self, fn, items, *, timeout=None, on_result=None):
         items = list(items)
         results: list[TaskResult | None] = [None] * len(items)
         if not items:
@@ -324,7 +324,7 @@ class ProcessExecutor(Executor):
                     index = pending.popleft()
                     try:
                         payload = pickle.dumps((fn, items[index]))
-                    except Exception as exc:  # noqa: BLE001
+                    except Exception as exc:
                         finish(TaskResult(index, False, None, f"exception: task could not be pickled ({exc!r})"))
                         continue
                     now = time.monotonic()
@@ -386,7 +386,7 @@ class ProcessExecutor(Executor):
         for worker in self._workers:
             try:
                 worker.conn.send(None)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
         for worker in self._workers:
             worker.process.join(2)
@@ -420,7 +420,7 @@ def _ray_call(setup: WorkerSetup, payload: bytes, timeout: float | None) -> tupl
         return False, None, _RAY_RETRY, 0.0
     try:
         fn, item = _load_payload(setup, payload)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return False, None, f"exception: could not load the task ({exc!r})", 0.0
     if timeout is None:
         return _run(fn, item)
@@ -502,7 +502,7 @@ class RayExecutor(Executor):
             self._remote = ray.remote(max_retries=0, num_cpus=1)(_ray_call)
         return ray
 
-    def map(self, fn, items, *, timeout=None, on_result=None):  # noqa: ANN001, ANN201 - see Executor.map
+    def map(self, fn, items, *, timeout=None, on_result=None):
         items = list(items)
         if not items:
             return []
@@ -531,7 +531,7 @@ class RayExecutor(Executor):
                 index = pending.popleft()
                 try:
                     payload = pickle.dumps((fn, items[index]))
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     finish(TaskResult(index, False, None, f"exception: task could not be pickled ({exc!r})"))
                     continue
                 in_flight[self._remote.remote(setup, payload, deadline_s)] = (index, time.monotonic())
@@ -560,7 +560,7 @@ class RayExecutor(Executor):
                     if error == _RAY_RETRY:
                         error = f"crashed: met an ending worker {_RAY_RETRIES + 1} times"
                     finish(TaskResult(index, ok, value, error, elapsed))
-                except Exception as exc:  # noqa: BLE001 - WorkerCrashedError and friends
+                except Exception as exc:
                     if index not in recrashed:
                         # Ray may have leased the task to a worker that a timeout was ending (the task
                         # dies with it, unrun): send it once more, as Ray's own retries of system failures do

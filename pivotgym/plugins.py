@@ -109,7 +109,7 @@ class PluginManager:
         info.module = getattr(plugin, "__name__", type(plugin).__name__)
         try:
             self.pm.register(plugin, name=name)
-        except Exception as exc:  # noqa: BLE001 - pluggy validation errors name the bad hook
+        except Exception as exc:
             info.fail("load", f"could not register: {exc}", traceback.format_exc())
 
     def load_builtins(self) -> None:
@@ -144,7 +144,7 @@ class PluginManager:
             info.version = ep.dist.version if ep.dist else None
             try:
                 plugin = ep.load()
-            except BaseException as exc:  # noqa: BLE001 - SystemExit from a broken import counts too
+            except BaseException as exc:
                 info.fail("load", f"import failed: {exc!r}", traceback.format_exc())
                 continue
             if getattr(getattr(plugin, "__spec__", None), "_initializing", False):
@@ -162,7 +162,7 @@ class PluginManager:
         name = name or module_name
         try:
             module = importlib.import_module(module_name)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             self.infos.setdefault(name, PluginInfo(name=name, module=module_name)).fail(
                 "load", f"import failed: {exc!r}", traceback.format_exc()
             )
@@ -189,7 +189,7 @@ class PluginManager:
             caller = self.pm.subset_hook_caller(hook_name, others)
             try:
                 caller(**kwargs_for(name))
-            except Exception as exc:  # noqa: BLE001 - one broken plugin must not hide the others
+            except Exception as exc:
                 culprit = _raised_by(exc, impls) or name
                 self.infos.setdefault(culprit, PluginInfo(name=culprit)).fail(
                     hook_name, f"{hook_name} raised {exc!r}", traceback.format_exc()

@@ -225,7 +225,7 @@ class _Record:
         return dataclasses.asdict(self)  # type: ignore[call-overload]
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]):  # noqa: ANN206 - returns cls
+    def from_dict(cls, data: dict[str, Any]):
         """The record of ``data``; a missing required field or a value of the wrong kind (e.g. ``messages: 5``)
         raises :class:`RecordError` naming the field (the items of lists are not checked, for speed)."""
         names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]

@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     except (typer.Abort, KeyboardInterrupt):
         typer.echo("aborted", err=True)
         return 130
-    except Exception as exc:  # noqa: BLE001 - the user gets one clear line, not a traceback
+    except Exception as exc:
         show, code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
         if callable(show) and isinstance(code, int):
             show()  # a usage error from click/typer (typer vendors click): it prints its own usage line

@@ -166,7 +166,7 @@ def action_tokens(
             return_dict=False,
         )
         full = [int(x) for x in full]
-    except Exception:  # noqa: BLE001 - a template that refuses the message: tokenise the text alone
+    except Exception:
         full = []
     n = len(prompt_ids)
     if full[:n] == list(prompt_ids):

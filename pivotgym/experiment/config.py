@@ -268,7 +268,7 @@ class ExperimentConfig:
             from pivotgym.registry import get_registry
 
             return dict(get_registry().suite(self.suite).members)
-        return {f"{self.env}@test": "in_domain", **{m: "ood" for m in self.ood}}
+        return {f"{self.env}@test": "in_domain", **dict.fromkeys(self.ood, "ood")}
 
     @property
     def in_domain(self) -> list[str]:

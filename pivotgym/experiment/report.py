@@ -158,7 +158,7 @@ def _read(path: Path) -> Any:
 def _seed_results(layout: RunLayout, tag: str, seeds: Sequence[int]) -> dict[int, dict[str, Any]]:
     if tag == "base":
         base = _read(layout.result("base"))
-        return {s: base for s in seeds} if base else {}
+        return dict.fromkeys(seeds, base) if base else {}
     return {s: r for s in seeds if (r := _read(layout.result(tag, s))) and r.get("scores")}
 
 

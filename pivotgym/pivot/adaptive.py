@@ -50,7 +50,7 @@ def miss_probability(p: float, m: int, k: int, max_mean: float) -> float:
     rest = k - m
     pmf = _binom_pmf(rest, p)
     fail_side = sum(pmf[x] for x in range(1, rest + 1) if x / k < max_mean)
-    pass_side = sum(pmf[x] for x in range(0, rest) if (m + x) / k < max_mean)
+    pass_side = sum(pmf[x] for x in range(rest) if (m + x) / k < max_mean)
     return (1 - p) ** m * fail_side + p**m * pass_side
 
 
@@ -64,7 +64,7 @@ def _sup_miss(m: int, k: int, max_mean: float, min_pass_rate: float) -> float:
         return 0.0
     rest = k - m
     fail_terms = [x for x in range(1, rest + 1) if x / k < max_mean]
-    pass_terms = [x for x in range(0, rest) if (m + x) / k < max_mean]
+    pass_terms = [x for x in range(rest) if (m + x) / k < max_mean]
 
     def f(p: np.ndarray) -> np.ndarray:
         q = 1 - p

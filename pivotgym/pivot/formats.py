@@ -242,7 +242,7 @@ def _task_tools(env: Any, task_id: str) -> list[dict[str, Any]]:
     try:
         env.reset(options={"task_id": task_id})
         return list(env.tool_schemas() or [])
-    except Exception:  # noqa: BLE001 - tools are optional in a pivot row
+    except Exception:
         return []
 
 
@@ -289,7 +289,7 @@ def export_nemo_rows(
             if turn.env_id not in envs and trajectory_tools(trajectory) is None:
                 try:
                     envs[turn.env_id] = get_registry().make(turn.env_id)
-                except Exception:  # noqa: BLE001 - an env not installed here: export without tools
+                except Exception:
                     envs[turn.env_id] = None
             tools = state_tools(trajectory, envs.get(turn.env_id))
         rows.append(nemo_row(turn, profile, tools))

@@ -148,7 +148,7 @@ def cached_hub_model(name: str) -> Path | None:
         from huggingface_hub import snapshot_download
 
         folder = Path(snapshot_download(repo_id=name, local_files_only=True))
-    except Exception:  # noqa: BLE001 - not cached, or not a valid repo id: either way not available locally
+    except Exception:
         return None
     return folder if (folder / "config.json").is_file() else None
 
@@ -311,7 +311,7 @@ def _pull_hub_model(name: str) -> Path:
         from huggingface_hub import snapshot_download
 
         folder = Path(snapshot_download(repo_id=name, allow_patterns=_HUB_PATTERNS))
-    except Exception as exc:  # noqa: BLE001 - offline, unknown repo, gated: one line with the cause
+    except Exception as exc:
         raise ModelError(
             f"could not download model {name!r} from the Hugging Face hub: "
             f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"

@@ -80,7 +80,7 @@ def _load_engine_module() -> None:
     to raise, with the caller's frames."""
     try:
         importlib.import_module(ENGINE_MODULE)
-    except Exception:  # noqa: BLE001, S110 - raised again where vllm.LLM is used
+    except Exception:
         pass
 
 
@@ -437,7 +437,7 @@ class VLLMServer:
         import httpx
 
         env = {**os.environ, **engine_environment(self.cpu), "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}
-        self._log = open(self.log_path, "wb") if self.log_path else None  # noqa: SIM115 - closed in stop()
+        self._log = open(self.log_path, "wb") if self.log_path else None
         self.process = subprocess.Popen(
             self.command(),
             env=env,

@@ -204,7 +204,7 @@ def _prlimit_path() -> str | None:
 _PRLIMIT: str | None = None
 
 
-def _rlimit_setter(limits: Limits):  # noqa: ANN202 - returns a preexec_fn
+def _rlimit_setter(limits: Limits):
     def apply() -> None:
         def setl(kind: int, value: int | float | None) -> None:
             if value is not None:

@@ -40,7 +40,7 @@ def docker_client(timeout: float = 5.0) -> Any:
     try:
         client = docker.from_env(timeout=int(timeout))
         client.ping()
-    except Exception as exc:  # noqa: BLE001 - any connection failure means the same thing to the user
+    except Exception as exc:
         raise SandboxUnavailable(
             f"no reachable Docker engine ({exc.__class__.__name__}: {exc}); start dockerd or set DOCKER_HOST"
         ) from exc
@@ -83,7 +83,7 @@ class DockerSandbox(Sandbox):
 
     def container_options(self, limits: Limits, env: Mapping[str, str] | None) -> dict[str, Any]:
         """Keyword arguments for ``containers.create`` that enforce ``limits`` (engine-free; unit-tested)."""
-        import docker.types as dt  # noqa: PLC0415 - only needed with an engine
+        import docker.types as dt
 
         ulimits = [dt.Ulimit(name="core", soft=0, hard=0)]
         if limits.cpu_seconds:
@@ -135,7 +135,7 @@ class DockerSandbox(Sandbox):
             try:
                 status = container.wait(timeout=limits.wall_seconds)
                 code = int(status.get("StatusCode", -1))
-            except Exception:  # noqa: BLE001 - requests' read timeout: the deadline passed
+            except Exception:
                 timed_out = True
                 container.kill()
                 code = -9
@@ -144,7 +144,7 @@ class DockerSandbox(Sandbox):
         finally:
             try:
                 container.remove(force=True)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
         return RunResult(code, out, err, timed_out, t1 or t2, time.perf_counter() - start, self.name, command_text(cmd))
 

@@ -344,7 +344,7 @@ class SessionManager:
 def _close_env(env: Any) -> None:
     try:
         env.close()
-    except Exception:  # noqa: BLE001, S110 - closing must free the slot whatever the env does
+    except Exception:
         pass
 
 

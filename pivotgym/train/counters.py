@@ -51,7 +51,7 @@ class Counters:
     groups_sampled: int | None = None
     groups_applied: int | None = None
     refill_groups: int | None = None
-    seconds: dict[str, float] = field(default_factory=lambda: {p: 0.0 for p in PHASES})
+    seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
     wall_seconds: float = 0.0
     _started: float | None = field(default=None, repr=False, compare=False)
 
@@ -131,7 +131,7 @@ class Counters:
         data = {RENAMED.get(k, k): v for k, v in data.items()}
         data = {k: v for k, v in data.items() if k in cls.__dataclass_fields__ and not k.startswith("_")}
         counters = cls(**data)
-        counters.seconds = {**{p: 0.0 for p in PHASES}, **counters.seconds}
+        counters.seconds = {**dict.fromkeys(PHASES, 0.0), **counters.seconds}
         return counters
 
 

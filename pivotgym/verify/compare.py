@@ -367,7 +367,7 @@ def values_equivalent(
         )
     try:
         return bool(a == b)
-    except Exception:  # noqa: BLE001 - exotic objects: unequal rather than an exception
+    except Exception:
         return False
 
 
@@ -398,7 +398,7 @@ def value_problem(value: Any, spec: Mapping[str, Any] | None, _depth: int = 0) -
 def _short(value: Any, limit: int = 80) -> str:
     try:
         text = repr(value)
-    except Exception:  # noqa: BLE001 - a repr that raises (huge int digits limit) still gets a label
+    except Exception:
         text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 

@@ -91,7 +91,7 @@ def verify_safely(verifier: Verifier, context: VerifyContext, candidate: str) ->
     label = _verifier_label(verifier)
     try:
         verdict = verifier.verify(context, candidate)
-    except Exception as exc:  # noqa: BLE001 - a broken verifier must not kill a profiling run
+    except Exception as exc:
         hint = getattr(exc, "hint", None) if isinstance(exc, PivotgymError) else None
         detail = f"{type(exc).__name__}: {exc}" + (f" (hint: {hint})" if hint else "")
         return Verdict.fail(

@@ -30,14 +30,14 @@ class ClimbEnv(AgentEnv):
     max_turns = 8
     targets = {"test": [4, 5, 3, 7], "train": [6]}
 
-    def load_tasks(self, split):  # noqa: ANN001, ANN201
+    def load_tasks(self, split):
         return [Task(f"{split}-t{t}", split, {"target": t}) for t in self.targets[split]]
 
-    def initial_messages(self, task):  # noqa: ANN001, ANN201
+    def initial_messages(self, task):
         self.value = 0
         return [message("user", f"Reach {task.data['target']} with `add K`, K in 1..3.")]
 
-    def apply_action(self, action):  # noqa: ANN001, ANN201
+    def apply_action(self, action):
         m = re.fullmatch(r"\s*add\s+([123])\s*", action)
         if not m:
             raise InvalidAction("write `add K` with K in 1..3")
@@ -46,12 +46,12 @@ class ClimbEnv(AgentEnv):
         reward = float(self.value == self.task.data["target"])
         return StepOutcome([message("user", f"value={self.value}")], reward=reward if done else 0.0, terminated=done)
 
-    def legal_actions(self):  # noqa: ANN201
+    def legal_actions(self):
         if self.task.data["target"] == 7:
             return None
         return ["add 1", "add 2", "add 3", "add 1"]  # a duplicate the floors must count once
 
-    def expert_actions(self, task):  # noqa: ANN001, ANN201
+    def expert_actions(self, task):
         left, out = task.data["target"], []
         while left:
             out.append(message("assistant", f"add {min(3, left)}"))
@@ -65,7 +65,7 @@ class ClimbVerifier:
     name = "floors-toy/optimal"
     version = "1"
 
-    def verify(self, context, candidate):  # noqa: ANN001, ANN201
+    def verify(self, context, candidate):
         m = re.fullmatch(r"\s*add\s+([123])\s*", candidate)
         if not m:
             return Verdict.fail("unparseable")
@@ -80,7 +80,7 @@ class FlakyVerifier(ClimbVerifier):
 
     name = "floors-toy/flaky"
 
-    def verify(self, context, candidate):  # noqa: ANN001, ANN201
+    def verify(self, context, candidate):
         env = context.env()
         if env.task.data["target"] == 5 and env.value == 0 and candidate.strip() == "add 2":
             return Verdict(0.0, False, "solver gave up", {"verification_failed": "budget"})

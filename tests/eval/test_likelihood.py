@@ -24,25 +24,25 @@ class PickEnv(AgentEnv):
     max_turns = 4
     max_new_tokens = 8
 
-    def load_tasks(self, split):  # noqa: ANN001, ANN201
+    def load_tasks(self, split):
         right = [[["B"], ["A", "C"]], [["C", "D"], ["D"]]]
         return [Task(f"{split}-{i}", split, {"right": r}) for i, r in enumerate(right)]
 
-    def initial_messages(self, task):  # noqa: ANN001, ANN201
+    def initial_messages(self, task):
         self.pick = 0
         return [message("user", "Pick a letter: A, B, C or D.")]
 
-    def apply_action(self, action):  # noqa: ANN001, ANN201
+    def apply_action(self, action):
         if action.strip() not in LETTERS:
             raise InvalidAction("reply with one of A, B, C, D")
         self.pick += 1
         done = self.pick == 2
         return StepOutcome([message("user", "Next pick." if not done else "Done.")], terminated=done)
 
-    def legal_actions(self):  # noqa: ANN201
+    def legal_actions(self):
         return list(LETTERS)
 
-    def expert_actions(self, task):  # noqa: ANN001, ANN201
+    def expert_actions(self, task):
         return [message("assistant", right[0]) for right in task.data["right"]]
 
 
@@ -50,7 +50,7 @@ class PickVerifier:
     name = "likelihood-toy/right"
     version = "1"
 
-    def verify(self, context, candidate):  # noqa: ANN001, ANN201
+    def verify(self, context, candidate):
         env = context.env()
         ok = candidate.strip() in env.task.data["right"][env.pick]
         return Verdict(float(ok), ok, "right" if ok else "wrong")
@@ -77,7 +77,7 @@ def pick_floors() -> Iterator[object]:
         reset_registry()
 
 
-def _independent_logps(sampler, messages, actions) -> list[float]:  # noqa: ANN001
+def _independent_logps(sampler, messages, actions) -> list[float]:
     """log p(action, then <|im_end|>) for each action by plain forwards over the whole conversations (no cache,
     no shared prefix, no padding: the toy's actions have equal length, so they batch without it)."""
     import torch
@@ -185,7 +185,7 @@ def sharp_sampler() -> object:
     return HFSampler(model, tokenizer=tokenizer)
 
 
-def _argmax_loop(model, prompt, cap, stops):  # noqa: ANN001, ANN202
+def _argmax_loop(model, prompt, cap, stops):
     """Greedy decoding the slow way: the whole sequence through the model for every new token."""
     import torch
 

@@ -8,10 +8,10 @@ import pytest
 class Scripted:
     """Answers each prompt with ``answer(prompt)``; ``None`` is a failed generation (finish_reason error)."""
 
-    def __init__(self, answer) -> None:  # noqa: ANN001
+    def __init__(self, answer) -> None:
         self.answer = answer
 
-    def sample(self, prompts, n=1, params=None):  # noqa: ANN001, ANN201
+    def sample(self, prompts, n=1, params=None):
         from pivotgym.types import Completion
 
         out = []
@@ -21,7 +21,7 @@ class Scripted:
             out.append([completion] * n)
         return out
 
-    def describe(self):  # noqa: ANN201
+    def describe(self):
         return {"model": "scripted", "revision": None, "backend": "test"}
 
 
@@ -38,7 +38,7 @@ def test_turn_accuracy_per_task_leaves_failed_verifications_out_and_counts_them(
     second = [str(env.prompt_messages(turn.prefix)) for turn in trajectories[1].turns()]
     states = len(turns)
 
-    def answer(prompt):  # noqa: ANN001, ANN202 - task 1 fails to generate, task 2 right on its first state only
+    def answer(prompt):
         key = str(prompt)
         if key in first:
             return None
@@ -72,7 +72,7 @@ def test_turn_accuracy_answers_short_histories_first_and_keeps_the_given_task_or
     task_of = {str(env.prompt_messages(turn.prefix)): t.task_id for t in given for turn in t.turns()}
     seen: list[str] = []
 
-    def answer(prompt):  # noqa: ANN001, ANN202 - right only on the longest trajectory's states
+    def answer(prompt):
         seen.append(task_of[str(prompt)])
         return expert[str(prompt)] if task_of[str(prompt)] == given[0].task_id else "nope"
 
@@ -98,10 +98,10 @@ def test_states_with_a_given_answer_are_judged_on_it_and_only_the_rest_generated
     asked: list[str] = []
 
     class Encoding(Scripted):  # generates the expert's action; prompts encode to their text's bytes
-        def encode(self, prompt):  # noqa: ANN001, ANN202
+        def encode(self, prompt):
             return list(str(prompt).encode())
 
-    def answer(prompt):  # noqa: ANN001, ANN202
+    def answer(prompt):
         asked.append(str(prompt))
         return expert[str(prompt)]
 

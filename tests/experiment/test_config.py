@@ -153,7 +153,7 @@ def test_sampler_options_change_the_fingerprint_only_when_set():
     from pivotgym.experiment.layout import STAGES
 
     def stage_inputs(config, stage, seed, _prints, verifiers):
-        return inputs_of(config, stage, seed, {s: "print" for s in STAGES}, verifiers)
+        return inputs_of(config, stage, seed, dict.fromkeys(STAGES, "print"), verifiers)
 
     plain = ExperimentConfig(name="x", env="arith/chain-v0")
     inputs = stage_inputs(plain, "pivot", 0, {}, {})

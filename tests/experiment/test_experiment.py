@@ -246,15 +246,15 @@ def test_e2e_samples_only_the_expert_tasks(tiny_model_dir, arith_registry, tmp_p
 class ScriptedSampler:
     """Answers each prompt with ``answer(prompt)``: a policy whose turn accuracy is known in advance."""
 
-    def __init__(self, answer) -> None:  # noqa: ANN001
+    def __init__(self, answer) -> None:
         self.answer = answer
 
-    def sample(self, prompts, n=1, params=None):  # noqa: ANN001, ANN201
+    def sample(self, prompts, n=1, params=None):
         from pivotgym.types import Completion
 
         return [[Completion(text=self.answer(p)) for _ in range(n)] for p in prompts]
 
-    def describe(self):  # noqa: ANN201
+    def describe(self):
         return {"model": "scripted", "revision": None, "backend": "test"}
 
 
@@ -281,10 +281,10 @@ def test_turn_accuracy_scores_held_out_expert_states(arith_registry, tmp_path):
         for turn in traj.turns():
             experts[str(env.prompt_messages(turn.prefix))] = turn.expert["content"]
 
-    def expert(prompt):  # noqa: ANN001, ANN202
+    def expert(prompt):
         return experts[str(prompt)]
 
-    def equivalent(prompt):  # noqa: ANN001, ANN202 - same value, different string: the functional verifier credits it
+    def equivalent(prompt):
         return f"({experts[str(prompt)]}) + 0"
 
     try:
@@ -348,7 +348,7 @@ def test_profiling_is_capped_by_the_env_and_samplers_come_from_the_registry(arit
     class Stop(Exception):
         pass
 
-    def profile(trajectories, sampler, **kwargs):  # noqa: ANN001, ANN202
+    def profile(trajectories, sampler, **kwargs):
         seen.update(kwargs, sampler=sampler)
         raise Stop
 
@@ -383,7 +383,7 @@ def test_stages_without_the_report_exit_0_and_say_how_to_write_it(tmp_path, caps
 
     calls = []
 
-    def stages_only(config, out_dir=None, stages=None, rerun=()):  # noqa: ANN001, ANN202 - run_experiment's shape
+    def stages_only(config, out_dir=None, stages=None, rerun=()):
         calls.append(stages)
         return {"name": config.name, "root": str(out_dir)}
 

@@ -133,7 +133,7 @@ def _hold_lock(path: str) -> None:
     import fcntl
     import time
 
-    lock = open(path, "w")  # noqa: SIM115 - held until the process is terminated
+    lock = open(path, "w")
     fcntl.flock(lock, fcntl.LOCK_EX)
     Path(path + ".held").touch()
     time.sleep(600)

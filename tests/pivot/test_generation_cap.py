@@ -36,7 +36,7 @@ class _Recorder:
     def __init__(self) -> None:
         self.calls: list[tuple[int, int]] = []
 
-    def sample(self, prompts, n=1, params=None, seeds=None):  # noqa: ANN001, ANN201
+    def sample(self, prompts, n=1, params=None, seeds=None):
         self.calls.append((len(prompts), params.max_new_tokens))
         return [[Completion(f"{params.max_new_tokens}") for _ in range(n)] for _ in prompts]
 

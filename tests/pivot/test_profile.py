@@ -32,11 +32,11 @@ class CountingSampler:
         self.inner = inner
         self.calls: list[int] = []
 
-    def sample(self, prompts, n=1, params=None):  # noqa: ANN001, ANN201
+    def sample(self, prompts, n=1, params=None):
         self.calls.append(n * len(prompts))
         return self.inner.sample(prompts, n, params)
 
-    def describe(self):  # noqa: ANN201
+    def describe(self):
         return self.inner.describe()
 
 
@@ -266,13 +266,13 @@ class RecordingSampler:
     def __init__(self) -> None:
         self.caps: list[int] = []
 
-    def sample(self, prompts, n=1, params=None):  # noqa: ANN001, ANN201
+    def sample(self, prompts, n=1, params=None):
         from pivotgym.types import Completion
 
         self.caps.append(params.max_new_tokens)
         return [[Completion("7") for _ in range(n)] for _ in prompts]
 
-    def describe(self):  # noqa: ANN201
+    def describe(self):
         return {"model": "recording", "revision": None, "backend": "test"}
 
 

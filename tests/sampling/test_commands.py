@@ -30,7 +30,7 @@ def test_model_pull_unknown_name_is_a_user_error(capsys, monkeypatch):
     not have it, the error is one line naming it."""
     import huggingface_hub
 
-    def missing(repo_id, **kwargs):  # noqa: ANN001, ANN003, ANN202 - no network in tests
+    def missing(repo_id, **kwargs):
         raise OSError(f"Repository Not Found for {repo_id}")
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", missing)

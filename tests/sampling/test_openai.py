@@ -36,14 +36,14 @@ class FakeServer:
             def log_message(self, *args: Any) -> None:  # keep pytest output clean
                 pass
 
-            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            def do_GET(self) -> None:
                 owner.requests.append({"path": self.path, "body": None, "auth": self.headers.get("Authorization")})
                 if self.path == "/v1/models":
                     self.answer(200, {"object": "list", "data": [{"id": owner.served, "object": "model"}]})
                 else:
                     self.answer(404, {"error": f"no route {self.path}"})
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 owner.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
                 if self.path == "/v1/completions":

@@ -110,7 +110,7 @@ class SleepEnv(AgentEnv):
 
 class _LabPlugin:
     @hookimpl
-    def register_environments(self, register) -> None:  # noqa: ANN001 - the hook's callback
+    def register_environments(self, register) -> None:
         register("test/sleep-v0", SleepEnv, verifier="exact", description="sleeps for the action's seconds")
 
 

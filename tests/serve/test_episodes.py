@@ -132,7 +132,7 @@ def test_threads_play_sessions_of_different_domains_at_once(server):
                 if last[2] or last[3]:
                     break
             results[i] = last
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             results[i] = exc
 
     threads = [threading.Thread(target=play, args=(i,)) for i in range(len(remotes))]

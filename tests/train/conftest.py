@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from train_testlib import make_tiny_llama  # noqa: E402
+from train_testlib import make_tiny_llama
 
 
 @pytest.fixture()

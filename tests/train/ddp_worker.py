@@ -13,11 +13,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from train_testlib import make_tiny_llama  # noqa: E402
+from train_testlib import make_tiny_llama
 
-from pivotgym.train.config import RLConfig  # noqa: E402
-from pivotgym.train.loop import shard  # noqa: E402
-from pivotgym.train.rl import RLTrainer, group_samples  # noqa: E402
+from pivotgym.train.config import RLConfig
+from pivotgym.train.loop import shard
+from pivotgym.train.rl import RLTrainer, group_samples
 
 GROUPS = [  # (prompt, completions, rewards): uneven lengths, one zero-variance group
     ([5, 6, 7, 8, 9, 10], [[30, 31, 32], [33], [34, 35], [36, 37, 38, 39]], [1.0, 0.0, 0.0, 1.0]),

@@ -43,7 +43,7 @@ def main(data: str, out: str, kill_after: int | None) -> None:
         seed=11,
     )
 
-    def crash(trainer, row):  # noqa: ANN001
+    def crash(trainer, row):
         if kill_after is not None and trainer.step == kill_after:
             os.kill(os.getpid(), signal.SIGKILL)
 

@@ -114,7 +114,7 @@ def test_resume_after_kill_gives_the_same_weights(arith_data, plugin_site, tmp_p
     final = "checkpoints/step-000004/pytorch_model.bin"
     a = torch.load(tmp_path / "straight" / final)
     b = torch.load(tmp_path / "resumed" / final)
-    init = {k: v for k, v in a.items()}
+    init = dict(a.items())
     assert a.keys() == b.keys()
     for key in a:
         assert torch.equal(a[key], b[key]), key
@@ -161,7 +161,7 @@ def test_failed_verifications_leave_the_group_instead_of_scoring_zero(arith_data
         name = "test/even-or-budget"
         version = "1"
 
-        def verify(self, context, candidate):  # noqa: ANN001, ANN201
+        def verify(self, context, candidate):
             if len(candidate) % 2 == 0:
                 return Verdict.ok("even")
             return Verdict.fail("budget", verification_failed="search budget exhausted")

@@ -167,7 +167,7 @@ def test_hf_sampler_load_weights_copies_in_place_and_drops_kept_prefixes():
     source, tokenizer = tiny_llama(seed=0)
     sampler = HFSampler(tiny_llama(seed=1)[0], tokenizer)
     prompt = sampler.encode(PROMPT)
-    tensors = [p for p in sampler.model.parameters()]
+    tensors = list(sampler.model.parameters())
     with sampler.reuse_prefixes():
         greedy_ids(sampler, prompt)
         assert sampler._prefixes  # the prompt's rows are kept: they are the old weights'

@@ -41,7 +41,7 @@ class EvenLength:
     name = "test/even-length"
     version = "1"
 
-    def verify(self, context, candidate: str) -> Verdict:  # noqa: ANN001
+    def verify(self, context, candidate: str) -> Verdict:
         even = len(candidate) % 2 == 0
         return Verdict(1.0 if even else 0.0, even, "even" if even else "odd")
 

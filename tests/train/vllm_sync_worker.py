@@ -33,7 +33,7 @@ def resident_bytes() -> int:
     raise RuntimeError("no VmRSS in /proc/self/status")
 
 
-def greedy(sampler, prompt_ids):  # noqa: ANN001, ANN201
+def greedy(sampler, prompt_ids):
     completion = sampler.sample([prompt_ids], n=1, params=GREEDY)[0][0]
     return {"ids": completion.token_ids, "logprobs": completion.logprobs}
 

@@ -78,7 +78,7 @@ class GroundAction:
         return fact(self.name, self.args)
 
 
-def fact(predicate: str, args) -> str:  # noqa: ANN001 - any sequence of strings
+def fact(predicate: str, args) -> str:
     return f"({predicate}{' ' + ' '.join(args) if len(args) else ''})"
 
 
@@ -128,7 +128,7 @@ class PlanningProblem:
                 delete=tuple(_atom(p) for p in action.effect.dellist),
             )
         changing = {a.predicate for s in self.schemas.values() for a in (*s.add, *s.delete)}
-        self.static_predicates = {p for p in domain.predicates} - changing
+        self.static_predicates = set(domain.predicates) - changing
         self.init: State = frozenset(fact(a.name, [n for n, _t in a.signature]) for a in problem.initial_state)
         self.goal: frozenset[str] = frozenset(fact(a.name, [n for n, _t in a.signature]) for a in problem.goal)
         self._lock = threading.Lock()

@@ -18,7 +18,7 @@ def env_id(name: str) -> str:
 
 
 @pivotgym.hookimpl
-def register_environments(register):  # noqa: ANN001, ANN201 - pluggy hook
+def register_environments(register):
     for name, family in TRAIN_FAMILIES.items():
         register(
             env_id(name),
@@ -57,7 +57,7 @@ def register_environments(register):  # noqa: ANN001, ANN201 - pluggy hook
 
 
 @pivotgym.hookimpl
-def register_verifiers(register):  # noqa: ANN001, ANN201 - pluggy hook
+def register_verifiers(register):
     register(
         "planning/optimal",
         "pivotgym_planning.verifier:OptimalActionVerifier",
@@ -71,7 +71,7 @@ def register_verifiers(register):  # noqa: ANN001, ANN201 - pluggy hook
 
 
 @pivotgym.hookimpl
-def register_suites(register):  # noqa: ANN001, ANN201 - pluggy hook
+def register_suites(register):
     members = {env_id(n): "in_domain" for n in TRAIN_FAMILIES}
     members.update({env_id(n): "ood" for n in OOD_FAMILIES})
     register(

@@ -14,7 +14,7 @@ SUITE = "ood-reasoning"
 
 
 @pivotgym.hookimpl
-def register_environments(register):  # noqa: ANN001, ANN201 - pluggy hook
+def register_environments(register):
     for name, spec in TASKS.items():
         register(
             env_id(name),
@@ -28,7 +28,7 @@ def register_environments(register):  # noqa: ANN001, ANN201 - pluggy hook
 
 
 @pivotgym.hookimpl
-def register_verifiers(register):  # noqa: ANN001, ANN201 - pluggy hook
+def register_verifiers(register):
     register(
         VERIFIER,
         "pivotgym_reasoning.env:ReasoningVerifier",
@@ -37,7 +37,7 @@ def register_verifiers(register):  # noqa: ANN001, ANN201 - pluggy hook
 
 
 @pivotgym.hookimpl
-def register_suites(register):  # noqa: ANN001, ANN201 - pluggy hook
+def register_suites(register):
     members = {f"{env_id(name)}@test": "ood" for name, spec in TASKS.items() if spec.in_suite}
     register(
         SUITE,

@@ -82,7 +82,7 @@ def swebench_eval_cmd(
 def main(argv: list[str] | None = None) -> int:
     try:
         app(args=argv, prog_name="pivotgym-swe", standalone_mode=False)
-    except Exception as exc:  # noqa: BLE001 - one line for the user
+    except Exception as exc:
         import click
 
         if isinstance(exc, click.exceptions.Exit):

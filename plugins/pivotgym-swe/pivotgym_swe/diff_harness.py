@@ -23,7 +23,7 @@ printed, but to be credited it has to print what the reference prints for inputs
 """
 
 
-def _main() -> None:  # noqa: C901, PLR0915 - one script, kept in a function so nothing lands in __main__
+def _main() -> None:
     import builtins
     import collections
     import functools
@@ -67,12 +67,12 @@ def _main() -> None:  # noqa: C901, PLR0915 - one script, kept in a function so 
     class Timeout(BaseException):
         pass
 
-    def on_alarm(_signum, _frame):  # noqa: ANN001, ANN202
+    def on_alarm(_signum, _frame):
         raise Timeout()
 
     signal.signal(signal.SIGALRM, on_alarm)
 
-    def timed(fn, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+    def timed(fn, *args, **kwargs):
         signal.setitimer(signal.ITIMER_REAL, per_call)
         try:
             return fn(*args, **kwargs)
@@ -95,7 +95,7 @@ def _main() -> None:  # noqa: C901, PLR0915 - one script, kept in a function so 
         *payload.get("packages", []),
     }
 
-    def resolve(ref: str):  # noqa: ANN202
+    def resolve(ref: str):
         module, _, qual = ref.partition(":")
         if module.split(".")[0] not in allowed_ref_modules:
             raise ValueError(f"reference to {ref} not allowed")
@@ -104,7 +104,7 @@ def _main() -> None:  # noqa: C901, PLR0915 - one script, kept in a function so 
             obj = getattr(obj, part)
         return obj
 
-    def build(spec):  # noqa: ANN001, ANN202, C901
+    def build(spec):
         t, v = spec["t"], spec.get("v")
         if t == "none":
             return None
@@ -168,7 +168,7 @@ def _main() -> None:  # noqa: C901, PLR0915 - one script, kept in a function so 
         zip,
     )
 
-    def canon(v, depth=0, budget=None):  # noqa: ANN001, ANN202, C901, PLR0911, PLR0912
+    def canon(v, depth=0, budget=None):
         budget = budget if budget is not None else [20000]
         budget[0] -= 1
         if budget[0] < 0:
@@ -221,32 +221,32 @@ def _main() -> None:  # noqa: C901, PLR0915 - one script, kept in a function so 
                     items.append(canon(x, depth + 1, budget))
             except Timeout:
                 raise
-            except BaseException as exc:  # noqa: BLE001 - a lazy result raising is part of its behaviour
+            except BaseException as exc:
                 raised = type_name(type(exc))
             return ["iter", label, items[:cap_items], len(items) > cap_items, raised]
         return ["obj", type_name(t), re.sub(r"0x[0-9a-fA-F]{4,}", "0x?", repr(v)[: 4 * cap_text])[:cap_text]]
 
-    def digest(value) -> str:  # noqa: ANN001
+    def digest(value) -> str:
         return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
 
     # ------------------------------------------------------------------ the module under test
     sys.path.insert(0, root)
     module_name = str(payload["module"])
 
-    def load_module():  # noqa: ANN202
+    def load_module():
         module = importlib.import_module(module_name)
         origin = os.path.realpath(getattr(module, "__file__", "") or "")
         if not origin.startswith(os.path.realpath(root) + os.sep):
             raise ImportError(f"{module_name} was not imported from the repository")
         return module
 
-    def lookup(module, qualname: str):  # noqa: ANN001, ANN202
+    def lookup(module, qualname: str):
         obj = module
         for part in qualname.split("."):
             obj = getattr(obj, part)
         return obj
 
-    def run_examples(module, groups) -> None:  # noqa: ANN001
+    def run_examples(module, groups) -> None:
         for group in groups:
             globs = dict(vars(module))
             globs["__name__"] = module.__name__
@@ -260,10 +260,10 @@ def _main() -> None:  # noqa: C901, PLR0915 - one script, kept in a function so 
                     timed(exec, code, globs)
                 except Timeout:
                     exc_line = "<timeout>"
-                except BaseException as exc:  # noqa: BLE001 - doctest reports any exception
+                except BaseException as exc:
                     try:
                         exc_line = traceback.format_exception_only(type(exc), exc)[-1]
-                    except BaseException:  # noqa: BLE001
+                    except BaseException:
                         exc_line = type_name(type(exc)) + "\n"
                 finally:
                     sys.stdout = real_stdout
@@ -288,7 +288,7 @@ def _main() -> None:  # noqa: C901, PLR0915 - one script, kept in a function so 
         class Unsupported(Exception):
             pass
 
-        def ref_of(v) -> str:  # noqa: ANN001
+        def ref_of(v) -> str:
             """``module:qualname`` of a named callable of the standard library or the project (``_operator``'s
             functions by their public module), checked to resolve to the same object."""
             mod, qual = getattr(v, "__module__", None), getattr(v, "__qualname__", None)
@@ -304,7 +304,7 @@ def _main() -> None:  # noqa: C901, PLR0915 - one script, kept in a function so 
                     continue
             raise Unsupported()
 
-        def from_tests(fn) -> bool:  # noqa: ANN001
+        def from_tests(fn) -> bool:
             """Whether a function was written in a test file (only those travel by value: the project's own
             functions, the fixed one included, must come from the candidate's code)."""
             path = os.path.realpath(fn.__code__.co_filename)
@@ -316,7 +316,7 @@ def _main() -> None:  # noqa: C901, PLR0915 - one script, kept in a function so 
                 or any(p in ("tests", "test") for p in parts)
             )
 
-        def enc(v, depth=0):  # noqa: ANN001, ANN202, C901, PLR0911
+        def enc(v, depth=0):
             if depth > 6:
                 raise Unsupported()
             t = type(v)
@@ -362,7 +362,7 @@ def _main() -> None:  # noqa: C901, PLR0915 - one script, kept in a function so 
                 return {"t": "ref", "v": ref_of(v)}
             raise Unsupported()
 
-        def enc_function(fn, depth):  # noqa: ANN001, ANN202
+        def enc_function(fn, depth):
             """A function of the tests, by value: its code object (marshalled: the reference and the candidate run
             on the same interpreter), the globals it names, its closure cells and its defaults."""
             code = fn.__code__
@@ -383,7 +383,7 @@ def _main() -> None:  # noqa: C901, PLR0915 - one script, kept in a function so 
             defaults = [enc(d, depth + 1) for d in fn.__defaults__ or ()]
             return {"t": "code", "v": marshal.dumps(code).hex(), "g": found, "c": cells, "d": defaults}
 
-        def snapshot(v):  # noqa: ANN001, ANN202
+        def snapshot(v):
             """(spec, value to pass on): a finite iterator is drained into the spec and replayed."""
             if isinstance(v, iterator_types) or (hasattr(type(v), "__next__") and iter(v) is v):
                 items = list(itertools.islice(v, 201))
@@ -391,13 +391,13 @@ def _main() -> None:  # noqa: C901, PLR0915 - one script, kept in a function so 
                     return None, itertools.chain(items, v)
                 try:
                     return {"t": "iter", "v": [enc(x, 1) for x in items]}, iter(items)
-                except Exception:  # noqa: BLE001 - not recordable, but the call still gets every item
+                except Exception:
                     return None, iter(items)
             return enc(v), v
 
-        def wrap(qualname: str, fn):  # noqa: ANN001, ANN202
+        def wrap(qualname: str, fn):
             @functools.wraps(fn)
-            def recorder(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            def recorder(*args, **kwargs):
                 if len(calls) >= limit:
                     return fn(*args, **kwargs)
                 passed_args, passed_kwargs, ok = [], {}, True
@@ -405,7 +405,7 @@ def _main() -> None:  # noqa: C901, PLR0915 - one script, kept in a function so 
                 for a in args:
                     try:
                         spec, value = snapshot(a)
-                    except Exception:  # noqa: BLE001 - Unsupported, or a value that cannot be inspected
+                    except Exception:
                         spec, value = None, a
                     ok = ok and spec is not None
                     specs.append(spec)
@@ -413,7 +413,7 @@ def _main() -> None:  # noqa: C901, PLR0915 - one script, kept in a function so 
                 for key, a in kwargs.items():
                     try:
                         spec, value = snapshot(a)
-                    except Exception:  # noqa: BLE001 - Unsupported, or a value that cannot be inspected
+                    except Exception:
                         spec, value = None, a
                     ok = ok and spec is not None
                     kwspecs[key] = spec
@@ -446,7 +446,7 @@ def _main() -> None:  # noqa: C901, PLR0915 - one script, kept in a function so 
     # ------------------------------------------------------------------ run mode
     try:
         module = load_module()
-    except BaseException as exc:  # noqa: BLE001 - an unimportable module fails every comparison
+    except BaseException as exc:
         emit({"k": "import_error", "error": type_name(type(exc))})
         exit_now(0)
     for item in payload.get("inputs", []):
@@ -468,7 +468,7 @@ def _main() -> None:  # noqa: C901, PLR0915 - one script, kept in a function so 
                     signal.setitimer(signal.ITIMER_REAL, 0)
             except Timeout:
                 result["ret"] = ["timeout"]
-            except BaseException as exc:  # noqa: BLE001 - an exception is a behaviour to compare
+            except BaseException as exc:
                 result["ret"] = ["raise", type_name(type(exc))]
             finally:
                 sys.stdout = real_stdout
@@ -489,7 +489,7 @@ def _main() -> None:  # noqa: C901, PLR0915 - one script, kept in a function so 
             emit({"k": "call", "id": item["id"], "h": digest(result), "p": text[:300], "ms": ms})
         except Timeout:
             emit({"k": "call", "id": item["id"], "h": digest(["timeout"]), "p": "timeout"})
-        except BaseException as exc:  # noqa: BLE001 - the harness itself must never stop early
+        except BaseException as exc:
             emit({"k": "call", "id": item["id"], "h": digest(["harness", type_name(type(exc))]), "p": "harness error"})
     run_examples(module, payload.get("examples", []))
     emit({"k": "end"})

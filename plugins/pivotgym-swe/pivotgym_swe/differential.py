@@ -696,7 +696,7 @@ def describe_call(item: dict[str, Any]) -> str:
     return f"{item['target']}({', '.join(args)})"[:300]
 
 
-def render_spec(spec: dict[str, Any]) -> str:  # noqa: PLR0911
+def render_spec(spec: dict[str, Any]) -> str:
     t = spec.get("t")
     v: Any = spec.get("v")
     if t == "none":

@@ -335,7 +335,7 @@ def _discard(path: str | os.PathLike[str]) -> None:
     """Remove a tree of any depth, best-effort: never raises (reset and close must survive any work dir)."""
     try:
         remove_dir(path)
-    except Exception:  # noqa: BLE001, S110 - a tree that cannot go now goes with the env's root at close
+    except Exception:
         pass
 
 

@@ -68,7 +68,7 @@ def code_digest(code: object, _code_type: type = CodeType, _blake2b: Any = blake
     return _blake2b(repr(canonical(code)).encode(), digest_size=16).hexdigest()
 
 
-def _main() -> None:  # noqa: C901, PLR0915 - one linear script, kept in one function so nothing lands in __main__
+def _main() -> None:
     import os
     import sys
     from types import CodeType, FunctionType, MethodType, ModuleType, SimpleNamespace
@@ -198,7 +198,7 @@ def _main() -> None:  # noqa: C901, PLR0915 - one linear script, kept in one fun
             in_hook.discard(me)
             tokens.pop(me, None)
 
-    def decide(event: str, args: tuple, me: int, caller: object) -> None:  # noqa: C901, PLR0912
+    def decide(event: str, args: tuple, me: int, caller: object) -> None:
         """Refuse ``event`` (ending the process) or let it be; ``caller`` is the frame that raised it."""
         if event in always:
             refuse(event)
@@ -266,7 +266,7 @@ def _main() -> None:  # noqa: C901, PLR0915 - one linear script, kept in one fun
     for info in pkgutil.iter_modules(_pytest.__path__, "_pytest."):
         try:
             importlib.import_module(info.name)
-        except Exception:  # noqa: BLE001,S112 - optional modules (e.g. needing a missing extra)
+        except Exception:
             continue
     from _pytest import reports, runner
     from _pytest.assertion import rewrite
@@ -342,7 +342,7 @@ def _main() -> None:  # noqa: C901, PLR0915 - one linear script, kept in one fun
     def find_spec(
         name, path=None, target=None, _protected=protected, _root=root, _stdlib=stdlib_names, _dir=stdlib_dir,
         _finder=PathFinder, _missing=ModuleNotFoundError,
-    ):  # fmt: skip  # noqa: ANN001, ANN202, ARG001
+    ):  # fmt: skip
         """Top-level names: the repository's packages from the repository only, stdlib names from the stdlib."""
         if "." in name:
             return None
@@ -358,13 +358,13 @@ def _main() -> None:  # noqa: C901, PLR0915 - one linear script, kept in one fun
     def source_only(
         entry, _root=root, _prefix=test_prefix, _ff=FileFinder, _how=(SourceFileLoader, tuple(SOURCE_SUFFIXES)),
         _err=ImportError,
-    ):  # fmt: skip  # noqa: ANN001, ANN202
+    ):  # fmt: skip
         """Directories of the repository load ``.py`` sources only (no bytecode, no extension modules)."""
         if entry == _root or entry.startswith(_prefix):
             return _ff(entry, _how)
         raise _err("not in the repository")
 
-    def runtest_call(item, _audit=audit, _base=BaseException):  # noqa: ANN001, ANN202
+    def runtest_call(item, _audit=audit, _base=BaseException):
         # a second witness besides the report: did the test function raise? (a report patched to say
         # "passed", even one that restores the patch before anyone looks, disagrees with it)
         _audit("pivotgym.judge", "item", item)
@@ -374,14 +374,14 @@ def _main() -> None:  # noqa: C901, PLR0915 - one linear script, kept in one fun
             _audit("pivotgym.judge", "raised", item)
             raise
 
-    def logreport(report, _audit=audit, _exc=Exception):  # noqa: ANN001, ANN202
+    def logreport(report, _audit=audit, _exc=Exception):
         try:  # only for display: the outcome is read by the hook itself
             text = report.longreprtext[-1500:] if report.outcome == "failed" else ""
         except _exc:
             text = ""
         _audit("pivotgym.judge", "report", report, text)
 
-    def collectreport(report, _audit=audit, _exc=Exception):  # noqa: ANN001, ANN202
+    def collectreport(report, _audit=audit, _exc=Exception):
         try:
             text = report.longreprtext[-1500:] if report.outcome == "failed" else ""
         except _exc:

@@ -88,7 +88,7 @@ class Rejection:
         return f"{self.path}:{self.line}: {self.message} [{self.code}]"
 
 
-def check_patch(workdir: Path, pristine: Path, is_test_path) -> list[Rejection]:  # noqa: ANN001 - (rel) -> bool
+def check_patch(workdir: Path, pristine: Path, is_test_path) -> list[Rejection]:
     """Every rule the state in ``workdir`` breaks against ``pristine`` (empty: nothing to refuse).
 
     ``is_test_path(rel)`` says which files are tests or test configuration (ignored: restored before judging).
@@ -141,7 +141,7 @@ def check_source(rel: str, new: str, old: str) -> list[Rejection]:
     return out
 
 
-def _python_files(root: Path, is_test_path) -> dict[str, str]:  # noqa: ANN001
+def _python_files(root: Path, is_test_path) -> dict[str, str]:
     found: dict[str, str] = {}
     stack = [root]
     while stack:  # iterative, no links followed: the tree is the agent's

@@ -12,7 +12,7 @@ SETS = {
 
 
 @pivotgym.hookimpl
-def register_environments(register):  # noqa: ANN001, ANN201
+def register_environments(register):
     for env_id, (task_set, description) in SETS.items():
         register(
             env_id,
@@ -26,7 +26,7 @@ def register_environments(register):  # noqa: ANN001, ANN201
 
 
 @pivotgym.hookimpl
-def register_verifiers(register):  # noqa: ANN001, ANN201
+def register_verifiers(register):
     register(
         "swe/functional",
         "pivotgym_swe.verify:FunctionalVerifier",
@@ -36,7 +36,7 @@ def register_verifiers(register):  # noqa: ANN001, ANN201
 
 
 @pivotgym.hookimpl
-def register_suites(register):  # noqa: ANN001, ANN201
+def register_suites(register):
     register(
         "swe",
         {"swe/toolz-v0": "in_domain", "swe/more-itertools-v0": "in_domain", "swe/humanevalfix-v0": "ood"},

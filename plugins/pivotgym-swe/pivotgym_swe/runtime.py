@@ -300,7 +300,7 @@ def _copy_stdlib(src: Path, dst: Path) -> None:
                 _place(Path(entry.path), dst / name)
 
 
-def _copy_filtered(src: Path, dst: Path, keep) -> None:  # noqa: ANN001 - keep(name) -> bool
+def _copy_filtered(src: Path, dst: Path, keep) -> None:
     dst.mkdir()
     for entry in os.scandir(src):
         if entry.is_file(follow_symlinks=False) and keep(entry.name):

@@ -82,7 +82,7 @@ class SourceError(RuntimeError):
     """A repository could not be prepared; the message says how to fix it."""
 
 
-def build_atomically(target: Path, build, complete=None) -> Path:  # noqa: ANN001 - build(tmp) fills the tree
+def build_atomically(target: Path, build, complete=None) -> Path:
     """Build a tree in a temporary directory beside ``target`` and rename it into place, so concurrent first
     uses are safe: when another builder wins the race, its tree is kept (``complete(target)`` says a tree is
     whole; by default, that it exists)."""
@@ -101,7 +101,7 @@ def build_atomically(target: Path, build, complete=None) -> Path:  # noqa: ANN00
     return target
 
 
-def _install_atomically(target: Path, build) -> Path:  # noqa: ANN001 - build(tmpdir) fills the tree
+def _install_atomically(target: Path, build) -> Path:
     return target if target.is_dir() else build_atomically(target, build)
 
 

@@ -47,7 +47,7 @@ def _parse(candidate: Any) -> tuple[Any, Verdict | None]:
         return None, Verdict.fail(f"parse: {exc}", parse=False)
 
 
-def _expert_call(context: VerifyContext):  # noqa: ANN202
+def _expert_call(context: VerifyContext):
     calls = tool_calls_of(context.turn.expert)
     if calls:
         return calls[0]

@@ -168,7 +168,7 @@ class UnstartableSandbox(Sandbox):
 
     name = "unstartable"
 
-    def _run(self, cmd, workdir, limits, env, stdin, mounts=(), hide=()):  # noqa: ANN001, ANN202
+    def _run(self, cmd, workdir, limits, env, stdin, mounts=(), hide=()):
         raise SandboxError("could not start 'bwrap': [Errno 2] No such file or directory")
 
 

@@ -25,7 +25,7 @@ from pivotgym_swe.mutate import Mutation
 from pivotgym_swe.testing import judge
 
 sys.path.insert(0, str(Path(__file__).parent))
-from conftest import humaneval_instance  # noqa: E402
+from conftest import humaneval_instance
 
 pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed")
 

@@ -282,7 +282,7 @@ def _merged(needles) -> tuple[dict[str, str], dict[str, str]]:
     return anchors, windows
 
 
-def scan(needles, roots: list[str], *, runner: list[str], run=None) -> dict:  # noqa: ANN001
+def scan(needles, roots: list[str], *, runner: list[str], run=None) -> dict:
     """Run :data:`SCANNER` with ``runner`` (``[python, "-I", "-c"]``), directly or through ``run(argv, stdin)``."""
     anchors, windows = _merged(needles)
     spec = json.dumps(

@@ -107,7 +107,7 @@ def test_a_judge_that_cannot_run_is_a_verification_failure_not_a_wrong_action(tu
     from pivotgym_swe import testing
     from pivotgym_swe.runtime import RuntimeBuildError
 
-    def broken(source):  # noqa: ANN001, ANN202
+    def broken(source):
         raise RuntimeBuildError("pytest is missing on this host")
 
     monkeypatch.setattr(testing, "runtime_for", broken)

@@ -38,7 +38,7 @@ SINGLE_TURN = {
 
 
 @pivotgym.hookimpl
-def register_environments(register):  # noqa: ANN001, ANN201 - pluggy hook
+def register_environments(register):
     for env_id, (category, ood, description) in SINGLE_TURN.items():
         register(
             env_id,
@@ -61,7 +61,7 @@ def register_environments(register):  # noqa: ANN001, ANN201 - pluggy hook
 
 
 @pivotgym.hookimpl
-def register_verifiers(register):  # noqa: ANN001, ANN201 - pluggy hook
+def register_verifiers(register):
     register(
         FUNCTIONAL,
         "pivotgym_tooluse.verifier:ToolCallVerifier",
@@ -75,7 +75,7 @@ def register_verifiers(register):  # noqa: ANN001, ANN201 - pluggy hook
 
 
 @pivotgym.hookimpl
-def register_suites(register):  # noqa: ANN001, ANN201 - pluggy hook
+def register_suites(register):
     members = {env_id: "in_domain" for env_id in SINGLE_TURN if env_id != "tooluse/bfcl-live-v0"}
     members["tooluse/bfcl-multi-turn-v0"] = "in_domain"
     members["tooluse/bfcl-live-v0"] = "ood"

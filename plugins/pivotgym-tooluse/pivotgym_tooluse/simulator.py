@@ -85,7 +85,7 @@ class ToolBackend:
         method = getattr(self.instances[self.owner[call.name]], call.name)
         try:
             return _format_result(method(**self._coerce(call)))
-        except Exception as exc:  # noqa: BLE001 - a tool error is an observation, as in BFCL
+        except Exception as exc:
             return f"Error during execution: {exc}"
 
     def state(self) -> dict[str, dict[str, Any]]:
