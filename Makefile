@@ -80,7 +80,8 @@ test: $(STAMP) $(VLLM_STAMP) nemo-gym
 test-paper: $(STAMP) $(VLLM_STAMP)
 	PIVOTGYM_PAPER_TEST=1 PIVOTGYM_VLLM_PYTHON=$(abspath $(VLLM_PY)) $(PY) -m pytest -q tests/experiment/test_paper_vllm.py
 
-# ruff (lint + format check) and mypy on the package; CI runs this before the tests.
+# ruff (lint + format check) and mypy on the package; CI runs this before the tests. The same three run as a git
+# pre-commit hook from .pre-commit-config.yaml (local hooks on the .venv tools, offline): `pre-commit install`.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
