@@ -40,9 +40,16 @@ def test_model_pull_unknown_name_is_a_user_error(capsys, monkeypatch):
     assert len(lines) == 1 and "no-such-model" in lines[0], lines
 
 
+@pytest.fixture(scope="module")
+def converted_default_model():
+    """The default model converted into the default cache (once; the slow sampling tests share that folder)."""
+    from pivotgym.sampling.models import pull_model
+
+    return pull_model(progress=False)
+
+
 @pytest.mark.slow
-def test_model_pull_second_call_is_instant(capsys, smollm2):
-    # the smollm2 fixture already converted the default model into the default cache
+def test_model_pull_second_call_is_instant(capsys, converted_default_model):
     code, out, _ = _run(capsys, "model", "pull", "--json")
     assert code == 0
     info = json.loads(out)

@@ -48,7 +48,7 @@ def test_readme_command_block_lists_every_command():
     from pivotgym.cli import app
 
     commands = set(typer.main.get_command(app).commands)
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     block = readme.split("## The command line", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
     documented = set(re.findall(r"^pivotgym (?:--\S+ )*([a-z][\w-]*)", block, flags=re.M))
     assert {"suites", "eval", "envs"} <= commands
