@@ -33,8 +33,8 @@ from typing import Any
 
 import torch
 
-from pivotgym.eval.rollout import run_episodes
 from pivotgym.registry import make
+from pivotgym.rollout import run_episodes
 from pivotgym.sampling import hf, kv_cache
 from pivotgym.sampling.base import SamplingParams
 from pivotgym.sampling.hf import GumbelNoise, HFSampler

@@ -27,8 +27,8 @@ from typing import Any
 
 
 def measure(env_id: str, tasks: int, episodes: int, turns: int, new_tokens: int) -> dict[str, Any]:
-    from pivotgym.eval.rollout import run_episodes
     from pivotgym.registry import make
+    from pivotgym.rollout import run_episodes
     from pivotgym.sampling.base import SamplingParams
     from pivotgym.sampling.hf import HFSampler
     from pivotgym.train.e2e import pack_episode

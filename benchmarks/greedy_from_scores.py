@@ -3,7 +3,7 @@
     python benchmarks/greedy_from_scores.py --model runs/study/models/warmup-s0 [--trajectories 40] [--json]
 
 Where the env enumerates its legal actions, one forward per trajectory scores every legal action
-(:func:`pivotgym.eval.likelihood.chain_scores`: the longest history as a trunk, the actions hanging off it) and,
+(:func:`pivotgym.sampling.action_scores.chain_scores`: the longest history as a trunk, the actions hanging off it) and,
 with ``decode=True``, goes on to decode every state's greedy answer on that forward's key/value cache instead
 of prefilling the history again. Three timings over the same held-out states and model:
 

@@ -21,9 +21,9 @@ import math
 import time
 
 from pivotgym.eval.floors import floors
-from pivotgym.eval.likelihood import _parts, action_logprobs, action_tokens, chain_logprobs
 from pivotgym.execution import make_executor
 from pivotgym.registry import make
+from pivotgym.sampling.action_scores import action_logprobs, action_tokens, chain_logprobs, model_parts
 from pivotgym.sampling.hf import HFSampler
 
 
@@ -41,7 +41,7 @@ def main() -> None:
     with make_executor("process", timeout=60.0) as executor:
         measured = floors(env, args.split, args.trajectories, executor=executor, progress=False)
     sampler = HFSampler(args.model, max_batch_size=32)
-    model, tokenizer, stops = _parts(sampler)
+    model, tokenizer, stops = model_parts(sampler)
     chains: dict[str, tuple[list[list[int]], list[list[list[int]]]]] = {}
     for s in (s for s in measured.states if s.judged):
         messages = env.prompt_messages(s.state.prefix)

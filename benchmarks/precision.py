@@ -34,11 +34,11 @@ from typing import Any
 
 import torch
 
-from pivotgym.eval.rollout import run_episodes
 from pivotgym.registry import make
+from pivotgym.rollout import run_episodes
 from pivotgym.sampling.base import SamplingParams
 from pivotgym.sampling.hf import HFSampler
-from pivotgym.train.forward import sequence_logprobs
+from pivotgym.sampling.logprobs import sequence_logprobs
 from pivotgym.train.losses import nll_sum
 from pivotgym.train.policy_sampler import sampling_copy
 from pivotgym.train.sft import build_examples

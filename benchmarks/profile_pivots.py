@@ -133,11 +133,11 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     from pivotgym.execution import make_executor
     from pivotgym.pivot import AdaptiveK, ProfileConfig, Profiler
-    from pivotgym.pivot.reference import make_reference_sampler
+    from pivotgym.registry import make_sampler
     from pivotgym.sampling.base import SamplingParams
 
     trajectories = _trajectories(envs, args.states)
-    sampler = make_reference_sampler("hf", args.model)
+    sampler = make_sampler("hf", args.model)
     params = SamplingParams(temperature=args.temperature, max_new_tokens=args.max_new_tokens)
     runs = {
         "per-state": ProfileConfig(k=args.k, params=params, block=args.k),

@@ -5,7 +5,7 @@ Two workloads on the bundled model (default SmolLM2-135M) and the test split of 
 * **profiling**: every state of the expert trajectories, K samples each (T=1, ``--profile-tokens`` new tokens,
   one seed per state), all states in one :func:`~pivotgym.sampling.base.sample_seeded` call: the profiler's
   sampling. A vLLM server gets one request per state, ``concurrency`` at a time;
-* **episodes**: multi-turn episodes (:func:`~pivotgym.eval.rollout.run_episodes`, ``--episodes`` per task, T=1,
+* **episodes**: multi-turn episodes (:func:`~pivotgym.rollout.run_episodes`, ``--episodes`` per task, T=1,
   seeded, up to ``--max-turns`` turns): each turn's prompt extends the previous one, which vLLM's prefix cache
   reuses.
 
@@ -97,8 +97,8 @@ def profiling(sampler: Any, prompts: list[Any], args: argparse.Namespace) -> dic
 def episodes(sampler: Any, args: argparse.Namespace) -> dict[str, Any]:
     from functools import partial
 
-    from pivotgym.eval.rollout import run_episodes
     from pivotgym.registry import make
+    from pivotgym.rollout import run_episodes
     from pivotgym.sampling.base import SamplingParams
 
     reset_cache(sampler)

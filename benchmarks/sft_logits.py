@@ -3,7 +3,7 @@
     python benchmarks/sft_logits.py [--trajectories 4] [--repeats 2] [--json]
 
 An SFT example is one whole expert conversation whose loss sits on the assistant's short answers (a gripper
-plan: ~1,000 context tokens per answer of ~8). :func:`pivotgym.train.forward.sequence_logprobs` with
+plan: ~1,000 context tokens per answer of ~8). :func:`pivotgym.sampling.logprobs.sequence_logprobs` with
 ``target_masks`` asks the model for logits at those positions only; without it the language-model head and an
 fp32 log-softmax over the 49k-token vocabulary run at every position. Both forms run on the same examples
 (one conversation per forward, as SFT's default micro-batch), alternating, on the bundled SmolLM2-135M; the
@@ -21,7 +21,7 @@ import torch
 
 from pivotgym.registry import make
 from pivotgym.sampling.hf import HFSampler
-from pivotgym.train.forward import sequence_logprobs
+from pivotgym.sampling.logprobs import sequence_logprobs
 from pivotgym.train.losses import nll_sum
 from pivotgym.train.sft import SFTExample, build_examples
 

@@ -41,7 +41,7 @@ def smollm2_like(layers: int | None) -> torch.nn.Module:
 def measure(
     model: torch.nn.Module, shared: bool, args: argparse.Namespace, device: str, dtype: torch.dtype
 ) -> dict[str, float]:
-    from pivotgym.train.forward import completion_logprobs
+    from pivotgym.sampling.logprobs import completion_logprobs
 
     gen = torch.Generator().manual_seed(1)
     prompt = torch.randint(10, 40000, (args.prompt,), generator=gen).tolist()

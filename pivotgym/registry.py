@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import inspect
 import re
 import threading
 from collections.abc import Callable, Mapping
@@ -459,6 +460,23 @@ def verifier_for(env_id: str, kind: str = "functional", **kwargs: Any) -> Any:
     """The verifier of ``env_id``: ``kind`` is ``"functional"`` (default), ``"exact"`` or a verifier name."""
     registry = get_registry()
     return registry.make_verifier(registry.verifier_name_for(env_id, kind), **kwargs)
+
+
+def make_sampler(name: str, model: str, options: Mapping[str, Any] | None = None, **defaults: Any) -> Any:
+    """The sampler backend ``name`` (``pivotgym samplers`` lists them) for ``model``: the one way every caller
+    (evaluation, profiling's reference policy, trainers' engines, the experiment) builds a sampler.
+
+    ``options`` are what the user set: every key goes to the backend, which refuses (``TypeError``) the ones it
+    does not take. ``defaults`` are the caller's preferences, given only where the backend's constructor names
+    them and not None (``max_batch_size`` means something to ``hf`` but not to ``vllm``); ``options`` win."""
+    registry = get_registry()
+    if name not in registry.samplers:
+        registry.make_sampler(name)  # RegistryError: names the sampler and what is registered
+    params = inspect.signature(resolve(registry.samplers[name].factory)).parameters
+    named = {k for k, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    kwargs = {k: v for k, v in defaults.items() if v is not None and k in named}
+    kwargs.update(options or {})
+    return registry.make_sampler(name, model=model, **kwargs)
 
 
 def list_plugins() -> list[PluginInfo]:

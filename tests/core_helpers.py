@@ -76,3 +76,25 @@ def mixed_profiles(trajectories: list[Trajectory]) -> list[TurnProfile]:
         for t in trajectories
         for turn in t.turns()
     ]
+
+
+def make_tiny_llama(seed: int = 0, vocab: int = 97):
+    """A random-init Llama built from a config (no tokenizer, ~20k parameters), for log-probability and
+    update tests."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        pad_token_id=0,
+        eos_token_id=1,
+        bos_token_id=2,
+    )
+    return LlamaForCausalLM(config)

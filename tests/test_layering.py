@@ -41,17 +41,13 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("declarative envs", ["pivotgym.bigbench", "pivotgym.declarative"]),
     ("default plugin", ["pivotgym.builtins"]),
     ("plugin manager and registry", ["pivotgym.plugins", "pivotgym.registry"]),
+    ("the episode loop", ["pivotgym.rollout"]),
+    ("pivot profiling and selection", ["pivotgym.pivot"]),
+    ("evaluation", ["pivotgym.eval"]),
+    ("training", ["pivotgym.train"]),
     (
-        "services on the registry",
-        [
-            "pivotgym.calibration",
-            "pivotgym.checker",
-            "pivotgym.eval",
-            "pivotgym.integrations",
-            "pivotgym.pivot",
-            "pivotgym.serve",
-            "pivotgym.train",
-        ],
+        "adapters and checks",
+        ["pivotgym.calibration", "pivotgym.checker", "pivotgym.integrations", "pivotgym.serve"],
     ),
     ("workflows", ["pivotgym.experiment"]),
     ("package facade", ["pivotgym"]),
@@ -322,3 +318,24 @@ def test_imports_are_read_everywhere_and_resolved_to_modules():
         "pivotgym.types",
         "pivotgym.cli",
     }
+
+
+def reachable(edges: Mapping[str, Iterable[str]], start: str) -> set[str]:
+    """Every module ``start`` imports, directly or through others (function-level imports included)."""
+    seen: set[str] = set()
+    stack = [start]
+    while stack:
+        for target in edges.get(stack.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                stack.append(target)
+    return seen
+
+
+def test_evaluating_reaches_no_trainer(graph):
+    """``pivotgym eval`` (and profiling) never import the trainers: torch optimisers, checkpoints and the
+    engines' weight pushing are not what scoring a model needs."""
+    for start in ("pivotgym.cli.eval", "pivotgym.eval", "pivotgym.pivot"):
+        trainers = sorted(m for m in reachable(graph, start) if layer_of(m) == layer_of("pivotgym.train"))
+        assert trainers == [], f"{start} reaches {trainers}"
+    assert "pivotgym.train.config" in reachable(graph, "pivotgym.cli.train")  # the check can see a trainer

@@ -60,9 +60,9 @@ def calibrate_cmd(
     }
     backend = None
     if model is not None:
-        from pivotgym.cli.eval import make_sampler
+        from pivotgym.cli.eval import cli_sampler
 
-        backend = make_sampler(sampler, model, device=device)
+        backend = cli_sampler(sampler, model, device=device)
     try:
         trajectories = list(env.expert_trajectories(split, limit=limit))
     except NotImplementedError as exc:

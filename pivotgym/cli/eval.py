@@ -59,7 +59,7 @@ def eval_cmd(
 ) -> None:
     """Score a model on every member of a suite: value, n and 95% CI per env, in-domain/OOD averages."""
     check_suite(suite, member or None)  # before the model loads: a typo costs no minutes
-    backend = make_sampler(
+    backend = cli_sampler(
         sampler, model, parse_sampler_options(sampler_option), device=device, max_batch_size=max(batch_size, 16)
     )
     from pivotgym.eval import evaluate_suite
@@ -104,15 +104,14 @@ def parse_sampler_options(values: Sequence[str]) -> dict[str, Any]:
     return options
 
 
-def make_sampler(name: str, model: str, options: Mapping[str, Any] | None = None, **defaults: Any) -> Any:
-    """The sampler backend ``name`` from the registry for ``model``: ``options`` (``--sampler-option``) all go
-    to its constructor, ``defaults`` (not None) only where the constructor names them. A ``--device`` the
-    backend does not take is an error, as is an option it refuses."""
+def cli_sampler(name: str, model: str, options: Mapping[str, Any] | None = None, **defaults: Any) -> Any:
+    """:func:`pivotgym.registry.make_sampler` with command-line errors: ``options`` (``--sampler-option``) all
+    go to the backend's constructor, ``defaults`` (not None) only where the constructor names them. A
+    ``--device`` the backend does not take is an error, as is an option it refuses or an unknown model."""
     import inspect
 
-    from pivotgym.registry import get_registry, resolve
+    from pivotgym.registry import get_registry, make_sampler, resolve
     from pivotgym.sampling.models import ModelError, resolve_model
-    from pivotgym.train.policy_sampler import build_sampler
 
     registry = get_registry()
     if name not in registry.samplers:
@@ -123,7 +122,7 @@ def make_sampler(name: str, model: str, options: Mapping[str, Any] | None = None
     try:
         if name in LOCAL_MODEL_SAMPLERS:
             resolve_model(model)  # an unknown name fails here, before torch is even imported
-        return build_sampler(name, model, options, **defaults)
+        return make_sampler(name, model, options, **defaults)
     except ModelError as exc:
         raise CLIError(str(exc)) from exc  # the message says how to get the model
     except TypeError as exc:

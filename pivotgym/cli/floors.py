@@ -9,7 +9,7 @@ from typing import Any
 import typer
 
 from pivotgym.cli.checks import check_envs
-from pivotgym.cli.eval import SAMPLER_OPTION_HELP, make_sampler, parse_sampler_options
+from pivotgym.cli.eval import SAMPLER_OPTION_HELP, cli_sampler, parse_sampler_options
 from pivotgym.cli.output import CLIError, emit_json, table
 
 #: how each metric is labelled and printed (``pct``: as a percentage; else a count)
@@ -74,9 +74,7 @@ def floors_cmd(
     except ValueError as exc:
         raise CLIError(str(exc)) from None
     backend = (
-        make_sampler(sampler, model, parse_sampler_options(sampler_option), device=device)
-        if model is not None
-        else None
+        cli_sampler(sampler, model, parse_sampler_options(sampler_option), device=device) if model is not None else None
     )
     results: list[dict[str, Any]] = []
     empty: list[str] = []

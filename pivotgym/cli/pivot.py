@@ -8,7 +8,7 @@ from typing import Any
 import typer
 
 from pivotgym.cli.checks import check_envs
-from pivotgym.cli.eval import SAMPLER_OPTION_HELP, make_sampler, parse_sampler_options
+from pivotgym.cli.eval import SAMPLER_OPTION_HELP, cli_sampler, parse_sampler_options
 from pivotgym.cli.output import CLIError, emit_json, table
 
 pivots_app = typer.Typer(
@@ -110,7 +110,7 @@ def profile_cmd(
         pool = make_executor(executor, workers=workers, timeout=timeout)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
-    reference = make_sampler(sampler, model, parse_sampler_options(sampler_option))
+    reference = cli_sampler(sampler, model, parse_sampler_options(sampler_option))
     with pool:
         result = Profiler(reference, config, pool).profile(trajs, out, resume=resume, limit=limit)
     stats = {**result.stats, "out": str(out)}

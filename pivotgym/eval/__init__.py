@@ -1,7 +1,7 @@
-"""Evaluation: suites of envs scored greedily, the one episode loop, statistics and comparisons.
+"""Evaluation: suites of envs scored greedily (episodes run by :mod:`pivotgym.rollout`), statistics and
+comparisons.
 
 * :mod:`pivotgym.eval.suites` - suite members and :func:`evaluate_suite` (the ``pivotgym eval`` result);
-* :mod:`pivotgym.eval.rollout` - :func:`run_episodes`, the episode loop evaluation and E2E training share;
 * :mod:`pivotgym.eval.scoring` - how one member's tasks are scored (each turn capped by :func:`generation_cap`);
 * :mod:`pivotgym.eval.stats` - intervals (:func:`ci95`), :func:`summarize`, role averages, paired intervals;
 * :mod:`pivotgym.eval.compare` - :func:`compare` two results (refusing unlike ones) and format the table;
@@ -12,14 +12,12 @@ from __future__ import annotations
 
 from pivotgym.eval.compare import compare, format_comparison, mismatches
 from pivotgym.eval.io import load_result, write_json
-from pivotgym.eval.rollout import Episode, greedy_episodes, run_episodes
 from pivotgym.eval.scoring import generate_single, generation_cap, loglik_scores
 from pivotgym.eval.stats import ROLES, ci95, paired_interval, role_averages, summarize, unpaired_interval, wilson
 from pivotgym.eval.suites import Member, evaluate_suite, suite_members
 
 __all__ = [
     "ROLES",
-    "Episode",
     "Member",
     "ci95",
     "compare",
@@ -27,13 +25,11 @@ __all__ = [
     "format_comparison",
     "generate_single",
     "generation_cap",
-    "greedy_episodes",
     "load_result",
     "loglik_scores",
     "mismatches",
     "paired_interval",
     "role_averages",
-    "run_episodes",
     "suite_members",
     "summarize",
     "unpaired_interval",

@@ -1,5 +1,5 @@
 """Scoring the tasks of one suite member: greedy replies judged by a YAML env's scorer, log-likelihood of
-multiple-choice options, greedy episodes (:mod:`pivotgym.eval.rollout`), or turn accuracy on the tasks'
+multiple-choice options, greedy episodes (:mod:`pivotgym.rollout`), or turn accuracy on the tasks'
 expert states (:mod:`pivotgym.eval.turns`). Every one of them caps each turn by
 :func:`pivotgym.env.generation_cap` (re-exported here)."""
 
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pivotgym.env import generation_cap  # the one rule: the env's own limit, which a cap only shortens
-from pivotgym.eval.rollout import greedy_episodes, step_record
+from pivotgym.rollout import greedy_episodes, step_record
 from pivotgym.sampling.base import SamplingParams
 
 #: what a suite member may ask to be measured by (``ENV_ID[@SPLIT]:MEASURE``) and the metric each reports

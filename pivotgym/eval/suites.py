@@ -14,7 +14,7 @@ How a member is scored depends on the env (:mod:`pivotgym.eval.scoring`):
   log-probability of its tokens after a raw-text context, as lm-eval does (``acc`` and ``acc_norm``); no
   shipped env uses it any more, since it never exercises the chat format and barely moves at this scale;
 * any other env (the multi-turn domains, e.g. ``planning/blocks-v0@test``): greedy episodes run in lockstep
-  across tasks (:mod:`pivotgym.eval.rollout`); the metric is ``success``, an item's score is its episode's
+  across tasks (:mod:`pivotgym.rollout`); the metric is ``success``, an item's score is its episode's
   return (the sum of its step rewards) capped at 1. Each turn generates at most the env's ``max_new_tokens``
   (:attr:`pivotgym.env.AgentEnv.max_new_tokens`, e.g. 64 for a PDDL action); a suite-wide ``max_new_tokens``
   can only shorten it. An env that declares none gets the suite-wide cap, else

@@ -67,9 +67,9 @@ class Run:
         return self.own(self._build_sampler(model))
 
     def _build_sampler(self, model: str | Path) -> Any:
-        from pivotgym.train.policy_sampler import build_sampler
+        from pivotgym.registry import make_sampler
 
-        return build_sampler(self.config.sampler, str(model), self.config.sampler_options, max_batch_size=32)
+        return make_sampler(self.config.sampler, str(model), self.config.sampler_options, max_batch_size=32)
 
     def own(self, opened: T) -> T:
         """Have :meth:`release_samplers` close ``opened`` (a sampler, or a trainer and its colocated engine)."""
@@ -229,7 +229,7 @@ class Run:
 
     def in_domain_per_task(self, sampler: Any) -> list[float]:
         """Outcome score (capped at 1) of one greedy episode per curve task, in task order."""
-        from pivotgym.eval import greedy_episodes
+        from pivotgym.rollout import greedy_episodes
 
         kwargs = {"max_turns": self.config.curve.max_turns} if self.config.curve.max_turns else {}
         rows = greedy_episodes(
@@ -249,7 +249,7 @@ class Run:
 
         With ``eval.likelihood`` a turn-accuracy point also carries the likelihood scores (``likelihood``),
         measured first: their scoring pass decodes the greedy answers too, so turn accuracy only judges them
-        instead of generating (:func:`pivotgym.eval.likelihood.forest_scores`)."""
+        instead of generating (:func:`pivotgym.sampling.action_scores.forest_scores`)."""
         extra: dict[str, Any] = {}
         if self.curve_metric == "turns":
             scored = self.likelihood_scores(sampler, decode=True) if self.config.eval.likelihood else None

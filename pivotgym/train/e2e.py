@@ -39,8 +39,8 @@ from typing import Any
 
 import torch
 
-from pivotgym.eval.rollout import Episode
-from pivotgym.eval.rollout import run_episodes as rollout_episodes
+from pivotgym.rollout import Episode
+from pivotgym.rollout import run_episodes as rollout_episodes
 from pivotgym.sampling.base import SamplingParams
 from pivotgym.train.config import ConfigError, E2EConfig
 from pivotgym.train.loop import DataOrder, Trainer, sample_seed, shard
@@ -80,7 +80,7 @@ def run_episodes(
     starts: Sequence[Sequence[str]] | None = None,
 ) -> list[list[Episode]]:
     """``n`` episodes of each ``(task_id, seed)`` with the trainer's current policy, all advancing together, by
-    the one episode loop (:func:`pivotgym.eval.rollout.run_episodes`).
+    the one episode loop (:func:`pivotgym.rollout.run_episodes`).
 
     Each turn is one batched sampler call over every live episode of every task; while a task's episodes
     still share one prompt (the first turn) that prompt is prefilled once and sampled ``n`` times. Seeds

@@ -227,7 +227,8 @@ class Trainer:
     def _build_engine(self) -> Any:
         """The colocated sampler of ``config.sampler``, built from the starting model's folder (the trainer's
         ``model`` when it loaded it; else the given model saved under ``output_dir/sampler-init``)."""
-        from pivotgym.train.policy_sampler import build_sampler, colocated_engine_env, weight_loader
+        from pivotgym.registry import make_sampler
+        from pivotgym.train.policy_sampler import colocated_engine_env, weight_loader
 
         cfg = self.config
         if self.world > 1:
@@ -244,7 +245,7 @@ class Trainer:
 
             source = resolve_model(cfg.model)
         colocated_engine_env()
-        sampler = build_sampler(cfg.sampler, source, cfg.sampler_options)
+        sampler = make_sampler(cfg.sampler, source, cfg.sampler_options)
         weight_loader(sampler, cfg.sampler)
         return sampler
 

@@ -15,9 +15,8 @@ without it (a server behind ``openai``) is refused, since it would keep sampling
 
 from __future__ import annotations
 
-import inspect
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
@@ -29,7 +28,6 @@ Weights = Iterable[tuple[str, torch.Tensor]]
 
 __all__ = [
     "LIVE_SAMPLER",
-    "build_sampler",
     "colocated_engine_env",
     "follows_weights",
     "policy_weights",
@@ -40,23 +38,6 @@ __all__ = [
 
 #: the backend that wraps the training model itself (no copy of the weights to keep in step)
 LIVE_SAMPLER = "hf"
-
-
-def build_sampler(name: str, model: str, options: Mapping[str, Any] | None = None, **defaults: Any) -> Any:
-    """The registered sampler ``name`` for ``model``, built with ``options`` (what the user set: every key goes
-    to the backend, which refuses the ones it does not take) over ``defaults`` (the caller's preferences, given
-    only when the backend's constructor names them, e.g. ``max_batch_size`` for ``hf`` but not ``vllm``)."""
-    from pivotgym.registry import get_registry, resolve
-
-    registry = get_registry()
-    if name not in registry.samplers:
-        registry.make_sampler(name)  # RegistryError: names the sampler and what is registered
-    factory = resolve(registry.samplers[name].factory)
-    params = inspect.signature(factory).parameters
-    named = {k for k, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-    kwargs = {k: v for k, v in defaults.items() if v is not None and k in named}
-    kwargs.update(options or {})
-    return registry.make_sampler(name, model=model, **kwargs)
 
 
 def policy_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:

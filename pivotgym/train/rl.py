@@ -25,8 +25,8 @@ from typing import Any
 import torch
 
 from pivotgym.errors import ConfigError
+from pivotgym.sampling.logprobs import completion_logprobs
 from pivotgym.train.config import RLConfig
-from pivotgym.train.forward import completion_logprobs
 from pivotgym.train.loop import Trainer, chunks, sample_seed
 from pivotgym.train.losses import clipped_surrogate, group_advantages, is_informative, kl_k3, placebo_shuffle
 

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pivotgym.sampling.logprobs import sequence_logprobs
 from pivotgym.train.config import ConfigError, SFTConfig
-from pivotgym.train.forward import sequence_logprobs
 from pivotgym.train.loop import DataOrder, Trainer, chunks, shard
 from pivotgym.train.losses import nll_sum
 from pivotgym.train.pivot import evaluate_states

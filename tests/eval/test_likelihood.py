@@ -126,7 +126,7 @@ def test_each_legal_action_scores_its_teacher_forced_probability_and_the_masses_
 
 
 def test_an_action_longer_than_the_generation_cap_cannot_be_emitted(pick_floors, tiny_sampler):
-    from pivotgym.eval.likelihood import action_logprobs
+    from pivotgym.sampling.action_scores import action_logprobs
 
     prompt = tiny_sampler.encode([{"role": "user", "content": "hi"}])
     stops = sorted(tiny_sampler.eos_ids)
@@ -147,8 +147,8 @@ def test_likelihood_refuses_a_sampler_without_a_model(pick_floors):
 
 
 def test_a_trajectorys_states_scored_from_one_prefill_equal_one_forward_per_state(pick_floors, tiny_sampler):
-    from pivotgym.eval.likelihood import action_logprobs, action_tokens, chain_logprobs
     from pivotgym.registry import make
+    from pivotgym.sampling.action_scores import action_logprobs, action_tokens, chain_logprobs
 
     env = make(ENV_ID)
     stops = sorted(tiny_sampler.eos_ids)
@@ -199,8 +199,8 @@ def _argmax_loop(model, prompt, cap, stops):
 def test_greedy_answers_decoded_on_the_scoring_pass_equal_the_samplers_and_a_plain_argmax_loop(
     pick_floors, sharp_sampler
 ):
-    from pivotgym.eval.likelihood import action_tokens, chain_scores
     from pivotgym.registry import make
+    from pivotgym.sampling.action_scores import action_tokens, chain_scores
     from pivotgym.sampling.base import SamplingParams
 
     env = make(ENV_ID)

@@ -15,9 +15,9 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def smollm2() -> object:
-    from pivotgym.pivot.reference import make_reference_sampler
+    from pivotgym.registry import make_sampler
 
-    return make_reference_sampler("hf", "smollm2-135m")
+    return make_sampler("hf", "smollm2-135m")
 
 
 def test_profile_bfcl_states_with_smollm2(smollm2: object, tmp_path: Path) -> None:

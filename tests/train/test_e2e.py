@@ -8,8 +8,8 @@ import torch
 
 from pivotgym import AgentEnv, StepOutcome, Task
 from pivotgym.errors import ConfigError
-from pivotgym.eval.rollout import Episode
 from pivotgym.registry import EnvSpec, get_registry
+from pivotgym.rollout import Episode
 from pivotgym.train import E2EConfig, E2ETrainer
 from pivotgym.train.e2e import pack_episode
 from pivotgym.train.loop import DataOrder
@@ -257,8 +257,8 @@ def test_evaluation_episodes_come_from_a_named_split_or_none_and_a_wrong_split_i
 
 
 def test_episodes_are_the_same_with_and_without_prefix_reuse_and_later_turns_reuse_the_history(toy_envs):
-    from pivotgym.eval.rollout import run_episodes
     from pivotgym.registry import make
+    from pivotgym.rollout import run_episodes
     from pivotgym.sampling.base import SamplingParams
     from pivotgym.sampling.hf import HFSampler
     from pivotgym.sampling.testing import tiny_llama

@@ -11,11 +11,12 @@ import pytest
 import torch
 
 from pivotgym.errors import ConfigError
+from pivotgym.registry import make_sampler
 from pivotgym.sampling.base import SamplingParams
 from pivotgym.sampling.hf import HFSampler
 from pivotgym.sampling.testing import tiny_llama
 from pivotgym.train.config import RLConfig, load_config
-from pivotgym.train.policy_sampler import build_sampler, policy_weights, push_weights
+from pivotgym.train.policy_sampler import policy_weights, push_weights
 from pivotgym.train.rl import RLTrainer, group_samples, sampler_agreement
 
 GREEDY = SamplingParams(temperature=0.0, max_new_tokens=8)
@@ -233,10 +234,10 @@ def test_build_sampler_gives_defaults_only_to_backends_that_take_them(tmp_path):
 
     model, tokenizer = tiny_llama()
     folder = str(save_model(model, tokenizer, tmp_path / "m"))
-    assert build_sampler("hf", folder, None, max_batch_size=5, not_a_parameter=1).max_batch_size == 5
-    assert build_sampler("hf", folder, {"max_batch_size": 2}, max_batch_size=5).max_batch_size == 2
+    assert make_sampler("hf", folder, None, max_batch_size=5, not_a_parameter=1).max_batch_size == 5
+    assert make_sampler("hf", folder, {"max_batch_size": 2}, max_batch_size=5).max_batch_size == 2
     with pytest.raises(TypeError, match="not_a_parameter"):  # what the user set is never dropped silently
-        build_sampler("hf", folder, {"not_a_parameter": 1})
+        make_sampler("hf", folder, {"not_a_parameter": 1})
 
 
 def test_trainer_config_sampler_keys_and_typos(tmp_path):

@@ -11,8 +11,8 @@ import torch
 from train_testlib import make_tiny_llama
 
 from pivotgym.errors import ConfigError
+from pivotgym.sampling.logprobs import completion_logprobs
 from pivotgym.train.config import RLConfig
-from pivotgym.train.forward import completion_logprobs
 from pivotgym.train.rl import PolicySample, RLTrainer, group_samples
 
 PROMPT = [5, 6, 7, 8, 9]

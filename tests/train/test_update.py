@@ -9,8 +9,8 @@ import pytest
 import torch
 from train_testlib import make_tiny_llama
 
+from pivotgym.sampling.logprobs import completion_logprobs
 from pivotgym.train.config import RLConfig
-from pivotgym.train.forward import completion_logprobs
 from pivotgym.train.rl import PolicySample, RLTrainer, group_samples
 
 PROMPT_A = [5, 6, 7, 8, 9, 10, 11, 12]

@@ -1,6 +1,7 @@
 """Shared pieces of the trainer tests (importable from test modules and from the worker scripts).
 
-* :func:`make_tiny_llama` - a random-init Llama built from a config (no tokenizer), for update tests;
+* :func:`make_tiny_llama` - a random-init Llama built from a config (no tokenizer), for update tests (it lives
+  in ``tests/core_helpers.py``, which the log-probability tests share);
 * :func:`write_arith_data` - arith expert trajectories and a pivot set with every one of their turns;
 * :class:`EvenLength` - the tiny random model never solves arith, so its functional verifier gives every
   group zero variance; tests that need mixed rewards with the tiny model use this deterministic reward of
@@ -9,30 +10,16 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-import torch
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the worker scripts run outside pytest
+
+from core_helpers import make_tiny_llama
 
 from pivotgym.types import PivotSet, TurnProfile, Verdict
 
-
-def make_tiny_llama(seed: int = 0, vocab: int = 97):
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=vocab,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        pad_token_id=0,
-        eos_token_id=1,
-        bos_token_id=2,
-    )
-    return LlamaForCausalLM(config)
+__all__ = ["EvenLength", "make_tiny_llama", "write_arith_data"]
 
 
 class EvenLength:

@@ -162,14 +162,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--json", nargs="?", const="-", default=None, help="also write the rows as JSON (to FILE, or stdout)"
     )
     args = parser.parse_args(argv)
-    from pivotgym.train.policy_sampler import build_sampler
+    from pivotgym.registry import make_sampler
 
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] or list(TASKS)
     unknown = sorted(set(tasks) - set(TASKS))
     if unknown:
         parser.error(f"unknown task(s) {unknown}; the catalog has {sorted(TASKS)}")
     started = time.perf_counter()
-    sampler = build_sampler(args.sampler, args.model, {}, max_batch_size=args.batch_size)
+    sampler = make_sampler(args.sampler, args.model, {}, max_batch_size=args.batch_size)
     rows = calibrate(sampler, tasks, args.n, all_levels=args.all_levels, margin=args.margin, ceiling=args.ceiling)
     chosen = {t: choose_level([r for r in rows if r["task"] == t], args.margin, args.ceiling) for t in tasks}
     print(format_table(rows, args.margin, args.ceiling))

@@ -1,4 +1,4 @@
-"""The one episode loop (:mod:`pivotgym.eval.rollout`): evaluation and E2E training get the same return (the
+"""The one episode loop (:mod:`pivotgym.rollout`): evaluation and E2E training get the same return (the
 sum of step rewards), the same score (the return capped at 1), and each multi-turn member shows progress."""
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ import pytest
 from core_helpers import CounterEnv
 
 from pivotgym import StepOutcome
-from pivotgym.eval import evaluate_suite, run_episodes
+from pivotgym.eval import evaluate_suite
 from pivotgym.jsonl import read_jsonl
 from pivotgym.registry import EnvSpec, get_registry, make
+from pivotgym.rollout import run_episodes
 from pivotgym.sampling.base import SamplingParams
 from pivotgym.types import Completion
 

@@ -6,9 +6,16 @@ import copy
 
 import pytest
 import torch
+from core_helpers import make_tiny_llama
 
-from pivotgym.train.forward import sequence_logprobs
+from pivotgym.sampling.logprobs import sequence_logprobs
 from pivotgym.train.losses import nll_sum
+
+
+@pytest.fixture()
+def tiny_model():
+    return make_tiny_llama()
+
 
 SEQUENCES = [list(range(3, 40)), list(range(50, 70)), list(range(10, 30))]
 # per sequence, 0/1 over target positions 1..T-1: two answers, one answer, and a sequence with none
