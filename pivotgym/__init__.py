@@ -25,7 +25,7 @@ from __future__ import annotations
 from pivotgym._version import __version__
 from pivotgym.env import AgentEnv, InvalidAction, StepOutcome
 from pivotgym.hookspecs import hookimpl
-from pivotgym.registry import get_registry, list_envs, list_plugins, make, make_verifier, verifier_for
+from pivotgym.registry import get_registry, list_envs, list_plugins, make, make_sampler, make_verifier, verifier_for
 from pivotgym.types import Completion, Message, PivotSet, Task, ToolCall, Trajectory, Turn, TurnProfile, Verdict
 from pivotgym.verify import ExactMatchVerifier, Verifier, VerifyContext
 
@@ -60,6 +60,7 @@ __all__ = [
     "list_envs",
     "list_plugins",
     "make",
+    "make_sampler",
     "make_verifier",
     "verifier_for",
 ]
