@@ -4,7 +4,7 @@ over tasks (the metric's own rule).
 
     python scripts/planning_random_floor.py runs/quickstart/data/test-expert.jsonl [--env planning/blocks-v0]
 
-Prints the floor beside which the quickstart's turn accuracies are read (README, "Quickstart results").
+Prints the floor beside which the quickstart's turn accuracies are read (docs/results/README.md).
 """
 
 from __future__ import annotations

@@ -331,7 +331,7 @@ def test_prompts_that_extend_each_other_share_one_prefill_and_sample_the_same(ti
 
 def test_gumbel_noise_is_the_documented_unsigned_hash_bit_for_bit():
     """The int32 arithmetic of GumbelNoise must give exactly the 32-bit unsigned hash: a seed keeps drawing
-    what it drew (and what the README's results were sampled with), whatever the tensor arithmetic."""
+    what it drew (and what docs/results/ was sampled with), whatever the tensor arithmetic."""
     from pivotgym.sampling.hf import GumbelNoise, _fmix32, _seed_mix
 
     mask = 0xFFFFFFFF
