@@ -29,6 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _smoke import goal_met, parse_args
+
 from pivotgym.pivot import AdaptiveK
 
 
@@ -102,7 +104,7 @@ def main() -> int:
     parser.add_argument("--block", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+    args = parse_args(parser, states=500)
     rule = AdaptiveK(max_mean=args.max_mean, min_pass_rate=args.min_pass_rate, delta=args.delta, block=args.block)
     rng = random.Random(args.seed)
     results = []
@@ -128,7 +130,7 @@ def main() -> int:
         )
     worst = min(r["agreement"] for r in results)
     print(f"agreement on fixed-K pivots: worst {worst:.2%} (goal >= 95%)")
-    return 0 if worst >= 0.95 else 1
+    return 0 if goal_met(worst >= 0.95, "agreement >= 95%") else 1
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import json
 import time
 
 import gymnasium as gym
+from _smoke import parse_args, smoke
 
 from pivotgym import AgentEnv, StepOutcome, Task
 from pivotgym.spaces import Messages, TextAction
@@ -60,10 +61,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20_000)
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    per_step_us(EchoAgentEnv(), 1000)  # warm up
-    bare = min(per_step_us(EchoBareEnv(), args.steps) for _ in range(3))
-    agent = min(per_step_us(EchoAgentEnv(), args.steps) for _ in range(3))
+    args = parse_args(parser, steps=200)
+    repeats = 1 if smoke() else 3
+    per_step_us(EchoAgentEnv(), min(1000, args.steps))  # warm up
+    bare = min(per_step_us(EchoBareEnv(), args.steps) for _ in range(repeats))
+    agent = min(per_step_us(EchoAgentEnv(), args.steps) for _ in range(repeats))
     result = {
         "bare_us_per_step": round(bare, 2),
         "agent_env_us_per_step": round(agent, 2),

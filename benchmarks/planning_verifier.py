@@ -26,6 +26,8 @@ import json
 import time
 import tracemalloc
 
+from _smoke import parse_args
+
 from pivotgym import VerifyContext
 from pivotgym.types import Trajectory, message
 from pivotgym_planning.env import PlanningEnv
@@ -38,6 +40,8 @@ PROBLEMS = [
     ("logistics", "manylogistics/problem14", "-"),
     ("blocks", "blocks/problem9", "-"),
 ]
+#: smoke mode: one small problem whose verification still builds an h* table
+TOY_PROBLEMS = [("gripper", "gripper/prob03", "-")]
 
 
 def candidates(family: str, task_id: str, turns: int) -> list[tuple[VerifyContext, str]]:
@@ -99,9 +103,10 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=3, help="plan steps whose states are verified")
     parser.add_argument("--old-seconds", type=float, default=60.0, help="time cap of the old search per problem")
     parser.add_argument("--json", action="store_true", help="print JSON")
-    args = parser.parse_args()
+    parser.set_defaults(problems=PROBLEMS)
+    args = parse_args(parser, turns=1, old_seconds=0.5, problems=TOY_PROBLEMS)
     rows = []
-    for family, task_id, raw_states in PROBLEMS:
+    for family, task_id, raw_states in args.problems:
         items = candidates(family, task_id, args.turns)
         for ctx, _ in items:
             ctx.env()  # position every env once, outside the timed region

@@ -52,6 +52,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _smoke import parse_args, tiny_model
+
 
 def write_data(directory: Path, env_id: str, split: str, n_train: int, n_held: int) -> tuple[Path, Path, Path]:
     """Trajectories, a profiles file with ``n_train + n_held`` single-turn states and a pivot set with the
@@ -152,7 +154,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-informative-groups", type=int, default=1)
     parser.add_argument("--kl", type=float, default=0.0, help="kl_coef (k3 to the frozen start model)")
     parser.add_argument("--out", default=None, help="keep the runs here (default: a temporary folder)")
-    args = parser.parse_args(argv)
+    args = parse_args(
+        parser,
+        argv,
+        model=tiny_model,
+        lrs="2e-5",
+        steps=1,
+        group_size=2,
+        pivots_per_step=1,
+        train_states=1,
+        non_pivot=1,
+        max_new_tokens=4,
+    )
 
     import torch
 
@@ -193,11 +206,12 @@ def main(argv: list[str] | None = None) -> int:
         real = [r for r in results if r["lr"] == lr and not r["placebo"]]
         fake = [r for r in results if r["lr"] == lr and r["placebo"]]
         diff = statistics.fmean(a["non_pivot_delta"] - b["non_pivot_delta"] for a, b in zip(real, fake))
-        ratio = statistics.fmean(b["drift_rms"] / a["drift_rms"] for a, b in zip(real, fake) if a["drift_rms"])
+        ratios = [b["drift_rms"] / a["drift_rms"] for a, b in zip(real, fake) if a["drift_rms"]]
+        ratio = f"{statistics.fmean(ratios):.2f}" if ratios else "- (no real run moved the weights)"
         harm = statistics.fmean(b["non_pivot_delta"] for b in fake)
         print(
             f"  lr={lr:g}: non-pivot delta real-placebo {diff:+.3f}; placebo's own non-pivot delta "
-            f"{harm:+.3f}; drift placebo/real {ratio:.2f}"
+            f"{harm:+.3f}; drift placebo/real {ratio}"
         )
     return 0
 

@@ -23,6 +23,7 @@ import time
 from typing import Any
 
 import torch
+from _smoke import parse_args, tiny_model
 
 from pivotgym.sampling.base import SamplingParams
 from pivotgym.sampling.hf import HFSampler
@@ -70,7 +71,7 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=128 if cuda else 16)
     parser.add_argument("--skip-separate", action="store_true", help="skip the slowest baseline")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    args = parser.parse_args()
+    args = parse_args(parser, model=tiny_model, prompts=2, prompt_tokens=32, k=2, new_tokens=4)
 
     sampler = HFSampler(args.model, max_batch_size=args.prompts * args.k)
     sampler.eos_ids = set()  # fixed-length generations: identical work for every method

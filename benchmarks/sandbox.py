@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -23,14 +24,21 @@ import tempfile
 import time
 from pathlib import Path
 
+from _smoke import skip, smoke
+
 from pivotgym.sandbox import fork_dir, get_sandbox, remove_dir
 
 KEY = "00" * 32 + "\n"  # the runner's record key (any 32 bytes, hex); the records are not read here
 
 
+def rounds(n: int) -> int:
+    """``n`` timed rounds; one in smoke mode."""
+    return 1 if smoke() else n
+
+
 def timed(fn, repeat: int) -> float:
     samples = []
-    for _ in range(repeat):
+    for _ in range(rounds(repeat)):
         t = time.perf_counter()
         fn()
         samples.append(time.perf_counter() - t)
@@ -41,6 +49,8 @@ def main() -> None:
     from pivotgym_swe.sources import PROJECTS, repo_tree
     from pivotgym_swe.testing import RUNNER, RUNNER_ENV, top_level_names
 
+    if smoke() and shutil.which("bwrap") is None:
+        skip("no bubblewrap (bwrap) on PATH: `make system-deps` installs it")
     box = get_sandbox("bwrap")
     tree = repo_tree(PROJECTS["toolz"])
     tmp = Path(tempfile.mkdtemp(prefix="bench-sandbox-"))
@@ -57,7 +67,8 @@ def main() -> None:
     # subprocess spawn with vfork; the preexec_fn fallback forks the whole address space
     import pivotgym.sandbox.base as base
 
-    heap = bytearray(1 << 30)
+    heap_mib = 64 if smoke() else 1024
+    heap = bytearray(heap_mib << 20)
     heap[::4096] = b"x" * len(heap[::4096])
     with_prlimit = timed(lambda: box.run(["true"], work), 10)
     saved, base._PRLIMIT = base._PRLIMIT, ""
@@ -65,7 +76,7 @@ def main() -> None:
     base._PRLIMIT = saved
     del heap
     print(
-        f"start with a 1 GiB parent heap: prlimit {with_prlimit * 1e3:.1f} ms, preexec_fn fallback "
+        f"start with a {heap_mib} MiB parent heap: prlimit {with_prlimit * 1e3:.1f} ms, preexec_fn fallback "
         f"{with_preexec * 1e3:.1f} ms ({with_preexec / with_prlimit:.1f}x)"
     )
 
@@ -180,12 +191,15 @@ def judge_costs(box, tmp: Path) -> None:
         ("hardened judge(), fixed state (+ differential)", lambda: judge(fixed, instance, pristine, sandbox=box)),
     ]
     samples: dict[str, list[float]] = {label: [] for label, _ in variants}
-    for _ in range(7):
+    for _ in range(rounds(7)):
         for label, fn in variants:
             samples[label].append(timed(fn, 1))
     medians = {label: statistics.median(v) for label, v in samples.items()}
     base = medians[variants[0][0]]
-    print(f"judged submission ({instance['instance_id']}, {len(targets)} tests), median of 7 interleaved rounds:")
+    print(
+        f"judged submission ({instance['instance_id']}, {len(targets)} tests), "
+        f"median of {rounds(7)} interleaved rounds:"
+    )
     for label, wall in medians.items():
         print(f"  {label:<50} {wall:.3f} s ({wall / base:.2f}x)")
     for label, _ in variants[-2:]:

@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _smoke import skip, smoke
+
 VARIANTS = ("constant", "cosine", "full")
 
 
@@ -68,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
+    if smoke():
+        skip("needs a finished experiment run (runs/quickstart: `make demo`) and trains SFT on its model per order")
     if not (args.run / "config.json").exists() or not (args.run / "data" / "expert.jsonl").exists():
         print(f"skipped: {args.run} holds no experiment run with expert data; run `make demo` first", file=sys.stderr)
         return 0

@@ -47,6 +47,8 @@ from typing import Any
 
 os.environ.setdefault("PIVOTGYM_LOAD_PLUGINS", "swe")
 
+from _smoke import parse_args
+
 from pivotgym.eval.stats import agreement, wilson
 from pivotgym.sandbox import Sandbox, fork_dir, get_sandbox, remove_dir
 from pivotgym_swe.differential import check_differential, reference_for, setup
@@ -353,7 +355,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--out", help="also write the JSON report to this file")
     parser.add_argument("--misses", type=int, default=10, help="disagreements listed")
-    args = parser.parse_args()
+    args = parse_args(parser, sets="humanevalfix", limit=1, rewrites=1, mutants=1, label_inputs=5)
     sandbox = get_sandbox()
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()

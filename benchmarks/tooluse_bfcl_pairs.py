@@ -22,6 +22,8 @@ from typing import Any
 
 os.environ.setdefault("PIVOTGYM_LOAD_PLUGINS", "tooluse")
 
+from _smoke import parse_args
+
 import pivotgym
 from pivotgym.eval.stats import agreement
 from pivotgym_tooluse.bfcl_pairs import SOURCES, Pair, context_for, generate
@@ -146,7 +148,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--every", type=int, default=1, help="keep every K-th item (1: all)")
     parser.add_argument("--misses", type=int, default=0, help="list up to N disagreeing pairs per source")
-    args = parser.parse_args()
+    args = parse_args(parser, every=50, misses=2)
     results = run(args.every, args.misses)
     print(json.dumps(results, indent=2) if args.json else markdown(results))
 

@@ -24,6 +24,8 @@ from typing import Any
 
 os.environ.setdefault("PIVOTGYM_LOAD_PLUGINS", "tooluse")
 
+from _smoke import parse_args
+
 import pivotgym
 from pivotgym.verify import VerifyContext
 from pivotgym_tooluse.pairs import context_for, generate, wilson
@@ -73,14 +75,17 @@ def env_turns(env_id: str, n_traj: int) -> list[tuple[VerifyContext, str]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=5, help="timed passes per measurement (median reported)")
+    parser.add_argument("--every", type=int, default=1, help="keep every K-th pair (1: all)")
+    parser.add_argument("--trajectories", type=int, default=100, help="expert trajectories per single-turn env")
+    parser.add_argument("--multi-turn", type=int, default=20, help="expert trajectories of the multi-turn env")
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+    args = parse_args(parser, repeat=1, every=20, trajectories=5, multi_turn=2)
 
     env = pivotgym.make("tooluse/bfcl-simple-v0")
     functional, exact = ToolCallVerifier(), ToolCallExactVerifier()
     results: dict[str, Any] = {}
     for source in ("unshipped", "shipped"):
-        pairs = generate(source=source)
+        pairs = generate(source=source)[:: args.every]
         items = [(context_for(p, env_factory=lambda: env), p.candidate, p.label, p.transform) for p in pairs]
         f_us = latency_us(functional, [(c, t) for c, t, _, _ in items], args.repeat)
         e_us = latency_us(exact, [(c, t) for c, t, _, _ in items], args.repeat)
@@ -93,9 +98,11 @@ def main() -> None:
     single = [
         it
         for env_id in ("tooluse/bfcl-simple-v0", "tooluse/bfcl-multiple-v0", "tooluse/bfcl-parallel-v0")
-        for it in env_turns(env_id, 100)
+        for it in env_turns(env_id, args.trajectories)
     ]
-    multi = [it for it in env_turns("tooluse/bfcl-multi-turn-v0", 20) if it[0].turn.expert.get("tool_calls")]
+    multi = [
+        it for it in env_turns("tooluse/bfcl-multi-turn-v0", args.multi_turn) if it[0].turn.expert.get("tool_calls")
+    ]
     for ctx, _ in multi:
         ctx.env()  # position every context once so both verifiers time only the verification
     for layer, items, verifier in (

@@ -22,6 +22,8 @@ import sys
 import time
 from typing import Any
 
+from _smoke import parse_args, tiny_model
+
 import pivotgym.sampling.hf as hf
 from pivotgym.registry import make
 from pivotgym.sampling.base import SamplingParams
@@ -46,7 +48,7 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=16)
     parser.add_argument("--batch", type=int, default=32, help="the sampler's max_batch_size")
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+    args = parse_args(parser, model=tiny_model, trajectories=1, new_tokens=4, batch=4)
 
     prompts = states(args.env, args.split, args.trajectories)
     sampler = hf.HFSampler(args.model, max_batch_size=args.batch)

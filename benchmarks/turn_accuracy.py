@@ -20,6 +20,8 @@ import json
 import time
 from typing import Any
 
+from _smoke import parse_args, tiny_model
+
 from pivotgym.eval.turns import _groups, turn_accuracy
 from pivotgym.execution import make_executor
 from pivotgym.registry import make
@@ -46,14 +48,15 @@ def main() -> None:
     parser.add_argument("--trajectories", type=int, default=40, help="the first N successful expert plans")
     parser.add_argument("--chunk", type=int, default=32, help="states per sampler call (the experiment's default)")
     parser.add_argument("--new-tokens", type=int, default=16)
+    parser.add_argument("--executor", default="process", help="where verdicts run (the experiment's: process)")
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+    args = parse_args(parser, model=tiny_model, trajectories=2, chunk=4, new_tokens=4, executor="serial")
 
     env = make(args.env)
     trajectories = [t for t in env.expert_trajectories(args.split) if t.reward > 0][: args.trajectories]
     sampler = HFSampler(args.model, max_batch_size=32)
     params = SamplingParams(temperature=0.0, max_new_tokens=args.new_tokens)
-    executor = make_executor("process", timeout=60.0)
+    executor = make_executor(args.executor, timeout=60.0)
     try:
         turn_accuracy(sampler, trajectories[:1], params, executor=executor, progress=False)  # warm workers up
         start = time.perf_counter()
