@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from _smoke import parse_args, tiny_model
 
 from pivotgym.registry import make
 from pivotgym.rollout import run_episodes
@@ -86,25 +87,27 @@ def variant(name: str) -> Iterator[None]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--env", default="planning/gripper-gen-v0")
     parser.add_argument("--tasks", type=int, default=2)
     parser.add_argument("--episodes", type=int, default=8, help="episodes per task (the group)")
     parser.add_argument("--turns", type=int, default=6)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--new-tokens", type=int, default=16)
     parser.add_argument("--precision", choices=("autocast", "bf16", "fp32"), default="autocast")
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+    args = parse_args(parser, model=tiny_model, tasks=1, episodes=2, turns=2, repeats=1, new_tokens=4)
 
     if args.precision == "bf16":
-        sampler = HFSampler("smollm2-135m", dtype="bfloat16", cache_implementation="dynamic")
+        sampler = HFSampler(args.model, dtype="bfloat16", cache_implementation="dynamic")
     else:
         sampler = HFSampler(
-            "smollm2-135m",
+            args.model,
             cache_implementation="dynamic",
             autocast_dtype="bfloat16" if args.precision == "autocast" else None,
         )
     task_ids = [t.id for t in make(args.env).tasks("train")][: args.tasks]
-    params = SamplingParams(temperature=1.0, max_new_tokens=16)
+    params = SamplingParams(temperature=1.0, max_new_tokens=args.new_tokens)
 
     drawn: list[tuple[list[int], list[float]]] = []  # every completion's tokens and logprobs, in order
     sample = sampler.sample

@@ -25,15 +25,17 @@ import json
 import time
 from typing import Any
 
+from _smoke import parse_args, tiny_model
 
-def measure(env_id: str, tasks: int, episodes: int, turns: int, new_tokens: int) -> dict[str, Any]:
+
+def measure(model: str, env_id: str, tasks: int, episodes: int, turns: int, new_tokens: int) -> dict[str, Any]:
     from pivotgym.registry import make
     from pivotgym.rollout import run_episodes
     from pivotgym.sampling.base import SamplingParams
     from pivotgym.sampling.hf import HFSampler
     from pivotgym.train.e2e import pack_episode
 
-    sampler = HFSampler("smollm2-135m", cache_implementation="dynamic")
+    sampler = HFSampler(model, cache_implementation="dynamic")
     task_ids = [t.id for t in make(env_id).tasks("train")][:tasks]
     params = SamplingParams(temperature=1.0, max_new_tokens=new_tokens)
     runs: dict[bool, Any] = {}
@@ -82,14 +84,15 @@ def measure(env_id: str, tasks: int, episodes: int, turns: int, new_tokens: int)
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--env", default="planning/blocks-v0")
     parser.add_argument("--tasks", type=int, default=1)
     parser.add_argument("--episodes", type=int, default=4, help="episodes per task (the group)")
     parser.add_argument("--turns", type=int, default=5, help="turn cap of each episode")
     parser.add_argument("--new-tokens", type=int, default=24)
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    result = measure(args.env, args.tasks, args.episodes, args.turns, args.new_tokens)
+    args = parse_args(parser, model=tiny_model, episodes=2, turns=2, new_tokens=4)
+    result = measure(args.model, args.env, args.tasks, args.episodes, args.turns, args.new_tokens)
     if args.json:
         print(json.dumps(result, indent=2))
         return

@@ -24,6 +24,8 @@ import argparse
 import json
 import time
 
+from _smoke import parse_args, tiny_model
+
 from pivotgym.eval.floors import floors
 from pivotgym.eval.likelihood import likelihood_scores
 from pivotgym.eval.turns import turn_accuracy
@@ -40,14 +42,15 @@ def main() -> None:
     parser.add_argument("--split", default="test")
     parser.add_argument("--trajectories", type=int, default=40, help="the first N successful expert plans")
     parser.add_argument("--new-tokens", type=int, default=16)
+    parser.add_argument("--executor", default="process", help="where verdicts run (the experiment's: process)")
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+    args = parse_args(parser, model=tiny_model, trajectories=2, new_tokens=4, executor="serial")
 
     env = make(args.env)
     trajectories = [t for t in env.expert_trajectories(args.split) if t.reward > 0][: args.trajectories]
     sampler = HFSampler(args.model, max_batch_size=32)
     params = SamplingParams(temperature=0.0, max_new_tokens=args.new_tokens)
-    executor = make_executor("process", timeout=60.0)
+    executor = make_executor(args.executor, timeout=60.0)
     try:
         measured = floors(env, trajectories=trajectories, executor=executor, progress=False)
         start = time.perf_counter()

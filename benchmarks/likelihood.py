@@ -20,6 +20,8 @@ import json
 import math
 import time
 
+from _smoke import parse_args, tiny_model
+
 from pivotgym.eval.floors import floors
 from pivotgym.execution import make_executor
 from pivotgym.registry import make
@@ -34,11 +36,12 @@ def main() -> None:
     parser.add_argument("--split", default="test")
     parser.add_argument("--trajectories", type=int, default=40, help="the first N expert plans of the split")
     parser.add_argument("--new-tokens", type=int, default=16, help="the generation cap (as the experiment's)")
+    parser.add_argument("--executor", default="process", help="where verdicts run (the experiment's: process)")
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+    args = parse_args(parser, model=tiny_model, trajectories=2, new_tokens=4, executor="serial")
 
     env = make(args.env)
-    with make_executor("process", timeout=60.0) as executor:
+    with make_executor(args.executor, timeout=60.0) as executor:
         measured = floors(env, args.split, args.trajectories, executor=executor, progress=False)
     sampler = HFSampler(args.model, max_batch_size=32)
     model, tokenizer, stops = model_parts(sampler)

@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _smoke import parse_args, tiny_model
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 ARITH = ROOT / "tests" / "plugins" / "pivotgym-arith"
@@ -123,7 +125,15 @@ def main() -> None:
     parser.add_argument("--executor", default="process")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    args = parser.parse_args()
+    args = parse_args(
+        parser,
+        model=tiny_model,
+        env=["arith/chain-v0"],
+        states=2,
+        k=4,
+        max_new_tokens=4,
+        executor="serial",
+    )
     envs = args.env or ["arith/chain-v0", "tooluse/bfcl-simple-v0"]
 
     _ensure_arith(envs)

@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _smoke import parse_args, smoke, tiny_model
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -163,7 +165,19 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parse_args(
+        parser,
+        model=tiny_model,
+        states=2,
+        k=2,
+        profile_tokens=4,
+        episodes=1,
+        episode_tokens=4,
+        max_turns=1,
+        engines="hf",
+    )
+    if smoke() and args.engines == "hf":
+        print("smoke run: the transformers sampler only; vLLM in-process and server skipped (.venv-vllm, minutes)")
     if args.worker:
         worker(args)
         return

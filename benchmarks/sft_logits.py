@@ -18,6 +18,7 @@ import json
 import time
 
 import torch
+from _smoke import parse_args, tiny_model
 
 from pivotgym.registry import make
 from pivotgym.sampling.hf import HFSampler
@@ -48,7 +49,7 @@ def main() -> None:
     parser.add_argument("--trajectories", type=int, default=4, help="the first N successful train expert plans")
     parser.add_argument("--repeats", type=int, default=2, help="timed passes of each form (alternating)")
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+    args = parse_args(parser, model=tiny_model, trajectories=1, repeats=1)
 
     env = make(args.env)
     plans = [t for t in env.expert_trajectories("train") if t.reward > 0][: args.trajectories]

@@ -18,6 +18,7 @@ import json
 import time
 
 import torch
+from _smoke import parse_args
 
 
 def smollm2_like(layers: int | None) -> torch.nn.Module:
@@ -92,7 +93,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--layers", type=int, default=None, help="fewer layers for a quicker run (default 30)")
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+    args = parse_args(parser, prompt=64, completion=8, group=2, repeats=1, layers=1)
     results = [run("cpu", torch.float32, args)]
     if torch.cuda.is_available():
         results.append(run("cuda", torch.bfloat16, args))
