@@ -70,7 +70,7 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=2, help="rollout: train tasks, 8 episodes each")
     parser.add_argument("--turns", type=int, default=3, help="rollout: turns per episode")
     parser.add_argument("--json", action="store_true")
-    args = parse_args(parser, model=tiny_model, trajectories=1, repeats=1, tasks=1, turns=1)
+    args = parse_args(parser, model=tiny_model, env="planning/blocks-v0", trajectories=1, repeats=1, tasks=1, turns=1)
 
     env = make(args.env)
     plans = [t for t in env.expert_trajectories("train") if t.reward > 0][: args.trajectories]

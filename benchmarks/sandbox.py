@@ -99,7 +99,8 @@ def main() -> None:
         r = box.run([sys.executable, "-I", "-c", RUNNER, "/repo", names, target], work, stdin=KEY, env=RUNNER_ENV)
         assert r.returncode == 0 and r.stdout, r.output
 
-    bare()
+    if not smoke():
+        bare()  # warm-up
     t_bare, t_box = timed(bare, 5), timed(boxed, 5)
     print(f"test run ({target}): bare {t_bare:.3f} s, bwrap {t_box:.3f} s, ratio {t_box / t_bare:.2f}x (goal <= 1.3x)")
 
@@ -175,20 +176,28 @@ def judge_costs(box, tmp: Path) -> None:
     def patch_check() -> None:
         check_patch(work, pristine, is_test_path)
 
-    verdict = judge(work, instance, pristine, sandbox=box)
-    assert verdict.run.outcomes and not verdict.run.error, verdict.summary
+    def judge_unfixed() -> None:
+        verdict = judge(work, instance, pristine, sandbox=box)
+        assert verdict.run.outcomes and not verdict.run.error, verdict.summary
+
     fixed = fork_dir(pristine, tmp / "fixed")  # the reference fix: the pristine tree
-    verdict = judge(fixed, instance, pristine, sandbox=box)
-    assert verdict.solved and verdict.differential is not None, verdict.summary
-    plain_pytest()
+
+    def judge_fixed() -> None:
+        verdict = judge(fixed, instance, pristine, sandbox=box)
+        assert verdict.solved and verdict.differential is not None, verdict.summary
+
+    if not smoke():  # warm-ups (a smoke run's single round judges, and checks, both states once)
+        judge_unfixed()
+        judge_fixed()
+        plain_pytest()
     # interleaved rounds, so a change in machine load hits every variant alike
     variants = [
         ("pytest, same options, bare subprocess (baseline)", plain_pytest),
         ("trusted runner, bare subprocess", runner_bare),
         ("trusted runner under bwrap", runner_bwrap),
         ("static patch check alone", patch_check),
-        ("hardened judge() end to end, unfixed state", lambda: judge(work, instance, pristine, sandbox=box)),
-        ("hardened judge(), fixed state (+ differential)", lambda: judge(fixed, instance, pristine, sandbox=box)),
+        ("hardened judge() end to end, unfixed state", judge_unfixed),
+        ("hardened judge(), fixed state (+ differential)", judge_fixed),
     ]
     samples: dict[str, list[float]] = {label: [] for label, _ in variants}
     for _ in range(rounds(7)):

@@ -49,7 +49,7 @@ def main() -> None:
     parser.add_argument("--trajectories", type=int, default=4, help="the first N successful train expert plans")
     parser.add_argument("--repeats", type=int, default=2, help="timed passes of each form (alternating)")
     parser.add_argument("--json", action="store_true")
-    args = parse_args(parser, model=tiny_model, trajectories=1, repeats=1)
+    args = parse_args(parser, model=tiny_model, env="planning/blocks-v0", trajectories=1, repeats=1)
 
     env = make(args.env)
     plans = [t for t in env.expert_trajectories("train") if t.reward > 0][: args.trajectories]
