@@ -93,6 +93,7 @@ def test_the_cpu_scale_keeps_what_decides_what_runs():
 
 
 @pytest.mark.slow
+@pytest.mark.vllm
 def test_paper_design_runs_with_vllm_for_every_generation(tmp_path):
     python = find_vllm_python(ROOT)
     if python is None:

@@ -128,6 +128,7 @@ def test_a_foreign_batch_row_without_ref_message_round_trips() -> None:
     ]
 
 
+@pytest.mark.nemo_gym
 def test_exported_rows_validate_against_nemo_gyms_own_models(tmp_path: Path) -> None:
     _, rows = exported_rows()
     [trajectory] = import_nemo_rows([FOREIGN_BATCH], env_id="tooluse/bfcl-parallel-v0")
@@ -138,6 +139,7 @@ def test_exported_rows_validate_against_nemo_gyms_own_models(tmp_path: Path) -> 
     assert not bad, bad
 
 
+@pytest.mark.nemo_gym
 def test_nemo_gyms_models_reject_the_old_shapes(tmp_path: Path) -> None:
     """The validator can fail: the bare list parallel calls used to be exported as, and a tool without
     ``strict``, are both rejected by NeMo-Gym's models."""

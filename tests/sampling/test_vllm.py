@@ -27,10 +27,16 @@ from pivotgym.types import Completion
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 ROOT = Path(__file__).resolve().parents[2]
 VLLM_PYTHON = find_vllm_python(ROOT)
-needs_vllm = pytest.mark.skipif(
+_skip_without_vllm = pytest.mark.skipif(
     VLLM_PYTHON is None,
     reason=f"vLLM is not installed: `make vllm` builds {ROOT / '.venv-vllm'} (`make test` does it first)",
 )
+
+
+def needs_vllm(test: Any) -> Any:
+    """Runs in the vLLM interpreter: marked ``vllm`` (``make test-fast`` leaves it out), skipped without one."""
+    return pytest.mark.vllm(_skip_without_vllm(test))
+
 
 #: fp32 on both sides: differences come from kernel order only (seen: < 1e-4)
 LOGPROB_TOL = 2e-3

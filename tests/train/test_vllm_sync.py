@@ -27,6 +27,7 @@ def vllm_python() -> str | None:
 
 
 @pytest.mark.slow
+@pytest.mark.vllm
 def test_engine_greedy_output_equals_the_policy_after_an_update(tmp_path):
     python = vllm_python()
     if python is None:
