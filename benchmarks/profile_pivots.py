@@ -20,9 +20,11 @@ sampling noise; the fixed-vs-fixed-stream line shows that noise floor).
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -45,6 +47,7 @@ def _ensure_arith(envs: list[str]) -> None:
     if "arith/chain-v0" in get_registry().envs:
         return
     site = Path(tempfile.mkdtemp(prefix="pivotgym-bench-site-"))
+    atexit.register(shutil.rmtree, site, True)  # removed when the process ends
     subprocess.run(
         [
             sys.executable,

@@ -43,6 +43,7 @@ the drift ~2.5x), 1 of 16 at 5e-6; real advantages gained on both sets. A run ta
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import shutil
 import statistics
@@ -173,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     lrs = [float(x) for x in args.lrs.split(",")]
     seeds = [int(x) for x in args.seeds.split(",")]
     root = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="rl-harm-"))
+    if not args.out:
+        atexit.register(shutil.rmtree, root, True)  # a temporary folder: gone when the process ends
     root.mkdir(parents=True, exist_ok=True)
     data = write_data(root, args.env, args.split, args.train_states, args.non_pivot)
     results = []
