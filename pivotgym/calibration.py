@@ -43,7 +43,7 @@ from pivotgym.eval.stats import wilson
 from pivotgym.parsing.tool_calls import python_call, render_calls
 from pivotgym.sampling.base import Sampler, SamplingParams, sample_seeded
 from pivotgym.types import Message, ToolCall, Trajectory, Turn, content_hash, tool_calls_of
-from pivotgym.verify import Verifier, VerifyContext, undecided_reason, verify_safely
+from pivotgym.verify import Verifier, VerifyContext, verify_safely
 
 __all__ = [
     "CONTINUATIONS",
@@ -376,7 +376,7 @@ def _judge_state(
         verdicts = {}
         for label, verifier in verifiers.items():
             verdict = verify_safely(verifier, context, candidate.text)
-            undecided = undecided_reason(verdict)
+            undecided = verdict.undecided
             verdicts[label] = {"credited": None if undecided else verdict.reward > 0, "reason": verdict.reason[:200]}
         outcome = continue_episode(context.env(), candidate.text, rest, budget)
         rows.append(Row(trajectory.id, trajectory.task_id, turn.turn, candidate, outcome, verdicts))

@@ -7,10 +7,9 @@ verifier credits every expert action, deterministically, while crediting none of
 
 Where the env can name a legal but wrong action (the optional capability ``env.wrong_action(expert_text)``,
 called on an env positioned at the turn; see docs/plugins.md), the verifier must also reject that action,
-which catches a verifier that credits whatever the env accepts. An undecided verdict (the verify layer's one
-rule, :func:`pivotgym.verify.undecided_reason`: the verifier raised or returned no ``Verdict``, or set
-``components["verification_failed"]`` / ``components["budget_exhausted"]``, e.g. a search out of budget)
-fails the check with that reason: it is neither a credited nor a rejected action.
+which catches a verifier that credits whatever the env accepts. An undecided verdict
+(:attr:`pivotgym.types.Verdict.undecided`: the verifier raised or returned no ``Verdict``, or could not judge,
+e.g. a search out of budget) fails the check with that reason: it is neither a credited nor a rejected action.
 
 Last, a calibration probe (:func:`pivotgym.calibration.calibrate`, what ``pivotgym calibrate`` runs at scale):
 the expert's action, its paraphrases, the wrong action and the env's own candidates at every state of the
@@ -29,7 +28,7 @@ from typing import Any
 
 from pivotgym.env import AgentEnv
 from pivotgym.types import Trajectory
-from pivotgym.verify import Verifier, VerifyContext, undecided_reason, verify_safely
+from pivotgym.verify import Verifier, VerifyContext, verify_safely
 
 MALFORMED_ACTION = "\x00\x07 {{{ ((( <tool_call>{not json"
 HACK_PROBES = ("", "\x00\x1b[2J\x07", "a" * 10_000)
@@ -219,7 +218,7 @@ def _run_checks(
                 first = verify_safely(verifier, ctx, text)
                 second = verify_safely(verifier, VerifyContext(turn, env_factory=factory), text)
                 _expect(
-                    not undecided_reason(first),
+                    not first.undecided,
                     f"{traj.task_id} turn {turn.turn}: the verifier could not judge the expert action ({first.reason})",
                 )
                 _expect(
@@ -233,7 +232,7 @@ def _run_checks(
                 for probe in HACK_PROBES:
                     verdict = verify_safely(verifier, ctx, probe)
                     _expect(
-                        not undecided_reason(verdict),
+                        not verdict.undecided,
                         f"{traj.task_id} turn {turn.turn}: the verifier could "
                         f"not judge the probe {probe[:20]!r} ({verdict.reason}); garbage must be judged wrong, "
                         "not left undecided",
@@ -267,7 +266,7 @@ def _run_checks(
                 )
                 verdict = verify_safely(verifier, ctx, wrong)
                 _expect(
-                    not undecided_reason(verdict),
+                    not verdict.undecided,
                     f"{traj.task_id} turn {turn.turn}: the verifier could not "
                     f"judge {wrong!r} ({verdict.reason}); an undecided verdict is not a rejection",
                 )

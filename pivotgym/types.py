@@ -288,23 +288,42 @@ class Turn(_Record):
     expert: Message
 
 
+#: an undecided verdict's reason is cut to this length (it is stored in every profile row)
+MAX_UNDECIDED = 300
+
+
 @dataclass
 class Verdict(_Record):
     """A verifier's judgement of one candidate action.
 
     ``reward`` is in [0, 1]; ``equivalent`` says whether the candidate achieves what the expert's action
     achieved; ``reason`` is a short machine-friendly tag plus detail; ``components`` holds per-layer results.
+
+    ``undecided`` is None for a judgement. A verification that could not decide (a search out of budget, a
+    judge that broke, a verifier that raised, a timeout, a sample that never came) says why there, and is made
+    by :meth:`undecided_because` only: it carries no reward, so profiling, selection, training, floors and the
+    checker leave it out instead of counting it as a 0.
     """
 
     reward: float
     equivalent: bool
     reason: str
     components: dict[str, Any] = field(default_factory=dict)
+    undecided: str | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 <= float(self.reward) <= 1.0:
             raise ValueError(f"Verdict.reward must be in [0, 1], got {self.reward}")
         self.reward = float(self.reward)
+        if self.undecided is not None and (not self.undecided or self.reward or self.equivalent):
+            raise ValueError(
+                "an undecided Verdict carries no reward and a reason: make it with Verdict.undecided_because(why)"
+            )
+
+    @property
+    def decided(self) -> bool:
+        """Whether this verdict judges the candidate (its reward is one)."""
+        return self.undecided is None
 
     @classmethod
     def fail(cls, reason: str, **components: Any) -> Verdict:
@@ -313,6 +332,13 @@ class Verdict(_Record):
     @classmethod
     def ok(cls, reason: str = "equivalent", **components: Any) -> Verdict:
         return cls(1.0, True, reason, dict(components))
+
+    @classmethod
+    def undecided_because(cls, why: str, **components: Any) -> Verdict:
+        """A verification that could not judge the candidate, and ``why``: whole as the ``reason``, cut to
+        :data:`MAX_UNDECIDED` characters as ``undecided`` (which is stored in every profile row)."""
+        why = str(why).strip() or "undecided"
+        return cls(0.0, False, why, dict(components), undecided=why[:MAX_UNDECIDED])
 
 
 @dataclass
@@ -328,7 +354,11 @@ class Completion(_Record):
 
 @dataclass
 class TurnProfile(_Record):
-    """The profiler's record for one candidate turn (contract: the "Turn profile" JSONL row)."""
+    """The profiler's record for one candidate turn (contract: the "Turn profile" JSONL row).
+
+    ``rewards`` (and ``reasons``, ``mean``, ``var``, ``k``) are the judged samples only; ``undecided`` holds the
+    reason of every draw that could not be judged (:attr:`Verdict.undecided`), so ``k + len(undecided)``
+    samples were drawn."""
 
     trajectory_id: str
     turn: int
@@ -343,6 +373,17 @@ class TurnProfile(_Record):
     verifier: dict[str, Any]
     key: str
     metadata: dict[str, Any] = field(default_factory=dict)
+    undecided: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]):
+        """The row of ``data``; a row written before ``undecided`` was a field (profile format 3) keeps its
+        undecided reasons under ``metadata.failed_reasons``, and they move here."""
+        metadata = data.get("metadata")
+        if "undecided" not in data and isinstance(metadata, dict) and "failed" in metadata:
+            metadata = {k: v for k, v in metadata.items() if k not in ("failed", "failed_reasons")}
+            data = {**data, "metadata": metadata, "undecided": list(data["metadata"].get("failed_reasons") or [])}
+        return super().from_dict(data)
 
     @property
     def informative(self) -> bool:

@@ -329,8 +329,8 @@ def test_swe_judging_through_ray_gives_the_process_executors_verdicts(cluster: C
     with RayExecutor(timeout=120, address=cluster.address) as ex:
         by_ray = ex.map(verify_candidate, tasks)
     assert all(r.ok for r in by_process + by_ray), [r.error for r in by_process + by_ray if not r.ok]
-    verdicts = [(r.value["reward"], r.value["reason"], r.value["failed"]) for r in by_process]
-    assert [(r.value["reward"], r.value["reason"], r.value["failed"]) for r in by_ray] == verdicts
+    verdicts = [(r.value["reward"], r.value["reason"], r.value["undecided"]) for r in by_process]
+    assert [(r.value["reward"], r.value["reason"], r.value["undecided"]) for r in by_ray] == verdicts
     rewards = [v[0] for v in verdicts]
     assert 1.0 in rewards and 0.0 in rewards, verdicts  # both credited and refused actions were judged
 

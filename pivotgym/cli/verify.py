@@ -9,7 +9,7 @@ the turn is *ad-hoc*: the verifier judges from the messages and the expert's act
 needs the env state says so, see :meth:`pivotgym.verify.VerifyContext.env`).
 
 Every verdict is printed; the command then exits 1 when any verdict is undecided (the verifier raised,
-returned no ``Verdict``, or could not judge; :func:`pivotgym.verify.undecided_reason`), so a script can tell
+returned no ``Verdict``, or could not judge; :attr:`pivotgym.types.Verdict.undecided`), so a script can tell
 "judged wrong" (reward 0, exit 0) from "not judged".
 """
 
@@ -25,7 +25,7 @@ import typer
 
 from pivotgym.cli.output import CLIError, emit_json, table
 from pivotgym.errors import TaskNotFound
-from pivotgym.verify import VerifyContext, is_undecided_reason, undecided_reason, verify_safely
+from pivotgym.verify import VerifyContext, verify_safely
 
 TURN_HELP = (
     'JSON file: {"messages": [...], "expert": message | text | [{"name", "arguments"}], '
@@ -85,7 +85,7 @@ def verify_turn(
                 "equivalent": verdict.equivalent,
                 "reason": verdict.reason,
                 "code": verdict.components.get("code", verdict.reason.split(": ")[0]),
-                "undecided": undecided_reason(verdict),
+                "undecided": verdict.undecided,
                 "verifier": {"name": judge.name, "version": judge.version},
                 "components": verdict.components,
             }
@@ -149,8 +149,7 @@ def verify_cmd(
         typer.echo(table(rows, ["reward", "code", "reason", "candidate"]))
     undecided = [r for r in results if r["undecided"]]
     if undecided:
-        first = undecided[0]  # its whole reason (the stored one is cut to 300 characters)
-        why = first["reason"] if is_undecided_reason(first["reason"]) else first["undecided"]
+        why = undecided[0]["reason"]  # whole (the stored ``undecided`` is cut to 300 characters)
         typer.echo(f"error: {len(undecided)} of {len(results)} verdict(s) undecided, not judgements: {why}", err=True)
         raise typer.Exit(1)
 

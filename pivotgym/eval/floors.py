@@ -18,7 +18,7 @@ trajectories (every assistant turn, the states turn accuracy measures) this modu
 The aggregates: ``random_legal`` (mean reward of a uniformly random legal action: turn accuracy's floor),
 ``expert`` (mean reward of the expert's action: its ceiling, below 1 where the verifier refuses the expert),
 ``multi_credit`` (share of states where the verifier credits two or more distinct legal actions), and the mean
-legal and credited counts. A state with any undecided verification (timeout, crash, ``verification_failed``)
+legal and credited counts. A state with any undecided verification (timeout, crash, a verifier that could not judge)
 is left out of every aggregate and counted in ``failed``, so a flaky verifier cannot lower a floor.
 """
 
@@ -230,7 +230,7 @@ def floors(
     from pivotgym.execution import Executor, chunks, make_executor
     from pivotgym.pivot.profile import VerifyTask, verify_candidate
     from pivotgym.registry import get_registry
-    from pivotgym.verify import trajectory_tools
+    from pivotgym.verify import failed_verification, trajectory_tools
 
     start = time.perf_counter()
     registry = get_registry()
@@ -285,10 +285,10 @@ def floors(
                 reward = 0.0
                 if not result.ok:
                     row.failed += 1
-                    row.failed_reasons.append("verify_failed: " + (result.error or "unknown").splitlines()[0][:200])
-                elif result.value.get("failed"):
+                    row.failed_reasons.append(failed_verification(result.error).reason[:200])
+                elif result.value.get("undecided"):
                     row.failed += 1
-                    row.failed_reasons.append(str(result.value["failed"])[:200])
+                    row.failed_reasons.append(str(result.value["undecided"])[:200])
                 else:
                     reward = min(1.0, float(result.value["reward"]))
                 judged.setdefault(id(row), []).append(reward)

@@ -42,7 +42,7 @@ class StateJudge:
 
     def verdict(self, state: str, tools_json: str | None, candidate: str) -> Verdict:
         """The verdict on ``candidate`` at ``state`` (never raises for the verifier: a verifier error is an
-        undecided verdict, see :func:`pivotgym.verify.is_undecided`)."""
+        undecided verdict, see :attr:`pivotgym.types.Verdict.undecided`)."""
         from pivotgym.registry import get_registry
 
         turn = turn_from_state(state)

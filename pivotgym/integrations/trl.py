@@ -19,8 +19,8 @@ Three pieces replace the glue a user would otherwise write::
 * :func:`grpo_config_kwargs` - the ``GRPOConfig`` settings that match a :class:`~pivotgym.train.PivotConfig`
   where TRL has them.
 
-**Undecided verdicts** (a verifier that raised or timed out, ``verification_failed``, ``budget_exhausted``:
-:func:`pivotgym.verify.is_undecided`) are returned as ``None`` by default. TRL 1.16 turns ``None`` into NaN;
+**Undecided verdicts** (a verifier that raised, timed out or could not judge:
+:attr:`pivotgym.types.Verdict.undecided`) are returned as ``None`` by default. TRL 1.16 turns ``None`` into NaN;
 a completion for which every reward function returned NaN is *unscorable*: it is left out of its group's
 mean and standard deviation (nan-aware) and its advantage is forced to 0, so it does not move the policy.
 Our trainer leaves such samples out of the group entirely. ``PivotReward(undecided="zero")`` scores them 0
@@ -143,7 +143,6 @@ class PivotReward:
         **kwargs: Any,
     ) -> list[float | None]:
         """Rewards of ``completions`` (one per row; TRL repeats each row's columns for its G completions)."""
-        from pivotgym.verify import is_undecided
 
         if completions is None:
             raise TypeError("PivotReward needs the completions (TRL passes them as `completions`)")
@@ -155,7 +154,7 @@ class PivotReward:
         for completion, state_json, tools_of in zip(completions, state, tools):
             verdict = self.judge.verdict(state_json, tools_of, completion_text(completion))
             verdicts.append(verdict)
-            if is_undecided(verdict):
+            if not verdict.decided:
                 rewards.append(None if self.undecided == "none" else 0.0)
             else:
                 rewards.append(float(verdict.reward))

@@ -99,7 +99,6 @@ def compute_score(
 
     ``extra_info`` must carry ``state`` (as :func:`write_verl_parquet` writes it); a row without one is an
     error naming what is missing, not a silent 0 (it is not one of ours)."""
-    from pivotgym.verify import is_undecided
 
     if not extra_info or not extra_info.get("state"):
         raise ValueError(
@@ -107,7 +106,7 @@ def compute_score(
             "pivotgym.integrations.verl.write_verl_parquet"
         )
     verdict = _JUDGE.verdict(str(extra_info["state"]), extra_info.get("tools_json") or None, solution_str)
-    undecided = is_undecided(verdict)
+    undecided = not verdict.decided
     return {
         "score": 0.0 if undecided else float(verdict.reward),
         "undecided": 1.0 if undecided else 0.0,

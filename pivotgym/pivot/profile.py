@@ -18,9 +18,9 @@ line at a time: a run killed at any point and resumed writes the same file as an
 Adaptive K (:class:`~pivotgym.pivot.adaptive.AdaptiveK`) samples a state in blocks and stops as soon as the
 pivot decision is settled; see :mod:`pivotgym.pivot.adaptive` for the rules and the stated error bound.
 
-Failed verifications (undecided verdicts, :func:`pivotgym.verify.undecided_reason`) are not rewards: a row's
-``rewards``, ``mean``, ``var`` and ``k`` cover the judged samples only, and ``metadata.failed`` /
-``metadata.failed_reasons`` count and explain the rest.
+Undecided verifications (:attr:`pivotgym.types.Verdict.undecided`) are not rewards: a row's ``rewards``,
+``mean``, ``var`` and ``k`` cover the judged samples only, and ``undecided`` holds the reason of each of the
+rest.
 """
 
 from __future__ import annotations
@@ -36,26 +36,24 @@ from pivotgym.execution import Executor, TaskResult, chunks, make_executor
 from pivotgym.jsonl import JsonlAppender, iter_jsonl
 from pivotgym.pivot.adaptive import AdaptiveK
 from pivotgym.sampling.base import Sampler, SamplingParams, sample_seeded
-from pivotgym.types import Message, Trajectory, Turn, TurnProfile, Verdict, content_hash
+from pivotgym.types import Message, Trajectory, Turn, TurnProfile, content_hash
 from pivotgym.verify import (
     DEFAULT_CONTEXT_CACHE,
-    UNDECIDED_PREFIXES,
-    VERIFICATION_FAILED,
     Judge,
     VerifyContext,
+    failed_sample,
+    failed_verification,
     trajectory_tools,
-    undecided_reason,
 )
 
 #: bump when the profile computation changes in a way that alters results (part of every key);
 #: "2": samples keyed by per-state seeds in batched calls (`sample_seeded`);
-#: "3": failed verifications are left out of rewards/mean/var (``metadata.failed``); adaptive K's unanimity
-#: run is derived from its error bound
+#: "3": failed verifications are left out of rewards/mean/var (their reasons: ``undecided``, once
+#: ``metadata.failed_reasons``, which reading still accepts); adaptive K's unanimity run is derived from its
+#: error bound
 PROFILE_FORMAT = "3"
 
 __all__ = [
-    "FAILURE_PREFIXES",
-    "VERIFICATION_FAILED",
     "AdaptiveK",
     "ProfileConfig",
     "ProfileResult",
@@ -63,22 +61,9 @@ __all__ = [
     "State",
     "VerifyTask",
     "profile_trajectories",
-    "verification_failure",
     "verify_candidate",
     "worker_judge",
 ]
-
-
-# ---------------------------------------------------------------------------------------------- failures
-#: reason prefixes of failures that are not judgements (the verify layer's one rule, kept under its old name)
-FAILURE_PREFIXES = UNDECIDED_PREFIXES
-
-
-def verification_failure(verdict: Verdict) -> str | None:
-    """Why ``verdict`` is a failed verification rather than a judgement (None when it is one): the verify
-    layer's one undecided rule, :func:`pivotgym.verify.undecided_reason`. Such samples are left out of a
-    profile's rewards, mean and variance and counted under ``metadata.failed`` instead."""
-    return undecided_reason(verdict)
 
 
 # ---------------------------------------------------------------------------------------------- config
@@ -177,12 +162,12 @@ def worker_judge() -> Judge:
 
 
 def verify_candidate(task: VerifyTask) -> dict[str, Any]:
-    """Verify one candidate in a worker: ``{"reward", "reason", "failed"}``, where ``failed`` is the undecided
-    reason (:func:`pivotgym.verify.undecided_reason`) or None."""
+    """Verify one candidate in a worker: ``{"reward", "reason", "undecided"}``, where ``undecided`` is
+    :attr:`pivotgym.types.Verdict.undecided` (None for a judgement)."""
     verdict = worker_judge().verdict(
         task.verifier, task.state_key, lambda: VerifyContext(task.turn, tools=task.tools), task.candidate
     )
-    return {"reward": verdict.reward, "reason": verdict.reason[:300], "failed": undecided_reason(verdict)}
+    return {"reward": verdict.reward, "reason": verdict.reason[:300], "undecided": verdict.undecided}
 
 
 # ---------------------------------------------------------------------------------------------- the profiler
@@ -379,10 +364,10 @@ class Profiler:
         """Profile a few states together: sample a block for each active state, verify all candidates in one
         fan-out, and repeat until every state is done (once for fixed K).
 
-        A sample whose verification was undecided (timeout, crash, verifier error, a verdict marked
-        ``verification_failed`` or ``budget_exhausted``; :func:`pivotgym.verify.undecided_reason`) or whose
-        sampling failed is not a reward: it uses up one of the K draws but
-        goes to ``failed`` instead of the rewards, so it never moves a state's mean or variance."""
+        A sample whose verification was undecided (:attr:`pivotgym.types.Verdict.undecided`: the verifier could
+        not judge, raised, timed out or crashed) or whose sampling failed is not a reward: it uses up one of the
+        K draws but goes to ``undecided`` instead of the rewards, so it never moves a state's mean or
+        variance."""
         k, block = self.config.k, self.config.block_size
         rewards: dict[str, list[float]] = {s.key: [] for s in chunk}
         reasons: dict[str, list[str]] = {s.key: [] for s in chunk}
@@ -406,10 +391,10 @@ class Profiler:
                 if completions and completions[0].prompt_token_ids:
                     prompt_tokens[state.key] = len(completions[0].prompt_token_ids)
                 for _ in range(n - len(completions)):  # a backend that returned fewer than asked
-                    slots.append((state.key, None, "sampling_error: no completion returned"))
+                    slots.append((state.key, None, failed_sample("no completion returned").reason))
                 for completion in completions[:n]:
                     if completion.finish_reason == "error":
-                        slots.append((state.key, None, f"sampling_error: {completion.text[:200]}"))
+                        slots.append((state.key, None, failed_sample(completion.text[:200]).reason))
                         continue
                     slots.append((state.key, len(tasks), None))
                     tasks.append(VerifyTask(state.verifier, state.key, state.turn, completion.text, state.tools))
@@ -419,16 +404,16 @@ class Profiler:
             for key, task_index, failure in slots:
                 if task_index is not None:
                     result: TaskResult = results[task_index]
-                    if result.ok and not result.value.get("failed"):
+                    if result.ok and not result.value.get("undecided"):
                         rewards[key].append(float(result.value["reward"]))
                         reasons[key].append(str(result.value["reason"]))
                         continue
                     if result.ok:
-                        failure = str(result.value["failed"])
+                        failure = str(result.value["undecided"])
                     else:
-                        failure = "verify_failed: " + (result.error or "unknown").splitlines()[0][:250]
+                        failure = failed_verification(result.error).reason
                     counters["verify_failures"] += 1
-                failed[key].append(failure or "failed")
+                failed[key].append(failure or "undecided")
             still: list[State] = []
             for state in active:
                 reason = "budget" if drawn(state.key) >= k else None
@@ -461,9 +446,7 @@ class Profiler:
         var = sum((r - mean) ** 2 for r in rewards) / n if n else 0.0
         if var < 1e-15:
             var = 0.0
-        metadata: dict[str, Any] = {"k_max": self.config.k, "stopped": stopped, "failed": len(failed)}
-        if failed:
-            metadata["failed_reasons"] = failed
+        metadata: dict[str, Any] = {"k_max": self.config.k, "stopped": stopped}
         if self.config.adaptive is not None:
             metadata["adaptive"] = self.config.adaptive.describe(self.config.k)
         if prompt_tokens is not None:
@@ -483,6 +466,7 @@ class Profiler:
             verifier=dict(verifier_info),
             key=state.key,
             metadata=metadata,
+            undecided=failed,
         )
 
 

@@ -5,60 +5,22 @@ is low enough to leave room to improve (``mean < max_mean``, default λ = 0.6). 
 ``top_n`` hardest pivots (lowest mean first), and cap each env at a quota. Selection also reports, per env,
 the share of *uninformative* turns - all samples failed or all passed - which the paper puts at ~71%.
 
-Failed verifications (undecided verdicts: timeouts, crashes, verifier errors, a verifier out of budget;
-``metadata.failed`` in a profile row) never count
-as rewards: the profiler leaves them out of ``mean`` and ``var``, rows written before that rule are
-corrected here (:func:`judged`), and a state where more than ``max_failed_share`` of the draws failed is not
-selected at all (its statistics rest on too few judgements).
+Undecided verifications (timeouts, crashes, verifier errors, a verifier out of budget: a profile row's
+``undecided``) never count as rewards: the profiler leaves them out of ``mean`` and ``var``, and a state where
+more than ``max_failed_share`` of the draws were undecided is not selected at all (its statistics rest on too
+few judgements).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pivotgym.types import PivotSet, TurnProfile
-from pivotgym.verify import is_undecided_reason
 
-__all__ = ["SelectionRule", "failed_count", "judged", "select_pivots", "turn_stats"]
-
-
-def judged(profile: TurnProfile) -> TurnProfile:
-    """``profile`` with failed verifications out of its rewards, mean and variance.
-
-    Rows of profile format 3+ already are (``metadata.failed`` is set) and come back unchanged. Older rows
-    counted a failure as reward 0 with an undecided reason (``verify_failed:``, ``sampling_error:``, ...; the
-    verify layer's one rule, :func:`pivotgym.verify.is_undecided_reason`): those samples are moved to
-    ``metadata.failed`` and the statistics recomputed, so an all-pass state with a timed-out sample
-    never looks mixed.
-    """
-    if "failed" in (profile.metadata or {}):
-        return profile
-    bad = [i for i, r in enumerate(profile.reasons) if is_undecided_reason(r)]
-    if not bad:
-        return profile
-    keep = [i for i in range(len(profile.rewards)) if i not in set(bad)]
-    rewards = [profile.rewards[i] for i in keep]
-    n = len(rewards)
-    mean = sum(rewards) / n if n else 0.0
-    var = sum((r - mean) ** 2 for r in rewards) / n if n else 0.0
-    metadata = {**(profile.metadata or {}), "failed": len(bad), "failed_reasons": [profile.reasons[i] for i in bad]}
-    return replace(
-        profile,
-        k=n,
-        rewards=rewards,
-        reasons=[profile.reasons[i] for i in keep],
-        mean=round(mean, 12),
-        var=round(var if var >= 1e-15 else 0.0, 12),
-        metadata=metadata,
-    )
-
-
-def failed_count(profile: TurnProfile) -> int:
-    """How many of the state's draws failed verification (0 for a row that records none)."""
-    return int((judged(profile).metadata or {}).get("failed", 0))
+__all__ = ["SelectionRule", "select_pivots", "turn_stats"]
 
 
 @dataclass
@@ -77,8 +39,7 @@ class SelectionRule:
 
     def admits(self, profile: TurnProfile) -> bool:
         """Whether ``profile`` is a pivot under this rule (judged on its valid rewards only)."""
-        profile = judged(profile)
-        failed = int(profile.metadata.get("failed", 0))
+        failed = len(profile.undecided)
         if failed and failed / (failed + len(profile.rewards)) > self.max_failed_share:
             return False
         if not profile.var > self.min_var:
@@ -118,7 +79,7 @@ def turn_stats(profiles: Iterable[TurnProfile], rule: SelectionRule | None = Non
             "failed_verifications": 0,
         }
     )
-    for p in map(judged, profiles):
+    for p in profiles:
         for env in (p.env_id, "all"):
             row = table[env]
             row["turns"] += 1
@@ -131,7 +92,7 @@ def turn_stats(profiles: Iterable[TurnProfile], rule: SelectionRule | None = Non
             else:
                 row["constant_other"] += 1
             row["eligible"] += int(rule.admits(p))
-            row["failed_verifications"] += failed_count(p)
+            row["failed_verifications"] += len(p.undecided)
     for row in table.values():
         uninformative = row["turns"] - row["informative"]
         row["uninformative"] = uninformative
@@ -142,7 +103,7 @@ def turn_stats(profiles: Iterable[TurnProfile], rule: SelectionRule | None = Non
 def select_pivots(profiles: Iterable[TurnProfile], rule: SelectionRule | None = None) -> PivotSet:
     """Apply ``rule``; pivots keep the input order unless ``top_n`` or a quota asks for the hardest ones."""
     rule = rule or SelectionRule()
-    profiles = [judged(p) for p in profiles]
+    profiles = list(profiles)
     eligible = [p for p in profiles if rule.admits(p)]
     if rule.per_env:
         kept: list[TurnProfile] = []

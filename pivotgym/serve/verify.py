@@ -26,7 +26,7 @@ from typing import Any
 
 from pivotgym.errors import RegistryError, TaskNotFound
 from pivotgym.serve.sessions import ServeError, jsonable
-from pivotgym.verify import VerifyContext, undecided_reason, verify_safely
+from pivotgym.verify import VerifyContext, verify_safely
 
 TURN_FORMAT = (
     '{"messages": [...], "expert": message | text | [{"name", "arguments"}], "tools": [...] (optional), '
@@ -84,7 +84,7 @@ def verdict_dict(verdict: Any, judge: Any, candidate: str) -> dict[str, Any]:
         "equivalent": verdict.equivalent,
         "reason": verdict.reason,
         "code": verdict.components.get("code", verdict.reason.split(": ")[0]),
-        "undecided": undecided_reason(verdict),
+        "undecided": verdict.undecided,
         "verifier": {"name": getattr(judge, "name", None), "version": getattr(judge, "version", None)},
         "components": jsonable({k: v for k, v in verdict.components.items() if k != "traceback"}),
     }

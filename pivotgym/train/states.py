@@ -44,7 +44,7 @@ def _registry_judge() -> Judge:
 @dataclass
 class StateScorer:
     """Scores completion texts at pivot states through a :class:`~pivotgym.verify.Judge` (verifiers and
-    positioned env contexts cached, one undecided rule)."""
+    positioned env contexts cached)."""
 
     judge: Judge = field(default_factory=_registry_judge)
 
@@ -54,8 +54,8 @@ class StateScorer:
 
     def score_judged(self, state: PivotState, texts: Sequence[str]) -> list[float | None]:
         """Rewards of ``texts`` at ``state``, None where the verification was undecided (timeout, verifier
-        error, a verdict marked ``verification_failed`` or ``budget_exhausted``; see
-        :func:`pivotgym.verify.undecided_reason`): training leaves those samples out of the group."""
+        error, a verifier that could not judge: :attr:`pivotgym.types.Verdict.undecided`): training leaves
+        those samples out of the group."""
 
         def make() -> VerifyContext:
             return VerifyContext(state.turn, tools=state.tools)

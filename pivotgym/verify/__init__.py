@@ -4,8 +4,9 @@
   state on demand, ad-hoc turns from :meth:`VerifyContext.from_turn`);
 * :mod:`pivotgym.verify.exact` - :class:`ExactMatchVerifier`, the ablation baseline;
 * :mod:`pivotgym.verify.compare` - domain-free JSON-schema comparison of tool-call arguments;
-* :mod:`pivotgym.verify.judge` - :func:`verify_safely`, the one *undecided* rule (:func:`undecided_reason`)
-  and :class:`Judge`, the verifier/context cache that profiling, selection, training and the checker share.
+* :mod:`pivotgym.verify.judge` - :func:`verify_safely` and the other makers of *undecided* verdicts
+  (:attr:`pivotgym.types.Verdict.undecided`), and :class:`Judge`, the verifier/context cache that profiling,
+  selection, training and the checker share.
 
 Everything is importable from ``pivotgym.verify`` directly.
 """
@@ -35,25 +36,12 @@ from pivotgym.verify.context import (
     trajectory_tools,
 )
 from pivotgym.verify.exact import ExactMatchVerifier
-from pivotgym.verify.judge import (
-    BUDGET_EXHAUSTED,
-    DEFAULT_CONTEXT_CACHE,
-    UNDECIDED_PREFIXES,
-    VERIFICATION_FAILED,
-    Judge,
-    is_undecided,
-    is_undecided_reason,
-    undecided_reason,
-    verify_safely,
-)
+from pivotgym.verify.judge import DEFAULT_CONTEXT_CACHE, Judge, failed_sample, failed_verification, verify_safely
 
 __all__ = [
     "ADHOC_PREFIX",
-    "BUDGET_EXHAUSTED",
     "DEFAULT_CONTEXT_CACHE",
     "MAX_VALUE_DEPTH",
-    "UNDECIDED_PREFIXES",
-    "VERIFICATION_FAILED",
     "CallMatch",
     "CallReason",
     "ExactMatchVerifier",
@@ -64,9 +52,9 @@ __all__ = [
     "calls_equivalent",
     "coerce_value",
     "expert_message",
+    "failed_sample",
+    "failed_verification",
     "is_case_insensitive",
-    "is_undecided",
-    "is_undecided_reason",
     "normalize_string",
     "normalize_whitespace",
     "numbers_equal",
@@ -74,7 +62,6 @@ __all__ = [
     "set_env_maker",
     "trajectory_tools",
     "type_matches",
-    "undecided_reason",
     "value_problem",
     "values_equivalent",
     "verify_safely",

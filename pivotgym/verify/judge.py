@@ -2,15 +2,15 @@
 
 Two things live here so that every caller agrees on them:
 
-* **The undecided rule.** A verdict either judges a candidate (reward in [0, 1]) or says the verification
-  could not decide: the verifier raised or returned something that is not a :class:`~pivotgym.types.Verdict`
-  (``verifier_error``, from :func:`verify_safely`), the verification timed out or its worker died
-  (``verify_failed``, from the executor), the sampler produced no candidate (``sampling_error``), or the
-  verifier itself said it could not judge: ``components["verification_failed"]`` (True or a short reason) or
-  ``components["budget_exhausted"]`` (a search out of budget). :func:`undecided_reason` applies it to a
-  verdict, :func:`is_undecided_reason` to a reason stored in a profile row. An undecided verdict is never a
-  reward: the profiler leaves it out of a state's statistics, selection does not count it, training drops the
-  sample from its group, ``pivotgym check`` fails the probe and ``pivotgym verify`` exits non-zero.
+* **Where undecided verdicts come from.** A verdict either judges a candidate (reward in [0, 1]) or says the
+  verification could not decide (:attr:`~pivotgym.types.Verdict.undecided`, made by
+  :meth:`~pivotgym.types.Verdict.undecided_because`). A verifier says so itself (a search out of budget, a
+  judge that broke); every other failure is turned into one here and nowhere else: a verifier that raised or
+  returned something that is not a ``Verdict`` (:func:`verify_safely`), a verification that timed out or
+  whose worker died (:func:`failed_verification`), a sampler that produced no candidate
+  (:func:`failed_sample`). An undecided verdict is never a reward: the profiler keeps its reason apart from
+  a state's rewards, selection does not count it, training drops the sample from its group, ``pivotgym
+  check`` fails the probe and ``pivotgym verify`` exits non-zero.
 * **The caches.** :class:`Judge` makes each verifier once and keeps one :class:`VerifyContext` per state, so
   a state's prefix is replayed once, not once per candidate.
 """
@@ -27,56 +27,27 @@ from pivotgym.types import Verdict
 from pivotgym.verify.context import Verifier, VerifyContext
 
 __all__ = [
-    "BUDGET_EXHAUSTED",
     "DEFAULT_CONTEXT_CACHE",
-    "UNDECIDED_PREFIXES",
-    "VERIFICATION_FAILED",
     "Judge",
-    "is_undecided",
-    "is_undecided_reason",
-    "undecided_reason",
+    "failed_sample",
+    "failed_verification",
     "verify_safely",
 ]
 
-#: the Verdict component a verifier sets (to True or a short reason) when it could not judge a candidate -
-#: budget exhausted, solver timed out, internal error - as opposed to judging it wrong
-VERIFICATION_FAILED = "verification_failed"
-#: the component a search-based verifier sets when it ran out of budget (also undecided)
-BUDGET_EXHAUSTED = "budget_exhausted"
-#: reason prefixes of verdicts that are not judgements: a verifier that raised or returned no Verdict
-#: (``verifier_error``), a verification that timed out or crashed (``verify_failed``), a verifier's own
-#: ``verification_failed`` / ``budget_exhausted``, a sample that never came (``sampling_error``)
-UNDECIDED_PREFIXES = ("verifier_error", "verify_failed", VERIFICATION_FAILED, BUDGET_EXHAUSTED, "sampling_error")
 #: a context cache of this many states per :class:`Judge` by default (each may hold a positioned env)
 DEFAULT_CONTEXT_CACHE = 64
-#: undecided reasons are cut to this length (they are stored in every profile row)
-MAX_REASON = 300
 
 
-def is_undecided_reason(reason: str) -> bool:
-    """Whether a stored reason (a profile row's ``reasons`` or ``failed_reasons``) marks an undecided sample."""
-    return str(reason).startswith(UNDECIDED_PREFIXES)
+def failed_verification(error: str | None) -> Verdict:
+    """The verdict of a verification that timed out or whose worker died (``error``: the executor's message;
+    its first line is kept)."""
+    first = (error or "unknown").strip().splitlines()
+    return Verdict.undecided_because("verify_failed: " + (first[0] if first else "unknown"))
 
 
-def undecided_reason(verdict: Verdict) -> str | None:
-    """Why ``verdict`` is not a judgement (see the module docstring), or None when it is one.
-
-    A verifier's own flag comes first: ``verification_failed: <its reason>`` (the flag's text when it is a
-    string, else the verdict's reason); otherwise a reason with an undecided prefix is returned as it is."""
-    components = verdict.components or {}
-    for flag in (VERIFICATION_FAILED, BUDGET_EXHAUSTED):
-        value = components.get(flag)
-        if value:
-            detail = value if isinstance(value, str) else verdict.reason
-            return f"{VERIFICATION_FAILED}: {detail}"[:MAX_REASON]
-    if is_undecided_reason(verdict.reason):
-        return verdict.reason[:MAX_REASON]
-    return None
-
-
-def is_undecided(verdict: Verdict) -> bool:
-    """Whether ``verdict`` says the verification could not decide (:func:`undecided_reason` is not None)."""
-    return undecided_reason(verdict) is not None
+def failed_sample(detail: str) -> Verdict:
+    """The verdict of a draw the sampler did not produce (an error in place of a completion, or too few)."""
+    return Verdict.undecided_because(f"sampling_error: {detail}")
 
 
 def _verifier_label(verifier: Any) -> str:
@@ -87,20 +58,20 @@ def _verifier_label(verifier: Any) -> str:
 
 def verify_safely(verifier: Verifier, context: VerifyContext, candidate: str) -> Verdict:
     """Run a verifier; an exception, or a return value that is not a :class:`~pivotgym.types.Verdict`, becomes
-    an undecided verdict (reward 0, reason ``verifier_error: ...`` naming the verifier and what went wrong)."""
+    an undecided verdict (``verifier_error: ...``, naming the verifier and what went wrong)."""
     label = _verifier_label(verifier)
     try:
         verdict = verifier.verify(context, candidate)
     except Exception as exc:
         hint = getattr(exc, "hint", None) if isinstance(exc, PivotgymError) else None
         detail = f"{type(exc).__name__}: {exc}" + (f" (hint: {hint})" if hint else "")
-        return Verdict.fail(
+        return Verdict.undecided_because(
             f"verifier_error: verifier {label} raised {detail}", traceback=traceback.format_exc(limit=5)
         )
     if not isinstance(verdict, Verdict):
         shown = repr(verdict)
         shown = shown if len(shown) <= 60 else shown[:57] + "..."
-        return Verdict.fail(
+        return Verdict.undecided_because(
             f"verifier_error: verifier {label} returned {type(verdict).__name__} {shown}; "
             "a Verdict was expected (return pivotgym.Verdict.ok(...) or Verdict.fail(...))"
         )
@@ -153,4 +124,4 @@ class Judge:
     ) -> float | None:
         """The reward of ``candidate``, or None when the verification was undecided."""
         verdict = self.verdict(verifier, key, make_context, candidate)
-        return None if is_undecided(verdict) else verdict.reward
+        return verdict.reward if verdict.decided else None

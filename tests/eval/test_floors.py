@@ -83,7 +83,7 @@ class FlakyVerifier(ClimbVerifier):
     def verify(self, context, candidate):
         env = context.env()
         if env.task.data["target"] == 5 and env.value == 0 and candidate.strip() == "add 2":
-            return Verdict(0.0, False, "solver gave up", {"verification_failed": "budget"})
+            return Verdict.undecided_because("solver gave up: budget")
         return super().verify(context, candidate)
 
 
@@ -150,7 +150,7 @@ def test_floors_leave_out_a_state_with_an_undecided_verification_and_count_it(to
     result = floors(FLAKY_ID, "test", executor="serial", progress=False)
     assert result.failed == 1
     bad = next(s for s in result.states if s.failed)
-    assert (bad.task_id, bad.turn) == ("test-t5", 0) and "verification_failed" in bad.failed_reasons[0]
+    assert (bad.task_id, bad.turn) == ("test-t5", 0) and bad.failed_reasons == ["solver gave up: budget"]
     assert not bad.judged
     # the target-5 problem keeps its one decided state (left 2: add 2 only)
     assert result.per_item("random_legal")["test-t5"] == pytest.approx(1 / 3)

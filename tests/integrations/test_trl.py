@@ -58,7 +58,7 @@ def test_an_undecided_verdict_is_none_not_zero(dataset: Any, monkeypatch: pytest
     from pivotgym.integrations.common import StateJudge
 
     def undecided(self: StateJudge, state: str, tools_json: str | None, candidate: str) -> Verdict:
-        return Verdict.fail("verify_failed: timed out")
+        return Verdict.undecided_because("verify_failed: timed out")
 
     monkeypatch.setattr(StateJudge, "verdict", undecided)
     row = dataset[0]

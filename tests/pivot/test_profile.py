@@ -118,12 +118,12 @@ def test_hung_and_crashing_verifiers_fail_their_samples_and_the_run_goes_on(
         assert time.monotonic() - start < 60
     by_turn = {p.turn: p for p in result.profiles}
     # failed verifications are no rewards: counted and explained, never part of mean/var
-    assert all(r.startswith("verify_failed: timeout") for r in by_turn[0].metadata["failed_reasons"])
-    assert all(r.startswith("verify_failed: crashed") for r in by_turn[1].metadata["failed_reasons"])
+    assert all(r.startswith("verify_failed: timeout") for r in by_turn[0].undecided)
+    assert all(r.startswith("verify_failed: crashed") for r in by_turn[1].undecided)
     for turn in (0, 1):
-        assert by_turn[turn].rewards == [] and by_turn[turn].k == 0 and by_turn[turn].metadata["failed"] == 2
+        assert by_turn[turn].rewards == [] and by_turn[turn].k == 0 and len(by_turn[turn].undecided) == 2
         assert by_turn[turn].var == 0.0
-    assert by_turn[2].metadata["failed"] == 0 and len(by_turn[2].rewards) == 2
+    assert by_turn[2].undecided == [] and len(by_turn[2].rewards) == 2
     assert result.stats["verify_failures"] == 4
 
 
@@ -146,7 +146,7 @@ def test_a_failed_verdict_is_counted_not_scored(
     pivot_registry: object, tiny_sampler: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A state whose judged samples all pass stays all-pass (not a pivot) when one verification ran out of
-    budget: the verdict's ``verification_failed`` component takes it out of the rewards."""
+    budget: the undecided verdict goes to the row's ``undecided``, not its rewards."""
     from pivotgym.pivot import profile as profile_module
     from pivotgym.pivot.select import SelectionRule
     from pivotgym.types import Verdict
@@ -155,16 +155,8 @@ def test_a_failed_verdict_is_counted_not_scored(
 
     def verify(task: object) -> dict:
         calls.append(1)
-        verdict = (
-            Verdict.fail("budget", verification_failed="search budget exhausted")
-            if len(calls) == 2
-            else Verdict.ok("equivalent")
-        )
-        return {
-            "reward": verdict.reward,
-            "reason": verdict.reason,
-            "failed": profile_module.verification_failure(verdict),
-        }
+        verdict = Verdict.undecided_because("search budget exhausted") if len(calls) == 2 else Verdict.ok("equivalent")
+        return {"reward": verdict.reward, "reason": verdict.reason, "undecided": verdict.undecided}
 
     monkeypatch.setattr(profile_module, "verify_candidate", verify)
     result = Profiler(tiny_sampler, ProfileConfig(k=4, params=PARAMS), "serial").profile(
@@ -172,20 +164,9 @@ def test_a_failed_verdict_is_counted_not_scored(
     )
     row = result.profiles[0]
     assert row.rewards == [1.0, 1.0, 1.0] and row.mean == 1.0 and row.var == 0.0
-    assert row.metadata["failed"] == 1
-    assert row.metadata["failed_reasons"] == ["verification_failed: search budget exhausted"]
+    assert row.undecided == ["search budget exhausted"]
     assert not SelectionRule(max_mean=1.01).admits(row)
-    assert read_jsonl(tmp_path / "p.jsonl")[0]["metadata"]["failed"] == 1
-
-
-def test_verification_failure_rule() -> None:
-    from pivotgym.pivot.profile import verification_failure
-    from pivotgym.types import Verdict
-
-    assert verification_failure(Verdict.fail("wrong_answer")) is None
-    assert verification_failure(Verdict.ok()) is None
-    assert verification_failure(Verdict.fail("x", verification_failed=True)) == "verification_failed: x"
-    assert verification_failure(Verdict.fail("verifier_error: KeyError('a')")).startswith("verifier_error")
+    assert read_jsonl(tmp_path / "p.jsonl")[0]["undecided"] == ["search budget exhausted"]
 
 
 def _save(path: Path, trajectories: list) -> None:

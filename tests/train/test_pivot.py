@@ -151,7 +151,7 @@ def test_cli_trains_from_a_yaml_config(arith_data, tmp_path, capsys):
 
 def test_failed_verifications_leave_the_group_instead_of_scoring_zero(arith_data, tmp_path):
     """An odd-length completion whose verifier ran out of budget used to count as reward 0 next to the
-    even-length passes, inventing an advantage. Marked ``verification_failed``, it leaves the group: what
+    even-length passes, inventing an advantage. Undecided, it leaves the group: what
     remains all passes, so nothing is trained on and the failures are counted."""
     from pivotgym.registry import get_registry
     from pivotgym.sampling.testing import tiny_llama
@@ -164,7 +164,7 @@ def test_failed_verifications_leave_the_group_instead_of_scoring_zero(arith_data
         def verify(self, context, candidate):
             if len(candidate) % 2 == 0:
                 return Verdict.ok("even")
-            return Verdict.fail("budget", verification_failed="search budget exhausted")
+            return Verdict.undecided_because("search budget exhausted")
 
     registry = get_registry()
     if EvenOrBudget.name not in registry.verifiers:

@@ -6,7 +6,7 @@ from core_helpers import CounterEnv
 
 from pivotgym.errors import AdhocTurn, TaskNotFound
 from pivotgym.types import Verdict
-from pivotgym.verify import VerifyContext, is_undecided, verify_safely
+from pivotgym.verify import VerifyContext, verify_safely
 
 MESSAGES = [{"role": "user", "content": "Reach 3 with `add K`, K in 1..3."}]
 TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]
@@ -42,7 +42,7 @@ def test_env_and_task_of_an_adhoc_turn_raise_a_message_for_the_plugin_author():
     with pytest.raises(TaskNotFound):  # callers catching the old error still do
         context.env()
     verdict = verify_safely(_StepsTheEnv(), context, "add 3")
-    assert is_undecided(verdict) and "AdhocTurn" in verdict.reason and "ad-hoc" in verdict.reason
+    assert not verdict.decided and "AdhocTurn" in verdict.reason and "ad-hoc" in verdict.reason
     assert "check context.known_task()" in verdict.reason and "'counter/steps'" in verdict.reason
 
 

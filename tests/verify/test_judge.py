@@ -1,5 +1,7 @@
-"""The judge service of the verify layer: one undecided rule that profiling, selection, training and the
-checker all apply, ``verify_safely`` naming what a broken verifier did, and the verifier/context caches."""
+"""The judge service of the verify layer: an undecided verdict is a typed field (``Verdict.undecided``) that
+profiling, selection, training and the checker all read, made by one constructor; ``verify_safely`` naming what
+a broken verifier did, executor and sampler failures turned into undecided verdicts here only, and the
+verifier/context caches."""
 
 from dataclasses import replace
 
@@ -7,18 +9,10 @@ import pytest
 from core_helpers import CounterEnv
 
 from pivotgym import check_env
-from pivotgym.pivot.profile import verification_failure
-from pivotgym.pivot.select import SelectionRule, judged
+from pivotgym.pivot.select import SelectionRule
 from pivotgym.train.states import PivotState, StateScorer
-from pivotgym.types import Turn, TurnProfile, Verdict
-from pivotgym.verify import (
-    Judge,
-    VerifyContext,
-    is_undecided,
-    is_undecided_reason,
-    undecided_reason,
-    verify_safely,
-)
+from pivotgym.types import MAX_UNDECIDED, Turn, TurnProfile, Verdict
+from pivotgym.verify import Judge, VerifyContext, failed_sample, failed_verification, verify_safely
 
 TURN = Turn(
     trajectory_id="t",
@@ -30,19 +24,18 @@ TURN = Turn(
 )
 
 UNDECIDED = {
-    "verifier raised": Verdict.fail("verifier_error: verifier 'x' raised KeyError: 'a'"),
-    "timed out": Verdict.fail("verify_failed: timeout: task did not finish within 60s"),
-    "no sample": Verdict.fail("sampling_error: no completion returned"),
-    "flagged": Verdict.fail("search", verification_failed="solver timeout"),
-    "flagged True": Verdict.fail("search gave up", verification_failed=True),
-    "budget only": Verdict.fail("budget_exhausted: h* unknown", budget_exhausted=True),
-    "budget reason": Verdict.fail("budget_exhausted: too big"),
+    "timed out": failed_verification("timeout: task did not finish within 60s"),
+    "worker died": failed_verification("crashed: worker exited\nTraceback ..."),
+    "no sample": failed_sample("no completion returned"),
+    "verifier says so": Verdict.undecided_because("budget_exhausted: h* unknown", layer="optimal_cost"),
 }
 DECIDED = {
     "wrong": Verdict.fail("wrong_answer"),
     "right": Verdict.ok("equivalent"),
     "partial": Verdict(0.5, False, "partial_credit"),
-    "flag false": Verdict.fail("wrong_answer", verification_failed=False, budget_exhausted=0),
+    # once spellings of "undecided"; now a judgement like any other
+    "old flag": Verdict.fail("search", verification_failed="solver timeout"),
+    "old prefix": Verdict.fail("verify_failed: a reason that only looks undecided"),
 }
 
 
@@ -63,14 +56,24 @@ class _Returns:
 @pytest.mark.parametrize("name", list(UNDECIDED))
 def test_every_undecided_verdict_is_undecided_for_every_caller(name):
     verdict = UNDECIDED[name]
-    reason = undecided_reason(verdict)
-    assert reason and is_undecided(verdict) and is_undecided_reason(reason)
-    assert verification_failure(verdict) == reason  # profiling
-    legacy = TurnProfile(
-        "t", 0, "a/x-v0", "task", 2, [1.0, 0.0], 0.5, 0.25, ["ok", reason], reference={}, verifier={}, key="k"
-    )  # a row written before failures left the rewards
-    assert judged(legacy).rewards == [1.0] and judged(legacy).metadata["failed"] == 1  # selection
-    assert not SelectionRule(max_mean=1.01).admits(legacy)  # one judged sample: no mixed rewards
+    assert not verdict.decided and verdict.undecided == verdict.reason and verdict.reward == 0.0
+    assert Verdict.from_dict(verdict.to_dict()) == verdict  # it survives a worker or the server
+    row = TurnProfile(
+        "t",
+        0,
+        "a/x-v0",
+        "task",
+        1,
+        [1.0],
+        1.0,
+        0.0,
+        ["ok"],
+        reference={},
+        verifier={},
+        key="k",
+        undecided=[verdict.undecided],
+    )
+    assert not SelectionRule(max_mean=1.01).admits(row)  # one judged sample: no mixed rewards
     scorer = StateScorer(judge=Judge(lambda _name: _Returns(verdict)))
     state = PivotState(0, TURN, [1, 2], "test/returns")
     assert scorer.score_judged(state, ["add 3"]) == [None]  # training drops the sample
@@ -83,22 +86,44 @@ def test_every_undecided_verdict_is_undecided_for_every_caller(name):
 @pytest.mark.parametrize("name", list(DECIDED))
 def test_a_judgement_is_decided_for_every_caller(name):
     verdict = DECIDED[name]
-    assert undecided_reason(verdict) is None and verification_failure(verdict) is None
+    assert verdict.decided and verdict.undecided is None
     scorer = StateScorer(judge=Judge(lambda _name: _Returns(verdict)))
     assert scorer.score_judged(PivotState(0, TURN, [1], "test/returns"), ["x"]) == [verdict.reward]
 
 
-def test_a_verifier_flag_gives_its_own_text_as_the_reason():
-    assert undecided_reason(UNDECIDED["flagged"]) == "verification_failed: solver timeout"
-    assert undecided_reason(UNDECIDED["flagged True"]) == "verification_failed: search gave up"
-    assert undecided_reason(UNDECIDED["budget only"]) == "verification_failed: budget_exhausted: h* unknown"
-    assert len(undecided_reason(Verdict.fail("verifier_error: " + "x" * 1000))) == 300
+def test_an_undecided_verdict_has_one_constructor_and_no_reward():
+    verdict = Verdict.undecided_because("  solver gave up  ", layer="search")
+    assert (verdict.reward, verdict.equivalent, verdict.reason, verdict.undecided) == (
+        0.0,
+        False,
+        *["solver gave up"] * 2,
+    )
+    assert verdict.components == {"layer": "search"}
+    assert len(Verdict.undecided_because("x" * 1000).undecided) == MAX_UNDECIDED  # stored in every profile row
+    with pytest.raises(ValueError, match="undecided_because"):
+        Verdict(1.0, True, "forged", undecided="why")  # an undecided verdict never pays
+    with pytest.raises(ValueError, match="undecided_because"):
+        Verdict(0.0, False, "r", undecided="")  # nor comes without a reason
+    assert (
+        failed_verification("crashed: exit 9\nTraceback (most recent call last)").undecided
+        == "verify_failed: crashed: exit 9"
+    )
+    assert failed_verification(None).undecided == "verify_failed: unknown"
+
+
+def test_a_profile_row_of_format_3_reads_its_undecided_reasons():
+    """Rows written before ``undecided`` was a field kept the reasons under ``metadata``: read, they move."""
+    old = TurnProfile("t", 0, "a/x-v0", "task", 1, [1.0], 1.0, 0.0, ["ok"], {}, {}, "k").to_dict()
+    del old["undecided"]
+    old["metadata"] = {"k_max": 2, "failed": 1, "failed_reasons": ["verify_failed: timeout"]}
+    row = TurnProfile.from_dict(old)
+    assert row.undecided == ["verify_failed: timeout"] and row.metadata == {"k_max": 2}
 
 
 @pytest.mark.parametrize("returned,shown", [(0.5, "float 0.5"), (None, "NoneType None"), ({"reward": 1}, "dict")])
 def test_a_verifier_returning_no_verdict_is_told_a_verdict_was_expected(returned, shown):
     verdict = verify_safely(_Returns(returned), VerifyContext(TURN), "add 3")
-    assert verdict.reward == 0.0 and is_undecided(verdict)
+    assert verdict.reward == 0.0 and not verdict.decided
     assert verdict.reason.startswith("verifier_error: verifier 'test/returns' (_Returns) returned " + shown)
     assert "a Verdict was expected" in verdict.reason
 
@@ -106,7 +131,7 @@ def test_a_verifier_returning_no_verdict_is_told_a_verdict_was_expected(returned
 def test_a_raising_verifier_is_named_with_the_exception():
     verdict = verify_safely(_Returns(KeyError("a")), VerifyContext(TURN), "add 3")
     assert verdict.reason == "verifier_error: verifier 'test/returns' (_Returns) raised KeyError: 'a'"
-    assert "Traceback" in verdict.components["traceback"] and is_undecided(verdict)
+    assert "Traceback" in verdict.components["traceback"] and not verdict.decided
 
 
 def test_the_judge_makes_each_verifier_once_and_keeps_recent_contexts():
@@ -135,13 +160,13 @@ def test_the_judge_makes_each_verifier_once_and_keeps_recent_contexts():
     assert all(unbounded.context(key, make_context("never")) for key in "abcdefgh") and "never" not in contexts
 
 
-def test_the_profiler_worker_judges_through_the_one_rule(monkeypatch):
+def test_the_profiler_worker_passes_the_verdicts_undecided_reason(monkeypatch):
     from pivotgym.pivot import profile
 
-    monkeypatch.setattr(profile, "_JUDGE", [Judge(lambda _name: _Returns(UNDECIDED["budget only"]))])
+    monkeypatch.setattr(profile, "_JUDGE", [Judge(lambda _name: _Returns(UNDECIDED["verifier says so"]))])
     out = profile.verify_candidate(profile.VerifyTask("test/returns", "k", TURN, "add 3"))
     assert out == {
         "reward": 0.0,
         "reason": "budget_exhausted: h* unknown",
-        "failed": "verification_failed: budget_exhausted: h* unknown",
+        "undecided": "budget_exhausted: h* unknown",
     }

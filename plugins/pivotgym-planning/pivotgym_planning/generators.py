@@ -480,7 +480,7 @@ def domain_stats(
             credited = 0
             for action in legal:
                 verdict = verifier.verify(context, action)
-                if verdict.components.get("budget_exhausted"):
+                if not verdict.decided:
                     undecided += 1
                 credited += verdict.reward == 1.0
             legal_counts.append(len(legal))

@@ -6,10 +6,9 @@ credited, not only the expert's. Layers, cheapest first: parse, applicability (t
 the reason), identity with the expert's action or its successor state, goal reached, then h* of both states
 from the problem's exact table (symmetry-reduced breadth-first search, see ``statespace``), else budgeted A*.
 
-When h* cannot be computed within the budget the verdict is reward 0 with reason ``budget_exhausted: ...``
-and ``components["budget_exhausted"] = True`` plus the core's generic flag
-``components["verification_failed"] = "budget_exhausted"``: the candidate was not judged, so the profiler
-leaves it out of a state's rewards and ``pivotgym check`` reports it, never as a wrong action.
+When h* cannot be computed within the budget the verdict is undecided (``Verdict.undecided_because``, reason
+``budget_exhausted: ...``): the candidate was not judged, so the profiler leaves it out of a state's rewards
+and ``pivotgym check`` reports it, never as a wrong action.
 
 Both verifiers read a reply with :meth:`PlanningProblem.parse` from the state of the turn: exactly one
 action per reply (several different actions are rejected as ``multiple_actions``), and left-out trailing
@@ -103,11 +102,9 @@ class OptimalActionVerifier:
         before, after = oracle(state), oracle(nxt)
         components.update(layer="optimal_cost", h_star_before=_num(before), h_star_after=_num(after))
         if before is None or after is None:
-            return Verdict.fail(
+            return Verdict.undecided_because(
                 f"budget_exhausted: h* unknown (the state space has more than {self.table_limit} states up to "
                 f"symmetry and A* exceeded {self.max_expansions} expansions); the candidate was not judged",
-                budget_exhausted=True,
-                verification_failed="budget_exhausted",
                 **components,
             )
         if math.isinf(after):

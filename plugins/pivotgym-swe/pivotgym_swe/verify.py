@@ -171,7 +171,7 @@ class FunctionalVerifier:
             remove_dir(b)
         broken = next((j.run.error for j in (ja, jb) if j.run.infrastructure_failure), None)
         if broken is not None:  # the judge could not run: no verdict on this edit, not a wrong one
-            return Verdict.fail("judge_failed", tool="edit", verification_failed=broken[:300] or True)
+            return Verdict.undecided_because(f"judge_failed: {broken}", tool="edit")
         if not same_tests:
             return Verdict.fail("effect: different test outcomes", tool="edit", got=ja.summary, expected=jb.summary)
         if diff is not None and not diff.ok:
@@ -185,7 +185,7 @@ class FunctionalVerifier:
         if verdict.solved:
             return Verdict.ok("solved", tool="submit")
         if verdict.run.infrastructure_failure:
-            return Verdict.fail("judge_failed", tool="submit", verification_failed=verdict.run.error[:300] or True)
+            return Verdict.undecided_because(f"judge_failed: {verdict.run.error}", tool="submit")
         return Verdict.fail("submit_unsolved", tool="submit", summary=verdict.summary)
 
 
