@@ -2,6 +2,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from core_helpers import cli_env
 
 
@@ -38,8 +39,10 @@ def test_check_json_and_expert_on_a_third_party_env(plugin_site, tmp_path):
     assert len(rows) == 3 and all(row["reward"] == 1.0 and row["env_id"] == "arith/chain-v0" for row in rows)
 
 
-def test_readme_command_block_lists_every_command():
-    """Every top-level command (``pivotgym suites`` was missing once) appears in the README's command block."""
+@pytest.mark.parametrize("page,section", [("README.md", "## The command line"), ("docs/cli.md", "## Every command")])
+def test_the_documented_command_blocks_list_every_command(page, section):
+    """Every top-level command (``pivotgym suites`` was missing once) appears in the README's command block
+    and in the full reference."""
     import re
     from pathlib import Path
 
@@ -48,8 +51,8 @@ def test_readme_command_block_lists_every_command():
     from pivotgym.cli import app
 
     commands = set(typer.main.get_command(app).commands)
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    block = readme.split("## The command line", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    text = (Path(__file__).resolve().parents[2] / page).read_text(encoding="utf-8")
+    block = text.split(section, 1)[1].split("```bash", 1)[1].split("```", 1)[0]
     documented = set(re.findall(r"^pivotgym (?:--\S+ )*([a-z][\w-]*)", block, flags=re.M))
     assert {"suites", "eval", "envs"} <= commands
     assert sorted(commands - documented) == []
