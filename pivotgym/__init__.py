@@ -25,7 +25,16 @@ from __future__ import annotations
 from pivotgym._version import __version__
 from pivotgym.env import AgentEnv, InvalidAction, StepOutcome
 from pivotgym.hookspecs import hookimpl
-from pivotgym.registry import get_registry, list_envs, list_plugins, make, make_sampler, make_verifier, verifier_for
+from pivotgym.registry import (
+    get_registry,
+    list_envs,
+    list_plugins,
+    make,
+    make_sampler,
+    make_verifier,
+    register,
+    verifier_for,
+)
 from pivotgym.types import Completion, Message, PivotSet, Task, ToolCall, Trajectory, Turn, TurnProfile, Verdict
 from pivotgym.verify import ExactMatchVerifier, Verifier, VerifyContext
 
@@ -62,6 +71,7 @@ __all__ = [
     "make",
     "make_sampler",
     "make_verifier",
+    "register",
     "verifier_for",
 ]
 

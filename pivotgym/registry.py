@@ -479,6 +479,67 @@ def make_sampler(name: str, model: str, options: Mapping[str, Any] | None = None
     return registry.make_sampler(name, model=model, **kwargs)
 
 
+#: the plugin name that :func:`register` files user code's envs and verifiers under
+USER_PLUGIN = "__main__"
+
+
+def register(
+    env_id: str,
+    factory: Factory,
+    *,
+    verifier: str | Any = None,
+    exact_verifier: str = "exact",
+    splits: tuple[str, ...] | list[str] | None = None,
+    description: str = "",
+    **kwargs: Any,
+) -> None:
+    """Register an env from user code (a notebook, a script), as ``gymnasium.register`` does for gymnasium:
+    ``pivotgym.make(env_id)``, ``gymnasium.make("pivotgym:" + env_id)``, ``check_env`` and the profiler then
+    find it, under the plugin name ``__main__``.
+
+    ``verifier`` is a registered verifier's name, or a verifier itself (an object with ``verify``) or a
+    callable that makes one, which is registered under ``env_id``'s own name. Registering the same id again
+    replaces what user code registered before (re-running a notebook cell); an id a plugin owns is an error.
+    What is registered lives in this process's registry: worker processes (the ``process`` and ``ray``
+    executors) start without it, so judge with ``executor="serial"`` here, or ship the env as a plugin
+    (docs/plugins.md) to fan out."""
+    registry = get_registry()
+    _refuse_plugin_id(registry.envs, env_id, "env")
+    if verifier is not None and not isinstance(verifier, str):
+        _refuse_plugin_id(registry.verifiers, env_id, "verifier")
+        made = verifier
+        maker = (lambda **_: made) if hasattr(made, "verify") and not isinstance(made, type) else made
+        if not callable(maker):
+            raise RegistryError(
+                f"register({env_id!r}, verifier=...): {type(made).__name__} is neither a verifier name, a "
+                "verifier (an object with verify(context, candidate)) nor a callable that makes one"
+            )
+        registry.verifiers.pop(env_id, None)
+        registry._register_verifiers(USER_PLUGIN, env_id, maker, description=f"the verifier of {env_id}")
+        verifier = env_id
+    registry.envs.pop(env_id, None)
+    registry._register_environments(
+        USER_PLUGIN,
+        env_id,
+        factory,
+        verifier=verifier,
+        exact_verifier=exact_verifier,
+        splits=splits,
+        description=description,
+        **kwargs,
+    )
+    _bridge_gymnasium(registry)
+
+
+def _refuse_plugin_id(table: Mapping[str, Any], key: str, what: str) -> None:
+    entry = table.get(key)
+    if entry is not None and entry.plugin != USER_PLUGIN:
+        raise RegistryError(
+            f"{what} id {key!r} belongs to plugin {entry.plugin!r}; register yours under another id "
+            "(e.g. 'mine/" + key.split("/", 1)[-1] + "')"
+        )
+
+
 def list_plugins() -> list[PluginInfo]:
     return list(get_registry().plugins.infos.values())
 

@@ -239,3 +239,42 @@ def test_envs_shows_an_env_disabled_for_a_lost_verifier_id(capsys):
         assert "plugin 'thief' owns that id" in json.loads(capsys.readouterr().out)[0]["error"]
     finally:
         reset_registry()
+
+
+def test_user_code_registers_an_env_and_its_verifier_like_gymnasium_register():
+    """A notebook's env: ``pivotgym.make``, ``gymnasium.make``, ``check_env`` and the judge find it; running the
+    cell again replaces it; a plugin's id is refused."""
+    import gymnasium
+    from core_helpers import CounterEnv
+
+    from pivotgym.registry import reset_registry
+
+    class Lenient:
+        name, version = "notebook/lenient", "1"
+
+        def verify(self, context, candidate):
+            return pivotgym.Verdict.ok() if candidate.startswith("add") else pivotgym.Verdict.fail("not_an_add")
+
+    base = Registry.from_plugins(PluginManager())  # the builtins only: a plugin id to collide with
+    base._register_environments("someplugin", "taken/env-v0", CounterEnv)
+    reset_registry(base)
+    try:
+        pivotgym.register("notebook/counter-v0", CounterEnv, verifier=Lenient(), description="mine")
+        env = pivotgym.make("notebook/counter-v0")
+        assert isinstance(env, CounterEnv) and pivotgym.verifier_for("notebook/counter-v0").name == "notebook/lenient"
+        assert isinstance(gymnasium.make("pivotgym:notebook/counter-v0").unwrapped, CounterEnv)
+        assert pivotgym.check_env("notebook/counter-v0").ok
+        assert base.envs["notebook/counter-v0"].plugin == "__main__"
+
+        pivotgym.register("notebook/counter-v0", CounterEnv, verifier="exact")  # the cell, run again
+        assert (
+            base.envs["notebook/counter-v0"].verifier == "exact" and base.envs["notebook/counter-v0"].description == ""
+        )
+        with pytest.raises(RegistryError, match="belongs to plugin 'someplugin'"):
+            pivotgym.register("taken/env-v0", CounterEnv)
+        with pytest.raises(RegistryError, match="neither a verifier name"):
+            pivotgym.register("notebook/other-v0", CounterEnv, verifier=42)
+        with pytest.raises(RegistryError, match="must look like"):
+            pivotgym.register("no-slash", CounterEnv)
+    finally:
+        reset_registry()
