@@ -18,7 +18,8 @@ from pivotgym import AgentEnv, InvalidAction, StepOutcome, Task
 from pivotgym.types import Message, message
 from pivotgym_planning.catalog import OOD_FAMILIES, TRAIN_FAMILIES, family_splits
 from pivotgym_planning.model import ActionError, PlanningProblem, load_problem, problem_from_text
-from pivotgym_planning.search import DEFAULT_MAX_EXPANSIONS, OptimalCost, astar, greedy
+from pivotgym_planning.plans import optimal_plan
+from pivotgym_planning.search import DEFAULT_MAX_EXPANSIONS, OptimalCost, greedy
 from pivotgym_planning.statespace import DEFAULT_MAX_STATES
 from pivotgym_planning.val import ValidatorMissing, validate
 
@@ -51,27 +52,6 @@ def solve(problem: PlanningProblem, max_expansions: int = DEFAULT_MAX_EXPANSIONS
     with _solutions_lock:
         _solutions[problem.key] = (plan, method)
     return _solutions[problem.key]
-
-
-def optimal_plan(
-    problem: PlanningProblem, state: frozenset[str], max_expansions: int = DEFAULT_MAX_EXPANSIONS
-) -> tuple[list[str], str] | None:
-    """An optimal plan from ``state`` and how it was found: A* within ``EXPERT_ASTAR_EXPANSIONS``
-    (``"astar"``), else the exact h* table of the states reachable from the problem's initial state
-    (``"exact"``). None when neither settles it."""
-    task = problem.search_task()
-    start = task.project(state)
-    result = astar(task, start, max_expansions=min(max_expansions, EXPERT_ASTAR_EXPANSIONS))
-    if result.solved and result.plan is not None:
-        return list(result.plan), "astar"
-    table = task.exact_table(problem.init, DEFAULT_MAX_STATES)
-    found = table.plan(start) if table.complete else None
-    return (list(found), "exact") if found is not None else None
-
-
-#: A* budget for expert plans before the exact table is tried (the manifest's A* budget: shipped problems
-#: that A* solved keep the very plans they had)
-EXPERT_ASTAR_EXPANSIONS = 30_000
 
 
 _oracles: dict[str, OptimalCost] = {}

@@ -29,7 +29,7 @@ balls, with either gripper).
 
 **Difficulty and filtering.** Each draw picks its size (blocks ``n``; gripper ``n`` and ``r``) uniformly
 from the domain's sizes, and every accepted problem is solved optimally with the plugin's own search
-(:func:`pivotgym_planning.env.optimal_plan`: A*, else the exact h* table; gripper reads the plan from the
+(:func:`pivotgym_planning.plans.optimal_plan`: A*, else the exact h* table; gripper reads the plan from the
 exact table first, which its symmetries make small); its optimal plan length is its difficulty
 (``optimal_length``). Draws whose optimal length is below ``min_length`` (e.g. the goal already holds) are
 rejected, so the problems are uniform *given* their size and a nontrivial length.
@@ -232,7 +232,7 @@ class DomainSpec:
     draw: Callable[[random.Random, str], Draw]
     min_length: int
     description: str
-    #: how the optimal plan is found: ``"astar"`` (:func:`pivotgym_planning.env.optimal_plan`: A*, else the
+    #: how the optimal plan is found: ``"astar"`` (:func:`pivotgym_planning.plans.optimal_plan`: A*, else the
     #: exact table) or ``"table"`` (the exact h* table first: fast where interchangeable objects shrink the
     #: state space, as in gripper; A* on a space without symmetry, like blocks, is faster)
     solver: str = "astar"
@@ -327,8 +327,8 @@ def _rng(name: str, seed: int) -> random.Random:
 
 def _solve(spec: DomainSpec, problem_pddl: str) -> list[str] | None:
     """An optimal plan by the plugin's own search (see :attr:`DomainSpec.solver`), None if none is found."""
-    from pivotgym_planning.env import optimal_plan
     from pivotgym_planning.model import problem_from_text
+    from pivotgym_planning.plans import optimal_plan
     from pivotgym_planning.statespace import DEFAULT_MAX_STATES
 
     problem = problem_from_text(spec.folder, problem_pddl)

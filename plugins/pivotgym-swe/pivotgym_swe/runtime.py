@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from pivotgym.sandbox import Sandbox
-from pivotgym_swe.sources import build_atomically, cache_root
+from pivotgym_swe.cache import build_atomically, cache_root
 
 #: bumped whenever the layout or the allow-list changes (part of the cache key)
 LAYOUT_VERSION = 1

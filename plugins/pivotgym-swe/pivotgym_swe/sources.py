@@ -26,11 +26,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-
-def cache_root() -> Path:
-    root = Path(os.environ.get("PIVOTGYM_CACHE") or Path.home() / ".cache" / "pivotgym") / "swe"
-    root.mkdir(parents=True, exist_ok=True)
-    return root
+from pivotgym_swe.cache import build_atomically, cache_root
 
 
 @dataclass(frozen=True)
@@ -80,25 +76,6 @@ PROJECTS: dict[str, Project] = {
 
 class SourceError(RuntimeError):
     """A repository could not be prepared; the message says how to fix it."""
-
-
-def build_atomically(target: Path, build, complete=None) -> Path:
-    """Build a tree in a temporary directory beside ``target`` and rename it into place, so concurrent first
-    uses are safe: when another builder wins the race, its tree is kept (``complete(target)`` says a tree is
-    whole; by default, that it exists)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    try:
-        build(tmp)
-        try:
-            os.rename(tmp, target)
-        except OSError:
-            if not (complete(target) if complete else target.is_dir()):
-                raise
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return target
 
 
 def _install_atomically(target: Path, build) -> Path:
@@ -260,7 +237,7 @@ def humaneval_signatures(task_id: str) -> tuple[str, ...]:
     Computed in the sandbox, on HumanEval's allow-listed runtime (the canonical solution runs as any repository
     code does), on a scratch copy of the solution: the values stay there, only the types come back."""
     from pivotgym.sandbox import get_sandbox, remove_dir
-    from pivotgym_swe.runtime import runtime_for, sandbox_for  # it imports this module
+    from pivotgym_swe.runtime import runtime_for, sandbox_for
 
     runtime = runtime_for({"kind": "humaneval"})
     sandbox = sandbox_for(runtime, get_sandbox())

@@ -63,6 +63,7 @@ from pivotgym.sandbox.bwrap import MOUNT_POINT
 from pivotgym.sandbox.walk import remove_at
 from pivotgym_swe.judge_runner import code_digest
 from pivotgym_swe.leaks import answer_paths
+from pivotgym_swe.limits import JUDGE_LIMITS, RUNNER_ENV
 from pivotgym_swe.patch_check import Rejection, check_patch
 from pivotgym_swe.runtime import RuntimeBuildError, runtime_for, sandbox_for
 
@@ -79,18 +80,7 @@ CONFIG_FILES = (
     "usercustomize.py",
 )
 TEST_DIRS = ("tests", "test", "testing")
-JUDGE_LIMITS = Limits(
-    wall_seconds=120,
-    cpu_seconds=120,
-    memory_bytes=4 << 30,
-    max_processes=64,
-    file_size_bytes=64 << 20,
-    output_bytes=8 << 20,  # the outcome channel is the process's stdout
-    total_memory_bytes=4 << 30,
-    disk_bytes=512 << 20,
-)
 RUNNER = (Path(__file__).with_name("judge_runner.py")).read_text(encoding="utf-8")
-RUNNER_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTEST_ADDOPTS": "", "PY_COLORS": "0"}
 
 
 @dataclass
