@@ -65,10 +65,20 @@ class Cluster:
     nodes: list[subprocess.Popen]
 
 
+#: every port :func:`_free_port` handed out in this process: the kernel may hand the same free port to two
+#: back-to-back binds, and Ray refuses a node whose components share one (seen: dashboard = metrics export)
+_GIVEN_PORTS: set[int] = set()
+
+
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now and not handed out before in this process."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _GIVEN_PORTS:
+            _GIVEN_PORTS.add(port)
+            return port
 
 
 def _node_ports() -> list[str]:
