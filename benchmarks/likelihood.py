@@ -47,7 +47,7 @@ def main() -> None:
     model, tokenizer, stops = model_parts(sampler)
     chains: dict[str, tuple[list[list[int]], list[list[list[int]]]]] = {}
     for s in (s for s in measured.states if s.judged):
-        messages = env.prompt_messages(s.state.prefix)
+        messages = env.prompt_messages(s.state.turn.prefix)
         prompt = sampler.encode(messages)
         prompts, actions = chains.setdefault(s.trajectory_id, ([], []))
         prompts.append(prompt)

@@ -288,6 +288,54 @@ class Turn(_Record):
     expert: Message
 
 
+@dataclass
+class ExpertState(_Record):
+    """An expert state as every stage passes it along: the :class:`Turn` (history and the expert's message) and
+    the functions offered there (None: the env's own; rows imported from NeMo-Gym carry theirs).
+
+    Made by :func:`pivotgym.states.expert_states` only. :attr:`key` is computed from the content, never stored
+    apart from it, so a state read back from a file has the key it was profiled under, and an edited one a new
+    key. Profile and pivot-set rows carry their state (``TurnProfile.state``)."""
+
+    turn: Turn
+    tools: list[dict[str, Any]] | None = None
+
+    @functools.cached_property
+    def key(self) -> str:
+        """The state's content hash: the profiler's sampling streams and cache keys derive from it, and every
+        judge caches the state's verification context under it."""
+        t = self.turn
+        offered = () if self.tools is None else (self.tools,)  # the key of a state without tools names none
+        return content_hash(
+            "pivotgym-state", t.trajectory_id, t.env_id, t.task_id, t.turn, t.prefix, t.expert, *offered
+        )
+
+    @property
+    def env_id(self) -> str:
+        return self.turn.env_id
+
+    @property
+    def task_id(self) -> str:
+        return self.turn.task_id
+
+    @property
+    def trajectory_id(self) -> str:
+        return self.turn.trajectory_id
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "turn": self.turn.to_dict(), "tools": self.tools}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]):
+        """The state of ``data`` (its ``key`` is recomputed from the content, not read)."""
+        if "turn" not in data:
+            raise RecordError("missing required field(s) turn")
+        turn = Turn.from_dict(data["turn"]) if isinstance(data["turn"], dict) else data["turn"]
+        values = {"turn": turn, "tools": data.get("tools")}
+        check_fields(cls, values, deep=False)
+        return cls(**values)
+
+
 #: an undecided verdict's reason is cut to this length (it is stored in every profile row)
 MAX_UNDECIDED = 300
 
@@ -374,6 +422,9 @@ class TurnProfile(_Record):
     key: str
     metadata: dict[str, Any] = field(default_factory=dict)
     undecided: list[str] = field(default_factory=list)
+    #: the state itself (the profiler writes it into every row), so selection, training, export and evaluation
+    #: read one file; None in rows written before rows carried it (their readers take the trajectories)
+    state: ExpertState | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]):
@@ -383,7 +434,18 @@ class TurnProfile(_Record):
         if "undecided" not in data and isinstance(metadata, dict) and "failed" in metadata:
             metadata = {k: v for k, v in metadata.items() if k not in ("failed", "failed_reasons")}
             data = {**data, "metadata": metadata, "undecided": list(data["metadata"].get("failed_reasons") or [])}
+        if isinstance(data.get("state"), dict):
+            try:
+                data = {**data, "state": ExpertState.from_dict(data["state"])}
+            except RecordError as exc:
+                raise RecordError(f"state: {exc}") from None
         return super().from_dict(data)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        if self.state is not None:
+            out["state"] = self.state.to_dict()
+        return out
 
     @property
     def informative(self) -> bool:

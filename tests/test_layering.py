@@ -37,7 +37,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "pivotgym.remote",
         ],
     ),
-    ("envs, verifiers, samplers", ["pivotgym.env", "pivotgym.verify", "pivotgym.sampling"]),
+    ("envs, verifiers, samplers", ["pivotgym.env", "pivotgym.verify", "pivotgym.states", "pivotgym.sampling"]),
     ("declarative envs", ["pivotgym.bigbench", "pivotgym.declarative"]),
     ("default plugin", ["pivotgym.builtins"]),
     ("plugin manager and registry", ["pivotgym.plugins", "pivotgym.registry"]),

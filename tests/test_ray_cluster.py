@@ -324,16 +324,15 @@ def test_swe_judging_through_ray_gives_the_process_executors_verdicts(cluster: C
     from pivotgym.calibration import env_candidates
     from pivotgym.pivot.profile import VerifyTask, verify_candidate
     from pivotgym.registry import make
+    from pivotgym.states import expert_states
     from pivotgym.verify import VerifyContext
-    from pivotgym.verify.context import trajectory_tools
 
     (trajectory,) = make("swe/humanevalfix-v0").expert_trajectories("test", limit=1)
     tasks = []
-    tools = trajectory_tools(trajectory)
-    for turn in trajectory.turns():
+    for state in expert_states([trajectory]):
         # the expert's action, paraphrases, the env's wrong action and its own calibration candidates
-        for candidate in env_candidates(VerifyContext(turn).env(), turn.expert):
-            tasks.append(VerifyTask("swe/functional", f"{trajectory.id}:{turn.turn}", turn, candidate.text, tools))
+        for candidate in env_candidates(VerifyContext.at(state).env(), state.turn.expert):
+            tasks.append(VerifyTask("swe/functional", state, candidate.text))
     with ProcessExecutor(workers=1, timeout=120) as ex:
         by_process = ex.map(verify_candidate, tasks)
     with RayExecutor(timeout=120, address=cluster.address) as ex:

@@ -1,7 +1,7 @@
 """Train on pivot states with TRL's GRPOTrainer, rewarded by the env's functional verifier.
 
-    # a pivot set from `pivotgym profile` + `pivotgym select`, and the trajectories it points into
-    python examples/integrations/trl_grpo.py --pivots runs/x/pivots.jsonl --trajectories runs/x/expert.jsonl
+    # a pivot set from `pivotgym profile` + `pivotgym select` (its rows carry their states)
+    python examples/integrations/trl_grpo.py --pivots runs/x/pivots.jsonl
     # or the folder `pivotgym pivots export ... --to hf` wrote
     python examples/integrations/trl_grpo.py --hf-dataset runs/x/pivots-hf
 
@@ -22,16 +22,16 @@ from typing import Any
 
 def demo_states(env_id: str, n: int) -> Any:
     """The first ``n`` expert turns of ``env_id`` as states, with placeholder profile rows (unprofiled)."""
-    from pivotgym.integrations.common import expert_states
+    from pivotgym.integrations.common import unprofiled_pivots
     from pivotgym.integrations.trl import pivot_dataset
 
-    return pivot_dataset(*expert_states(env_id, n))
+    return pivot_dataset(unprofiled_pivots(env_id, n))
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pivots", type=Path)
-    parser.add_argument("--trajectories", type=Path)
+    parser.add_argument("--trajectories", type=Path, help="only for pivot sets written before rows carried states")
     parser.add_argument("--hf-dataset", type=Path)
     parser.add_argument("--demo-env", default="general/navigate-v0")
     parser.add_argument("--demo-states", type=int, default=2)

@@ -1,7 +1,6 @@
 """Write a pivot set as verl's RL parquet and check compute_score on it (the expert's own action scores 1).
 
-    python examples/integrations/verl_prepare.py --pivots runs/x/pivots.jsonl --trajectories runs/x/expert.jsonl \\
-        --out data/pivots/train.parquet
+    python examples/integrations/verl_prepare.py --pivots runs/x/pivots.jsonl --out data/pivots/train.parquet
 
 Without ``--pivots``, ``--demo-env`` (default general/navigate-v0) takes the env's first expert turns as
 *unprofiled* states. Then train with verl, e.g.::
@@ -27,7 +26,7 @@ from typing import Any
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pivots", type=Path)
-    parser.add_argument("--trajectories", type=Path)
+    parser.add_argument("--trajectories", type=Path, help="only for pivot sets written before rows carried states")
     parser.add_argument("--demo-env", default="general/navigate-v0")
     parser.add_argument("--demo-states", type=int, default=4)
     parser.add_argument("--split", default="train")
@@ -38,13 +37,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     from pivotgym.integrations.verl import compute_score, write_verl_parquet
 
+    trajectories: Any = args.trajectories
     if args.pivots:
         pivots: Any = args.pivots
-        trajectories: Any = args.trajectories
     else:
-        from pivotgym.integrations.common import expert_states
+        from pivotgym.integrations.common import unprofiled_pivots
 
-        pivots, trajectories = expert_states(args.demo_env, args.demo_states)
+        pivots = unprofiled_pivots(args.demo_env, args.demo_states)
     n = write_verl_parquet(args.out, pivots, trajectories, split=args.split)
     frame = pd.read_parquet(args.out)
     checks = []

@@ -142,6 +142,13 @@ def select_cmd(
     min_mean: float | None = typer.Option(None, help="And at least this mean (optional)."),
     top_n: int | None = typer.Option(None, help="Keep at most N pivots, lowest mean first."),
     per_env: list[str] = typer.Option([], help="Per-env quota ENV_ID=N (repeatable; *=N for all envs)."),
+    trajectories: Path | None = typer.Option(
+        None,
+        "--trajectories",
+        "-t",
+        help="Only for profiles written before rows carried their state: the trajectories they were made from, "
+        "so the pivot set carries its states.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Select pivots (mixed rewards, low mean) and report the share of uninformative turns per env."""
@@ -160,6 +167,20 @@ def select_cmd(
             "profile expert trajectories first: `pivotgym profile --trajectories F --out PROFILES`",
         )
     pivot_set = select_pivots(rows, rule)
+    if trajectories is not None:
+        from pivotgym.states import with_states
+
+        try:
+            pivot_set.pivots = with_states(pivot_set.pivots, _read_trajectories(trajectories), source=str(profiles))
+        except ValueError as exc:
+            raise CLIError(str(exc)) from None
+    stateless = sum(p.state is None for p in pivot_set.pivots)
+    if stateless:
+        typer.echo(
+            f"note: {stateless} pivots carry no state ({profiles} was written before rows carried it); pass "
+            "--trajectories here, or to `train pivot` and `pivots export`",
+            err=True,
+        )
     if out is not None:
         write_pivot_set(out, pivot_set)
     per_env_stats = pivot_set.stats["per_env"]
@@ -205,8 +226,10 @@ def import_cmd(
 
 @pivots_app.command("export")
 def export_cmd(
-    pivots: Path = typer.Argument(..., help="Pivot set written by `pivotgym select`."),
-    trajectories: Path = typer.Option(..., "--trajectories", "-t", help="The trajectories that were profiled."),
+    pivots: Path = typer.Argument(..., help="Pivot set written by `pivotgym select` (its rows carry their states)."),
+    trajectories: Path | None = typer.Option(
+        None, "--trajectories", "-t", help="Only for pivot sets written before rows carried their state."
+    ),
     out: Path = typer.Option(..., "--out", "-o", help="JSONL file (nemo) or dataset folder (hf)."),
     fmt: str = typer.Option("nemo", "--to", help="nemo: NeMo-Gym pivot rows; hf: a datasets.Dataset for TRL."),
 ) -> None:
@@ -215,7 +238,7 @@ def export_cmd(
     from pivotgym.pivot.formats import export_nemo_rows, to_hf_dataset
 
     pivot_set = read_pivot_set(pivots)
-    trajs = _read_trajectories(trajectories)
+    trajs = _read_trajectories(trajectories) if trajectories is not None else None
     try:
         if fmt == "nemo":
             n = write_jsonl(out, export_nemo_rows(pivot_set, trajs))
@@ -225,8 +248,8 @@ def export_cmd(
             n = len(dataset)
         else:
             raise CLIError(f"unknown export format {fmt!r}", "supported: nemo, hf")
-    except KeyError as exc:
-        raise CLIError(str(exc.args[0]), "pass the trajectories file the profiles were made from") from None
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
     typer.echo(f"exported {n} pivots to {out} ({fmt})")
 
 

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pivotgym.eval.stats import MeanInterval, mean_interval_over
-from pivotgym.types import Trajectory, Turn, content_hash
+from pivotgym.states import expert_states
+from pivotgym.types import ExpertState, Trajectory
 
 __all__ = ["METRICS", "FloorsResult", "StateFloor", "floors", "legal_states"]
 
@@ -37,8 +38,6 @@ __all__ = ["METRICS", "FloorsResult", "StateFloor", "floors", "legal_states"]
 METRICS = ("random_legal", "expert", "multi_credit", "legal", "credited")
 #: the metrics that are shares (their intervals lie within [0, 1])
 SHARES = ("random_legal", "expert", "multi_credit")
-#: bump when a change alters what a floors state key identifies (the judge caches contexts per key)
-FLOORS_FORMAT = "1"
 
 
 @dataclass
@@ -58,8 +57,8 @@ class StateFloor:
     credit: float = 1.0
     failed: int = 0
     failed_reasons: list[str] = field(default_factory=list)
-    #: the state itself (prefix and expert message), for scorers that need the prompt; not serialised
-    state: Turn | None = field(default=None, repr=False, compare=False)
+    #: the expert state itself, for scorers that need the prompt; not serialised
+    state: ExpertState | None = field(default=None, repr=False, compare=False)
 
     @property
     def judged(self) -> bool:
@@ -190,17 +189,17 @@ class FloorsResult:
         return out
 
 
-def legal_states(env: Any, trajectories: Iterable[Trajectory]) -> Iterable[tuple[Turn, list[str] | None]]:
-    """Every assistant turn of ``trajectories`` with the env's legal actions there (None where it cannot
+def legal_states(env: Any, trajectories: Iterable[Trajectory]) -> Iterable[tuple[ExpertState, list[str] | None]]:
+    """Every expert state of ``trajectories`` with the env's legal actions there (None where it cannot
     enumerate them), distinct and in the env's order. The env walks each trajectory once: reset to its task,
     then at each turn read the legal actions and step the expert's action, the replay :meth:`AgentEnv.goto`
     does (the expert trajectories are the env's own history, so the states are the same)."""
     for trajectory in trajectories:
         env.reset(options={"task_id": trajectory.task_id})
-        for turn in trajectory.turns():
+        for state in expert_states([trajectory]):
             legal = env.legal_actions()
-            yield turn, (list(dict.fromkeys(str(a) for a in legal)) if legal is not None else None)
-            env.step(env.render_action(turn.expert))
+            yield state, (list(dict.fromkeys(str(a) for a in legal)) if legal is not None else None)
+            env.step(env.render_action(state.turn.expert))
 
 
 def floors(
@@ -230,7 +229,7 @@ def floors(
     from pivotgym.execution import Executor, chunks, make_executor
     from pivotgym.pivot.profile import VerifyTask, verify_candidate
     from pivotgym.registry import get_registry
-    from pivotgym.verify import failed_verification, trajectory_tools
+    from pivotgym.verify import failed_verification
 
     start = time.perf_counter()
     registry = get_registry()
@@ -242,7 +241,6 @@ def floors(
         trajectories = list(env.expert_trajectories(split, limit=limit))
     else:
         trajectories = list(trajectories)[:limit] if limit is not None else list(trajectories)
-    tools = {t.id: trajectory_tools(t) for t in trajectories}
     own = not isinstance(executor, Executor)
     pool = make_executor(executor, timeout=timeout)
     rows: list[StateFloor] = []
@@ -258,27 +256,16 @@ def floors(
         for group in chunks(legal_states(env, trajectories), max(1, chunk)):
             tasks: list[VerifyTask] = []
             owners: list[StateFloor] = []
-            for turn, legal in group:
+            for state, legal in group:
+                turn = state.turn
+                row = StateFloor(turn.task_id, turn.trajectory_id, turn.turn, legal or [], [], 0.0, credit, state=state)
+                rows.append(row)
                 if not legal:  # None: the env cannot enumerate; []: nothing to choose from
                     no_legal += 1
-                    rows.append(
-                        StateFloor(turn.task_id, turn.trajectory_id, turn.turn, [], [], 0.0, credit, state=turn)
-                    )
                     continue
-                key = content_hash(
-                    "pivotgym-floors",
-                    FLOORS_FORMAT,
-                    verifier_name,
-                    turn.trajectory_id,
-                    turn.turn,
-                    turn.prefix,
-                    turn.expert,
-                )
-                row = StateFloor(turn.task_id, turn.trajectory_id, turn.turn, legal, [], 0.0, credit, state=turn)
                 for candidate in [*legal, env.render_action(turn.expert)]:
-                    tasks.append(VerifyTask(verifier_name, key, turn, candidate, tools.get(turn.trajectory_id)))
+                    tasks.append(VerifyTask(verifier_name, state, candidate))
                     owners.append(row)
-                rows.append(row)
             results = pool.map(verify_candidate, tasks, timeout=timeout) if tasks else []
             judged: dict[int, list[float]] = {}
             for row, result in zip(owners, results):

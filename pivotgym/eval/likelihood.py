@@ -173,7 +173,7 @@ def likelihood_scores(
     for chain in chains.values():
         prompts, actions = [], []
         for s in chain:
-            messages = env.prompt_messages(s.state.prefix)
+            messages = env.prompt_messages(s.state.turn.prefix)
             prompt_ids = sampler.encode(messages)
             tokens = []
             for action in s.legal:

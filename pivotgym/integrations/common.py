@@ -1,21 +1,21 @@
 """What every trainer adapter shares: judging a completion at a pivot state carried as dataset columns.
 
-A dataset row carries the exact state as JSON (``state``: a :class:`~pivotgym.types.Turn`) and the functions
-offered there (``tools_json``); :class:`StateJudge` rebuilds the :class:`~pivotgym.verify.VerifyContext` once
-per state and judges candidates with the env's verifier through a :class:`~pivotgym.verify.Judge`, as our own
-trainer's scorer does.
+A dataset row carries the exact state as JSON (``state``: an :class:`~pivotgym.types.ExpertState`) and the
+functions offered there (``tools_json``); :class:`StateJudge` rebuilds the :class:`~pivotgym.verify.VerifyContext`
+once per state (cached under the state's key) and judges candidates with the env's verifier through a
+:class:`~pivotgym.verify.Judge`, as our own trainer's scorer does.
 """
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
-from pivotgym.pivot.formats import tools_of_row, turn_from_state
-from pivotgym.types import Trajectory, TurnProfile, Verdict
+from pivotgym.pivot.formats import state_of_row
+from pivotgym.states import expert_states
+from pivotgym.types import TurnProfile, Verdict
 from pivotgym.verify import Judge, VerifyContext
 
-__all__ = ["StateJudge", "expert_states"]
+__all__ = ["StateJudge", "unprofiled_pivots"]
 
 
 class StateJudge:
@@ -45,30 +45,25 @@ class StateJudge:
         undecided verdict, see :attr:`pivotgym.types.Verdict.undecided`)."""
         from pivotgym.registry import get_registry
 
-        turn = turn_from_state(state)
-        key = hashlib.sha256(f"{state}\x00{tools_json or ''}".encode()).hexdigest()
-        name = get_registry().verifier_name_for(turn.env_id, self.verifier)
-
-        def make() -> VerifyContext:
-            return VerifyContext(turn, tools=tools_of_row(tools_json))
-
-        return self._get_judge().verdict(name, key, make, candidate)
+        expert = state_of_row(state, tools_json)
+        name = get_registry().verifier_name_for(expert.env_id, self.verifier)
+        return self._get_judge().verdict(name, expert.key, lambda: VerifyContext.at(expert), candidate)
 
 
-def expert_states(env_id: str, n: int) -> tuple[list[TurnProfile], list[Trajectory]]:
-    """The first turn of ``n`` expert trajectories of ``env_id`` (its first split) as placeholder profile
-    rows (unprofiled: no samples, mean 0) and those trajectories: states for trying an adapter without a
-    profiling run."""
+def unprofiled_pivots(env_id: str, n: int) -> list[TurnProfile]:
+    """The first turn of ``n`` expert trajectories of ``env_id`` (its first split) as placeholder pivot rows
+    (unprofiled: no samples, mean 0) carrying their states: pivots for trying an adapter without a profiling
+    run."""
     from pivotgym.registry import make
 
     env = make(env_id)
     trajectories = list(env.expert_trajectories(next(iter(env.splits)), limit=n))
-    rows = [
+    return [
         TurnProfile(
-            trajectory_id=t.id,
+            trajectory_id=state.trajectory_id,
             turn=0,
-            env_id=t.env_id,
-            task_id=t.task_id,
+            env_id=state.env_id,
+            task_id=state.task_id,
             k=0,
             rewards=[],
             mean=0.0,
@@ -76,8 +71,9 @@ def expert_states(env_id: str, n: int) -> tuple[list[TurnProfile], list[Trajecto
             reasons=[],
             reference={"note": "unprofiled demo state"},
             verifier={},
-            key=t.id,
+            key=state.trajectory_id,
+            state=state,
         )
-        for t in trajectories
+        for state in expert_states(trajectories)
+        if state.turn.turn == 0
     ]
-    return rows, trajectories

@@ -5,12 +5,12 @@ Three pieces replace the glue a user would otherwise write::
     from trl import GRPOConfig, GRPOTrainer
     from pivotgym.integrations.trl import PivotReward, grpo_config_kwargs, pivot_dataset
 
-    dataset = pivot_dataset("pivots.jsonl", "trajectories.jsonl")     # or the `pivots export --to hf` folder
+    dataset = pivot_dataset("pivots.jsonl")     # or the `pivots export --to hf` folder
     args = GRPOConfig(output_dir="runs/trl", **grpo_config_kwargs(group_size=8))
     GRPOTrainer(model=..., reward_funcs=PivotReward(), args=args, train_dataset=dataset).train()
 
 * :func:`pivot_dataset` - one row per pivot state: the conversational ``prompt`` our trainer samples from
-  (``env.prompt_messages(prefix)``), the exact state as JSON (``state``), the functions offered there
+  (``env.prompt_messages(prefix)``), the exact expert state as JSON (``state``), the functions offered there
   (``tools_json``: the env task's, or an imported NeMo-Gym row's own) and the profile's ``mean``/``var``.
 * :class:`PivotReward` - TRL's reward-function signature; each completion is judged by the env's functional
   verifier from the exact state (:class:`~pivotgym.verify.VerifyContext` with the row's tools), through
@@ -75,11 +75,12 @@ def pivot_dataset(
 ) -> Dataset:
     """The pivot states as a ``datasets.Dataset`` for ``GRPOTrainer``.
 
-    ``pivots`` is a pivot-set JSONL (from ``pivotgym select``) or its rows, with the ``trajectories`` they point
-    into (a JSONL path or the trajectories themselves; NeMo-Gym rows imported with ``pivotgym pivots import``
-    carry their tools, which are kept); or the folder ``pivotgym pivots export --to hf`` wrote, or such a
-    ``Dataset`` (then ``trajectories`` is not needed). A dataset without the columns the reward function
-    reads (an export made before ``tools_json`` existed lacks it) is an error that says what to re-run.
+    ``pivots`` is a pivot-set JSONL (from ``pivotgym select``) or its rows, each carrying its state (NeMo-Gym
+    rows imported with ``pivotgym pivots import`` carry their tools, which are kept); or the folder
+    ``pivotgym pivots export --to hf`` wrote, or such a ``Dataset``. ``trajectories`` (a JSONL path or the
+    trajectories themselves) is needed only for pivot sets written before rows carried their state. A dataset
+    without the columns the reward function reads (an export made before ``tools_json`` existed lacks it) is an
+    error that says what to re-run.
     """
     from datasets import Dataset, load_from_disk
 
@@ -90,18 +91,14 @@ def pivot_dataset(
     elif isinstance(pivots, (str, Path)) and Path(pivots).is_dir():
         dataset = load_from_disk(str(pivots))
     else:
-        if trajectories is None:
-            raise ValueError(
-                "a pivot set needs the trajectories its rows point into (the file the profiles were made from)"
-            )
         pivot_rows = read_pivot_set(pivots).pivots if isinstance(pivots, (str, Path)) else pivots
-        trajs = read_trajectories(trajectories) if isinstance(trajectories, (str, Path)) else list(trajectories)
+        trajs = read_trajectories(trajectories) if isinstance(trajectories, (str, Path)) else trajectories
         dataset = to_hf_dataset(pivot_rows, trajs)
     missing = [c for c in DATASET_COLUMNS if c not in dataset.column_names]
     if missing:
         raise ValueError(
             f"the dataset lacks the column(s) {missing}: export it again with `pivotgym pivots export --to hf` "
-            "or build it with pivot_dataset(pivots_file, trajectories_file)"
+            "or build it with pivot_dataset(pivots_file)"
         )
     return dataset
 
@@ -181,7 +178,7 @@ def grpo_config_kwargs(config: PivotConfig | None = None, **overrides: Any) -> d
     fields = {f.name for f in dataclasses.fields(PivotConfig)}
     ours = {k: v for k, v in overrides.items() if k in fields}
     theirs = {k: v for k, v in overrides.items() if k not in fields}
-    base = config if config is not None else PivotConfig(pivots="-", trajectories="-")
+    base = config if config is not None else PivotConfig(pivots="-")
     cfg = base.replace(**ours) if ours else base
     if not isinstance(cfg, PivotConfig):
         raise TypeError(f"config must be a PivotConfig, got {type(cfg).__name__}")

@@ -8,7 +8,7 @@ verl reads a parquet file per split whose rows hold::
     reward_model  {style, ground_truth}   style "rule" (a program scores it); ground_truth: the expert's action
                                           as the env renders it (for reading; scoring uses the exact state)
     extra_info    {split, index, key, env_id, task_id, state, tools_json, mean, var}
-                                          ``state``: the pivot state (a Turn) as JSON; ``tools_json``: the
+                                          ``state``: the expert state as JSON; ``tools_json``: the
                                           functions offered there (OpenAI ``tools``), "" when none
 
 :func:`write_verl_parquet` writes it from a pivot set; point verl at it with ``data.train_files`` and at this
@@ -42,10 +42,11 @@ _JUDGE = StateJudge("functional")
 
 def verl_rows(
     pivots: str | Path | PivotSet | Iterable[TurnProfile],
-    trajectories: str | Path | Iterable[Trajectory],
+    trajectories: str | Path | Iterable[Trajectory] | None = None,
     split: str = "train",
 ) -> list[dict[str, Any]]:
-    """verl dataset rows (see the module docstring) for every pivot, in pivot-set order."""
+    """verl dataset rows (see the module docstring) for every pivot, in pivot-set order (``trajectories`` only
+    for pivot sets written before rows carried their state)."""
     from pivotgym.integrations.trl import pivot_dataset
 
     dataset = pivot_dataset(pivots if not isinstance(pivots, PivotSet) else pivots.pivots, trajectories)
@@ -76,7 +77,7 @@ def verl_rows(
 def write_verl_parquet(
     out: str | Path,
     pivots: str | Path | PivotSet | Iterable[TurnProfile],
-    trajectories: str | Path | Iterable[Trajectory],
+    trajectories: str | Path | Iterable[Trajectory] | None = None,
     split: str = "train",
 ) -> int:
     """Write the pivots as a verl parquet file at ``out`` (parent folders made); returns the row count."""

@@ -29,8 +29,8 @@ items (``function_call``, ``function_call_output``, ``message`` with content par
 
 **TRL**: :func:`to_hf_dataset` builds a ``datasets.Dataset`` with a conversational ``prompt`` column (what
 the policy sees, assistant turns rendered to text) for ``GRPOTrainer``; the other columns (env id, task id,
-the structured ``state`` as JSON, the functions offered at the state as ``tools_json``, the expert's text,
-the profile's mean/var) reach reward functions as keyword arguments
+the expert ``state`` as JSON (:class:`~pivotgym.types.ExpertState`: turn, tools, key), the functions offered at
+the state as ``tools_json``, the expert's text, the profile's mean/var) reach reward functions as keyword arguments
 (:mod:`pivotgym.integrations.trl` is the reward function and dataset loader built on it).
 """
 
@@ -40,8 +40,19 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
-from pivotgym.types import Message, PivotSet, Trajectory, Turn, TurnProfile, Verdict, content_hash, tool_calls_of
-from pivotgym.verify import Verifier, VerifyContext, trajectory_tools
+from pivotgym.states import with_states
+from pivotgym.types import (
+    ExpertState,
+    Message,
+    PivotSet,
+    Trajectory,
+    Turn,
+    TurnProfile,
+    Verdict,
+    content_hash,
+    tool_calls_of,
+)
+from pivotgym.verify import Verifier, VerifyContext
 
 __all__ = [
     "expected_action",
@@ -50,8 +61,8 @@ __all__ = [
     "message_from_expected_action",
     "nemo_context",
     "nemo_row",
+    "state_of_row",
     "state_tools",
-    "states_for",
     "to_hf_dataset",
     "tools_from_responses",
     "tools_of_row",
@@ -207,35 +218,21 @@ def _messages_from_input(items: Sequence[Mapping[str, Any]]) -> list[Message]:
 
 
 # ------------------------------------------------------------------------------------------------ states
-def states_for(pivots: Iterable[TurnProfile], trajectories: Iterable[Trajectory]) -> list[tuple[TurnProfile, Turn]]:
-    """Pair each pivot with its state from ``trajectories``; a missing trajectory is an error that says which."""
-    return [(p, turn) for p, turn, _ in _pivot_states(pivots, trajectories)]
+def _pivot_rows(
+    pivot_set: PivotSet | Iterable[TurnProfile], trajectories: Iterable[Trajectory] | None
+) -> list[tuple[TurnProfile, ExpertState]]:
+    """Each pivot with its state: the one it carries, else rebuilt from ``trajectories`` (pivot sets written
+    before rows carried their state); :func:`pivotgym.states.with_states` says which row lacks one."""
+    pivots = pivot_set.pivots if isinstance(pivot_set, PivotSet) else list(pivot_set)
+    return [(row, row.state) for row in with_states(pivots, trajectories) if row.state is not None]
 
 
-def _pivot_states(
-    pivots: Iterable[TurnProfile], trajectories: Iterable[Trajectory]
-) -> list[tuple[TurnProfile, Turn, Trajectory]]:
-    """:func:`states_for` plus each state's trajectory (whose metadata may carry the offered tools)."""
-    by_id = {t.id: t for t in trajectories}
-    out = []
-    for p in pivots:
-        trajectory = by_id.get(p.trajectory_id)
-        if trajectory is None:
-            raise KeyError(
-                f"pivot {p.trajectory_id!r} turn {p.turn}: that trajectory is not in the trajectories "
-                "given; pass the file the profiles were made from"
-            )
-        out.append((p, trajectory.turn(p.turn), trajectory))
-    return out
-
-
-def state_tools(trajectory: Trajectory, env: Any | None) -> list[dict[str, Any]]:
-    """The functions offered at a trajectory's states (OpenAI form): the trajectory's own (rows imported from
-    NeMo-Gym carry them in ``metadata["tools"]``), else the env's ``tool_schemas()`` for its task, else none."""
-    own = trajectory_tools(trajectory)
-    if own is not None:
-        return own
-    return _task_tools(env, trajectory.task_id) if env is not None else []
+def state_tools(state: ExpertState, env: Any | None) -> list[dict[str, Any]]:
+    """The functions offered at a state (OpenAI form): the state's own (rows imported from NeMo-Gym carry
+    them), else the env's ``tool_schemas()`` for its task, else none."""
+    if state.tools is not None:
+        return state.tools
+    return _task_tools(env, state.task_id) if env is not None else []
 
 
 def _task_tools(env: Any, task_id: str) -> list[dict[str, Any]]:
@@ -246,8 +243,11 @@ def _task_tools(env: Any, task_id: str) -> list[dict[str, Any]]:
         return []
 
 
-def nemo_row(turn: Turn, profile: TurnProfile | None = None, tools: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+def nemo_row(
+    state: ExpertState, profile: TurnProfile | None = None, tools: Sequence[Mapping[str, Any]] = ()
+) -> dict[str, Any]:
     """One NeMo-Gym pivot row for a state (and its profile, when there is one)."""
+    turn = state.turn
     row: dict[str, Any] = {
         "trajectory_id": turn.trajectory_id,
         "info": {"turn": turn.turn},
@@ -274,25 +274,28 @@ def nemo_row(turn: Turn, profile: TurnProfile | None = None, tools: Sequence[Map
 
 
 def export_nemo_rows(
-    pivot_set: PivotSet | Iterable[TurnProfile], trajectories: Iterable[Trajectory], *, with_tools: bool = True
+    pivot_set: PivotSet | Iterable[TurnProfile],
+    trajectories: Iterable[Trajectory] | None = None,
+    *,
+    with_tools: bool = True,
 ) -> list[dict[str, Any]]:
-    """NeMo-Gym pivot rows for every pivot; tools come from the trajectory (an imported row's own) or from
-    each env's ``tool_schemas()`` for the task (:func:`state_tools`)."""
+    """NeMo-Gym pivot rows for every pivot (``trajectories`` only for rows that carry no state); tools come
+    from the state (an imported row's own) or from each env's ``tool_schemas()`` for the task
+    (:func:`state_tools`)."""
     from pivotgym.registry import get_registry
 
-    pivots = pivot_set.pivots if isinstance(pivot_set, PivotSet) else list(pivot_set)
     envs: dict[str, Any] = {}
     rows = []
-    for profile, turn, trajectory in _pivot_states(pivots, trajectories):
+    for profile, state in _pivot_rows(pivot_set, trajectories):
         tools: list[dict[str, Any]] = []
         if with_tools:
-            if turn.env_id not in envs and trajectory_tools(trajectory) is None:
+            if state.env_id not in envs and state.tools is None:
                 try:
-                    envs[turn.env_id] = get_registry().make(turn.env_id)
+                    envs[state.env_id] = get_registry().make(state.env_id)
                 except Exception:
-                    envs[turn.env_id] = None
-            tools = state_tools(trajectory, envs.get(turn.env_id))
-        rows.append(nemo_row(turn, profile, tools))
+                    envs[state.env_id] = None
+            tools = state_tools(state, envs.get(state.env_id))
+        rows.append(nemo_row(state, profile, tools))
     return rows
 
 
@@ -385,8 +388,9 @@ def verify_nemo_row(
 
 
 # ------------------------------------------------------------------------------------------------ TRL
-def to_hf_dataset(pivot_set: PivotSet | Iterable[TurnProfile], trajectories: Iterable[Trajectory]) -> Any:
-    """A ``datasets.Dataset`` of pivot prompts for TRL's ``GRPOTrainer`` (conversational ``prompt`` column).
+def to_hf_dataset(pivot_set: PivotSet | Iterable[TurnProfile], trajectories: Iterable[Trajectory] | None = None) -> Any:
+    """A ``datasets.Dataset`` of pivot prompts for TRL's ``GRPOTrainer`` (conversational ``prompt`` column);
+    ``trajectories`` only for rows that carry no state.
 
     ``tools_json`` holds the functions offered at the state as a JSON string (OpenAI ``tools``; ``""`` when
     none): a string because Arrow cannot store schemas of different shapes in one column. An imported
@@ -395,15 +399,15 @@ def to_hf_dataset(pivot_set: PivotSet | Iterable[TurnProfile], trajectories: Ite
 
     from pivotgym.registry import get_registry
 
-    pivots = pivot_set.pivots if isinstance(pivot_set, PivotSet) else list(pivot_set)
     envs: dict[str, Any] = {}
     names = ("prompt", "env_id", "task_id", "trajectory_id", "turn", "key", "expert", "state", "tools_json", "mean")
     columns: dict[str, list[Any]] = {k: [] for k in (*names, "var")}
-    for profile, turn, trajectory in _pivot_states(pivots, trajectories):
+    for profile, state in _pivot_rows(pivot_set, trajectories):
+        turn = state.turn
         if turn.env_id not in envs:
             envs[turn.env_id] = get_registry().make(turn.env_id)
         env = envs[turn.env_id]
-        tools = state_tools(trajectory, env)
+        tools = state_tools(state, env)
         columns["tools_json"].append(json.dumps(tools, ensure_ascii=False) if tools else "")
         columns["prompt"].append(
             [{"role": m["role"], "content": m.get("content") or ""} for m in env.prompt_messages(turn.prefix)]
@@ -414,7 +418,7 @@ def to_hf_dataset(pivot_set: PivotSet | Iterable[TurnProfile], trajectories: Ite
         columns["turn"].append(turn.turn)
         columns["key"].append(profile.key)
         columns["expert"].append(env.render_action(turn.expert))
-        columns["state"].append(json.dumps(turn.to_dict(), ensure_ascii=False))
+        columns["state"].append(json.dumps(state.to_dict(), ensure_ascii=False))
         columns["mean"].append(float(profile.mean))
         columns["var"].append(float(profile.var))
     return Dataset.from_dict(columns)
@@ -428,7 +432,16 @@ def tools_of_row(tools_json: str | None) -> list[dict[str, Any]] | None:
     return [dict(t) for t in tools] if isinstance(tools, list) and tools else None
 
 
-def turn_from_state(state: str | Mapping[str, Any]) -> Turn:
-    """The :class:`Turn` stored in a dataset's ``state`` column (for a reward function to verify against)."""
+def state_of_row(state: str | Mapping[str, Any], tools_json: str | None = None) -> ExpertState:
+    """The :class:`~pivotgym.types.ExpertState` in a dataset's ``state`` column (for a reward function to verify
+    against). A dataset written before the column held the whole state holds the bare turn there, and the
+    offered functions only in ``tools_json``."""
     data = json.loads(state) if isinstance(state, str) else dict(state)
-    return Turn.from_dict(data)
+    if "turn" in data and isinstance(data["turn"], Mapping):
+        return ExpertState.from_dict(data)
+    return ExpertState(Turn.from_dict(data), tools_of_row(tools_json))
+
+
+def turn_from_state(state: str | Mapping[str, Any]) -> Turn:
+    """The :class:`Turn` of a dataset's ``state`` column (see :func:`state_of_row`)."""
+    return state_of_row(state).turn

@@ -1,9 +1,11 @@
 """The turn profiler: for every assistant turn of every expert trajectory, sample K actions from a frozen
 reference policy and score each with the env's functional verifier (PivotRL's offline profiling pass).
 
-How a state is built: ``trajectory.turns()`` gives, for assistant turn t, the message prefix and the
-expert's message. The prompt is ``env.prompt_messages(prefix)`` (assistant turns rendered to the text a
-policy emits; the sampler tokenises it once and keeps those token ids). The verifier sees the env state at
+How a state is built: :func:`pivotgym.states.expert_states` gives, for assistant turn t, the expert state (the
+message prefix, the expert's message, the functions offered, and the state's key); every row carries it
+(``TurnProfile.state``), so selection and training read the profile alone. The prompt is
+``env.prompt_messages(prefix)`` (assistant turns rendered to the text a policy emits; the sampler tokenises it
+once and keeps those token ids). The verifier sees the env state at
 turn t through :class:`~pivotgym.verify.VerifyContext` (replay or snapshot), in executor workers. A sample
 is at most the env's own generation limit long (:func:`pivotgym.env.generation_cap`, the rule evaluation and
 training use too); ``ProfileConfig.params.max_new_tokens`` can only shorten it.
@@ -36,15 +38,9 @@ from pivotgym.execution import Executor, TaskResult, chunks, make_executor
 from pivotgym.jsonl import JsonlAppender, iter_jsonl
 from pivotgym.pivot.adaptive import AdaptiveK
 from pivotgym.sampling.base import Sampler, SamplingParams, sample_seeded
-from pivotgym.types import Message, Trajectory, Turn, TurnProfile, content_hash
-from pivotgym.verify import (
-    DEFAULT_CONTEXT_CACHE,
-    Judge,
-    VerifyContext,
-    failed_sample,
-    failed_verification,
-    trajectory_tools,
-)
+from pivotgym.states import expert_states
+from pivotgym.types import ExpertState, Message, Trajectory, TurnProfile, content_hash
+from pivotgym.verify import DEFAULT_CONTEXT_CACHE, Judge, VerifyContext, failed_sample, failed_verification
 
 #: bump when the profile computation changes in a way that alters results (part of every key);
 #: "2": samples keyed by per-state seeds in batched calls (`sample_seeded`);
@@ -112,15 +108,15 @@ class ProfileConfig:
 
 @dataclass
 class State:
-    """One candidate pivot state, planned for profiling."""
+    """One candidate pivot state, planned for profiling: the expert state and how this run profiles it."""
 
-    turn: Turn
+    expert: ExpertState
+    #: the row's cache key: the state's stream, K, the verifier and the adaptive rule (see the module docstring)
     key: str
+    #: the state's random stream: its key and the reference weights; every block's seed derives from it
     stream: str
     prompt: list[Message]
     verifier: str
-    #: the functions the trajectory offered at this turn (imported rows carry their own), for the verifier
-    tools: list[dict[str, Any]] | None = None
     #: the sampling of this state (its env's generation cap applied; see :meth:`ProfileConfig.params_for`)
     params: SamplingParams = field(default_factory=SamplingParams)
 
@@ -136,13 +132,12 @@ class ProfileResult:
 # ---------------------------------------------------------------------------------------------- verification
 @dataclass
 class VerifyTask:
-    """One candidate to verify; picklable (the env is rebuilt in the worker through the registry)."""
+    """One candidate to verify at an expert state; picklable (the env is rebuilt in the worker through the
+    registry)."""
 
     verifier: str
-    state_key: str
-    turn: Turn
+    state: ExpertState
     candidate: str
-    tools: list[dict[str, Any]] | None = None
 
 
 #: states whose contexts (positioned envs) a worker keeps (the verify layer's default)
@@ -164,9 +159,8 @@ def worker_judge() -> Judge:
 def verify_candidate(task: VerifyTask) -> dict[str, Any]:
     """Verify one candidate in a worker: ``{"reward", "reason", "undecided"}``, where ``undecided`` is
     :attr:`pivotgym.types.Verdict.undecided` (None for a judgement)."""
-    verdict = worker_judge().verdict(
-        task.verifier, task.state_key, lambda: VerifyContext(task.turn, tools=task.tools), task.candidate
-    )
+    state = task.state
+    verdict = worker_judge().verdict(task.verifier, state.key, lambda: VerifyContext.at(state), task.candidate)
     return {"reward": verdict.reward, "reason": verdict.reason[:300], "undecided": verdict.undecided}
 
 
@@ -222,30 +216,17 @@ class Profiler:
         adaptive = self.config.adaptive.describe(self.config.k) if self.config.adaptive else None
         states: list[State] = []
         seen: set[str] = set()
-        for trajectory in trajectories:
-            env = self._env(trajectory.env_id)
-            verifier_name, verifier_info = self._verifier(trajectory.env_id)
-            tools = trajectory_tools(trajectory)
-            reference = self.reference(trajectory.env_id)
-            params = self.params(trajectory.env_id)
-            for turn in trajectory.turns():
-                offered = () if tools is None else (tools,)  # keys of trajectories without tools unchanged
-                state_id = content_hash(
-                    "pivotgym-state",
-                    turn.trajectory_id,
-                    turn.env_id,
-                    turn.task_id,
-                    turn.turn,
-                    turn.prefix,
-                    turn.expert,
-                    *offered,
-                )
-                stream = content_hash("pivotgym-stream", state_id, _weights_identity(reference))
-                key = content_hash("pivotgym-profile", PROFILE_FORMAT, stream, self.config.k, verifier_info, adaptive)
-                if key in seen:
-                    continue
-                seen.add(key)
-                states.append(State(turn, key, stream, env.prompt_messages(turn.prefix), verifier_name, tools, params))
+        for expert in expert_states(trajectories):
+            env = self._env(expert.env_id)
+            verifier_name, verifier_info = self._verifier(expert.env_id)
+            reference = self.reference(expert.env_id)
+            stream = content_hash("pivotgym-stream", expert.key, _weights_identity(reference))
+            key = content_hash("pivotgym-profile", PROFILE_FORMAT, stream, self.config.k, verifier_info, adaptive)
+            if key in seen:
+                continue
+            seen.add(key)
+            prompt = env.prompt_messages(expert.turn.prefix)
+            states.append(State(expert, key, stream, prompt, verifier_name, self.params(expert.env_id)))
         return states
 
     # ------------------------------------------------------------------ running
@@ -272,10 +253,10 @@ class Profiler:
             if not resume:
                 Path(out).unlink()
             else:
-                planned = {s.key for s in states}
+                planned = {s.key: s for s in states}
                 for row in iter_jsonl(out):
-                    if row.get("key") in planned:
-                        done[row["key"]] = TurnProfile.from_dict(row)
+                    if row.get("key") in planned:  # a row written before rows carried their state gets it here
+                        done[row["key"]] = replace(TurnProfile.from_dict(row), state=planned[row["key"]].expert)
                     else:
                         foreign += 1
         todo = [s for s in states if s.key not in done]
@@ -397,7 +378,7 @@ class Profiler:
                         slots.append((state.key, None, failed_sample(completion.text[:200]).reason))
                         continue
                     slots.append((state.key, len(tasks), None))
-                    tasks.append(VerifyTask(state.verifier, state.key, state.turn, completion.text, state.tools))
+                    tasks.append(VerifyTask(state.verifier, state.expert, completion.text))
             if stage is not None:
                 stage(f"verifying {len(tasks)} actions")
             results = self.executor.map(verify_candidate, tasks, timeout=self.config.timeout) if tasks else []
@@ -440,7 +421,7 @@ class Profiler:
         stopped: str,
         prompt_tokens: int | None,
     ) -> TurnProfile:
-        turn = state.turn
+        turn = state.expert.turn
         n = len(rewards)
         mean = sum(rewards) / n if n else 0.0
         var = sum((r - mean) ** 2 for r in rewards) / n if n else 0.0
@@ -467,6 +448,7 @@ class Profiler:
             key=state.key,
             metadata=metadata,
             undecided=failed,
+            state=state.expert,
         )
 
 

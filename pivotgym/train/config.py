@@ -5,7 +5,6 @@ the known ones, so a typo never silently falls back to a default)::
 
     model: smollm2-135m
     pivots: runs/pivots.jsonl
-    trajectories: runs/expert.jsonl
     steps: 50
     group_size: 8
     output_dir: runs/pivot
@@ -260,7 +259,8 @@ class PivotConfig(RLConfig):
 
     #: pivot set JSONL (from ``pivotgym select``); required
     pivots: str = ""
-    #: trajectory JSONL the pivot rows point into (e.g. from ``pivotgym expert``); required
+    #: trajectory JSONL the profiles were made from; needed only for pivot sets written before rows carried
+    #: their state (every row ``pivotgym select`` writes now does)
     trajectories: str = ""
     #: optional turn-profile JSONL of the whole profiling run, to count profiling rollout turns exactly
     profiles: str | None = None

@@ -131,22 +131,22 @@ class PivotTrainer(RLTrainer):
         self.non_pivot_states: list[PivotState] = list(non_pivot_states or [])[: config.non_pivot_eval]
         self._draw_non_pivots = non_pivot_states is None
         self.scorer = StateScorer()
-        self.non_pivot_scorer = StateScorer()  # its own context cache: state indices of the two sets overlap
 
     def setup_data(self) -> None:
         cfg = self.config
         if not self.states:
-            if not cfg.pivots or not cfg.trajectories:
+            if not cfg.pivots:
                 from pivotgym.train.config import ConfigError
 
-                raise ConfigError(
-                    "the pivot trainer needs `pivots` (a pivot-set JSONL from `pivotgym select`) and "
-                    "`trajectories` (the expert trajectories it was profiled from)"
-                )
+                raise ConfigError("the pivot trainer needs `pivots` (a pivot-set JSONL from `pivotgym select`)")
             self.states = load_pivot_states(
-                cfg.pivots, cfg.trajectories, self.sampler.encode, cfg.verifier, cap=cfg.max_new_tokens
+                cfg.pivots,
+                self.sampler.encode,
+                cfg.verifier,
+                cap=cfg.max_new_tokens,
+                trajectories=cfg.trajectories or None,
             )
-        if self._draw_non_pivots and cfg.non_pivot_eval and cfg.profiles and cfg.trajectories:
+        if self._draw_non_pivots and cfg.non_pivot_eval and cfg.profiles:
             self.non_pivot_states = self._load_non_pivots()
         self.order = DataOrder(len(self.states), cfg.seed)
         self.data_state = {"cursor": 0}
@@ -155,7 +155,7 @@ class PivotTrainer(RLTrainer):
     def _load_non_pivots(self) -> list[PivotState]:
         """``non_pivot_eval`` states of ``profiles`` that are not pivots (not among :attr:`states`), drawn by
         the run seed from the profiles' order: every method run with this seed scores the same ones."""
-        from pivotgym.jsonl import read_profiles, read_trajectories
+        from pivotgym.jsonl import read_profiles
 
         cfg = self.config
         assert cfg.profiles is not None
@@ -165,9 +165,13 @@ class PivotTrainer(RLTrainer):
         chosen = random.Random(cfg.seed * 1_000_003 + NON_PIVOT_SALT).sample(rest, min(cfg.non_pivot_eval, len(rest)))
         if not chosen:
             return []
-        by_id = {t.id: t for t in read_trajectories(cfg.trajectories)}
         return states_from_profiles(
-            chosen, by_id, self.sampler.encode, cfg.verifier, source=cfg.profiles, cap=cfg.max_new_tokens
+            chosen,
+            self.sampler.encode,
+            cfg.verifier,
+            source=cfg.profiles,
+            cap=cfg.max_new_tokens,
+            trajectories=cfg.trajectories or None,
         )
 
     def _profiling_turns(self) -> int:
@@ -293,7 +297,7 @@ class PivotTrainer(RLTrainer):
             held = evaluate_states(
                 self,
                 self.non_pivot_states,
-                self.non_pivot_scorer,
+                self.scorer,
                 samples=1,
                 temperature=0.0,
                 max_new_tokens=cfg.max_new_tokens,

@@ -125,7 +125,9 @@ class SFTTrainer(Trainer):
         if not self.examples:
             raise ConfigError("no assistant turns to train on in the trajectories")
         if self._eval_states is None and cfg.pivots:
-            self._eval_states = load_pivot_states(cfg.pivots, cfg.trajectories, self.sampler.encode, cfg.verifier)
+            self._eval_states = load_pivot_states(
+                cfg.pivots, self.sampler.encode, cfg.verifier, trajectories=cfg.trajectories or None
+            )
         self.order = DataOrder(len(self.examples), cfg.seed)
         self.data_state = {"cursor": 0}
 

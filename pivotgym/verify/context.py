@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pivotgym.errors import AdhocTurn
-from pivotgym.types import Task, ToolCall, Trajectory, Turn, Verdict
+from pivotgym.types import ExpertState, Task, ToolCall, Trajectory, Turn, Verdict
 
 if TYPE_CHECKING:
     from pivotgym.env import AgentEnv
@@ -123,6 +123,11 @@ class VerifyContext:
             expert=expert_msg,  # type: ignore[arg-type]
         )
         return cls(turn, env_kwargs=dict(env_kwargs or {}), env_factory=env_factory, tools=tool_list)
+
+    @classmethod
+    def at(cls, state: ExpertState, **kwargs: Any) -> VerifyContext:
+        """The context of an expert state (:mod:`pivotgym.states`): its turn and the functions offered there."""
+        return cls(state.turn, tools=state.tools, **kwargs)
 
     @classmethod
     def from_trajectory(cls, trajectory: Trajectory, n: int, **kwargs: Any) -> VerifyContext:

@@ -111,7 +111,7 @@ def test_each_legal_action_scores_its_teacher_forced_probability_and_the_masses_
     judged = [s for s in pick_floors.states if s.judged]
     for row, state in zip(result.states, judged):
         assert row.credited == state.credited
-        messages = env.prompt_messages(state.state.prefix)
+        messages = env.prompt_messages(state.state.turn.prefix)
         assert row.logp == pytest.approx(_independent_logps(tiny_sampler, messages, state.legal), abs=1e-4)
         assert 0 < row.p_credited <= row.p_legal <= 1
         assert row.p_credited == pytest.approx(sum(math.exp(v) for v, ok in zip(row.logp, row.credited) if ok))
@@ -155,7 +155,7 @@ def test_a_trajectorys_states_scored_from_one_prefill_equal_one_forward_per_stat
     states = [s for s in pick_floors.states if s.task_id == "test-1"]
     prompts, actions = [], []
     for s in states:
-        messages = env.prompt_messages(s.state.prefix)
+        messages = env.prompt_messages(s.state.turn.prefix)
         prompts.append(tiny_sampler.encode(messages))
         actions.append([action_tokens(tiny_sampler.tokenizer, messages, prompts[-1], a, stops)[0] for a in s.legal])
     assert prompts[1][: len(prompts[0])] == prompts[0]  # the chain the shared prefill relies on
@@ -206,7 +206,7 @@ def test_greedy_answers_decoded_on_the_scoring_pass_equal_the_samplers_and_a_pla
     env = make(ENV_ID)
     model, stops = sharp_sampler.model, sorted(sharp_sampler.eos_ids)
     states = [s for s in pick_floors.states if s.task_id == "test-1"]
-    messages = [env.prompt_messages(s.state.prefix) for s in states]
+    messages = [env.prompt_messages(s.state.turn.prefix) for s in states]
     prompts = [sharp_sampler.encode(m) for m in messages]
     assert prompts[1][: len(prompts[0])] == prompts[0]  # one trunk, two states on it
     actions = [
@@ -244,7 +244,7 @@ def test_greedy_answers_decoded_on_the_scoring_pass_equal_the_samplers_and_a_pla
     assert chain_scores(model, prompts, on_tree, [*stops, third], 8, decode=True)[0].greedy == scored[0].greedy
     # prompts that do not chain (second states of two tasks) are decoded one tree each, the same way
     other = next(s for s in pick_floors.states if s.task_id == "test-0" and s.turn == 1)
-    split = [sharp_sampler.encode(env.prompt_messages(other.state.prefix)), prompts[1]]
+    split = [sharp_sampler.encode(env.prompt_messages(other.state.turn.prefix)), prompts[1]]
     assert split[0][: len(split[1])] != split[1] and split[1][: len(split[0])] != split[0]
     alone = chain_scores(model, split, [actions[1], actions[1]], stops, 3, decode=True)
     assert [s.greedy for s in alone] == [_argmax_loop(model, p, 3, stops) for p in split]

@@ -12,6 +12,7 @@ import pytest
 from pivotgym.pivot.formats import nemo_row
 from pivotgym.registry import make
 from pivotgym.remote import RemoteError, verify
+from pivotgym.types import ExpertState
 
 MULTI_TURN = "tooluse/bfcl-multi-turn-v0"
 
@@ -108,7 +109,7 @@ def test_verify_turn_errors(server):
 # ------------------------------------------------------------------------------------------------ NeMo-Gym
 def test_nemo_verify_scores_the_expert_call_1_and_wrong_ones_0(server):
     _, turn, tools = expert_turn(MULTI_TURN, 2)
-    row = nemo_row(turn, tools=tools)  # a row as `pivotgym pivots export --to nemo` writes it
+    row = nemo_row(ExpertState(turn), tools=tools)  # a row as `pivotgym pivots export --to nemo` writes it
     [expert_call] = turn.expert["tool_calls"]
     fn = expert_call["function"]
     right = call(fn["name"], json.loads(fn["arguments"]))
@@ -183,7 +184,7 @@ def test_nemo_verify_masks_a_row_the_verifier_cannot_judge(server):
     result = httpx.post(f"{server}/verify", json={**row, "response": response(text(expert))}).json()
     assert result["reward"] == 0.0 and result["mask_sample"] is True
     assert result["failure_kind"] == "pivotgym:undecided" and "task" in result["failure_reason"]
-    exported = nemo_row(turn)  # the same state exported by pivotgym carries its task: judged, reward 1
+    exported = nemo_row(ExpertState(turn))  # the same state exported by pivotgym carries its task: judged, reward 1
     judged = httpx.post(f"{server}/verify", json={**exported, "response": response(text(expert))}).json()
     assert judged["reward"] == 1.0 and judged["mask_sample"] is False
 

@@ -11,7 +11,7 @@ from core_helpers import CounterEnv
 from pivotgym import check_env
 from pivotgym.pivot.select import SelectionRule
 from pivotgym.train.states import PivotState, StateScorer
-from pivotgym.types import MAX_UNDECIDED, Turn, TurnProfile, Verdict
+from pivotgym.types import MAX_UNDECIDED, ExpertState, Turn, TurnProfile, Verdict
 from pivotgym.verify import Judge, VerifyContext, failed_sample, failed_verification, verify_safely
 
 TURN = Turn(
@@ -75,7 +75,7 @@ def test_every_undecided_verdict_is_undecided_for_every_caller(name):
     )
     assert not SelectionRule(max_mean=1.01).admits(row)  # one judged sample: no mixed rewards
     scorer = StateScorer(judge=Judge(lambda _name: _Returns(verdict)))
-    state = PivotState(0, TURN, [1, 2], "test/returns")
+    state = PivotState(0, ExpertState(TURN), [1, 2], "test/returns")
     assert scorer.score_judged(state, ["add 3"]) == [None]  # training drops the sample
     assert scorer.score(state, ["add 3"]) == [0.0]  # evaluation scores it 0
     report = check_env(CounterEnv(), verifier=_Returns(verdict))  # the checker fails it as undecided
@@ -88,7 +88,7 @@ def test_a_judgement_is_decided_for_every_caller(name):
     verdict = DECIDED[name]
     assert verdict.decided and verdict.undecided is None
     scorer = StateScorer(judge=Judge(lambda _name: _Returns(verdict)))
-    assert scorer.score_judged(PivotState(0, TURN, [1], "test/returns"), ["x"]) == [verdict.reward]
+    assert scorer.score_judged(PivotState(0, ExpertState(TURN), [1], "test/returns"), ["x"]) == [verdict.reward]
 
 
 def test_an_undecided_verdict_has_one_constructor_and_no_reward():
@@ -164,7 +164,7 @@ def test_the_profiler_worker_passes_the_verdicts_undecided_reason(monkeypatch):
     from pivotgym.pivot import profile
 
     monkeypatch.setattr(profile, "_JUDGE", [Judge(lambda _name: _Returns(UNDECIDED["verifier says so"]))])
-    out = profile.verify_candidate(profile.VerifyTask("test/returns", "k", TURN, "add 3"))
+    out = profile.verify_candidate(profile.VerifyTask("test/returns", ExpertState(TURN), "add 3"))
     assert out == {
         "reward": 0.0,
         "reason": "budget_exhausted: h* unknown",
