@@ -105,7 +105,6 @@ def test_imported_rows_are_profiled_and_trained_against_their_own_tools():
     wrong_type = tc("book_room", city="Oslo", nights="2", budget=150.0)
     assert StateScorer().score(state, [at_default, wrong_type]) == [1.0, 0.0]
     judged = [
-        verify_candidate(VerifyTask("tooluse/functional", state.state, text))
-        for text in (at_default, wrong_type)
+        verify_candidate(VerifyTask("tooluse/functional", state.state, text)) for text in (at_default, wrong_type)
     ]
     assert [j["reward"] for j in judged] == [1.0, 0.0]
