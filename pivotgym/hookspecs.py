@@ -42,3 +42,11 @@ def register_sandboxes(register: Register) -> None:
 @hookspec
 def register_samplers(register: Register) -> None:
     """Register samplers: ``register(name, factory, *, description="")``; ``factory(model, **kw)`` is a Sampler."""
+
+
+@hookspec
+def register_commands(cli: Any) -> None:
+    """Add commands to ``pivotgym``: ``cli`` is a ``typer.Typer`` of this plugin's own, whose commands and
+    groups join the ``pivotgym`` app. Put a domain's commands in one group named after it
+    (``cli.add_typer(app, name="swe")`` gives ``pivotgym swe ...``); a name the core or another plugin took is
+    refused and shown by ``pivotgym plugins``. Unlike the other hooks it is called when the command line starts."""

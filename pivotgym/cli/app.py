@@ -54,6 +54,46 @@ for _group in COMMAND_GROUPS:
     _group.register(app)
 
 
+def _command_names(cli: typer.Typer) -> list[str]:
+    """The names ``cli``'s commands and groups answer to (as typer derives them)."""
+    from typer.main import get_command_name
+
+    names = [c.name or get_command_name(c.callback.__name__) for c in cli.registered_commands if c.callback]
+    return names + [g.name or "" for g in cli.registered_groups]
+
+
+def add_plugin_commands(cli: typer.Typer) -> list[str]:
+    """Call every plugin's ``register_commands`` hook with a Typer app of its own and add what it registered to
+    ``cli``; a command or group whose name is taken is left out and recorded as the plugin's failure (``pivotgym
+    plugins`` shows it), as is a hook that raised. Returns the names added."""
+    from pivotgym.registry import get_registry
+
+    plugins = get_registry().plugins
+    own: dict[str, typer.Typer] = {}
+
+    def kwargs_for(name: str) -> dict[str, Any]:
+        return {"cli": own.setdefault(name, typer.Typer())}
+
+    added: list[str] = []
+    for plugin in plugins.call_each("register_commands", kwargs_for):
+        sub = own[plugin]
+        taken = set(_command_names(cli))
+        for info, name in zip([*sub.registered_commands, *sub.registered_groups], _command_names(sub)):
+            if name in taken or not name:
+                plugins.infos[plugin].fail(
+                    "register_commands", f"the command {name!r} is taken (core or another plugin): not added"
+                )
+                continue
+            target = cli.registered_groups if info in sub.registered_groups else cli.registered_commands
+            target.append(info)  # type: ignore[arg-type]
+            taken.add(name)
+            added.append(name)
+    return added
+
+
+add_plugin_commands(app)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script: runs the app and turns exceptions into one-line errors."""
     argv = list(sys.argv[1:] if argv is None else argv)

@@ -184,8 +184,9 @@ def summary() -> dict[str, dict[str, int]]:
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Rebuild the planning plugin's problem manifest.")
+def main(argv: list[str] | None = None, prog: str | None = None) -> None:
+    """``pivotgym planning manifest`` (and ``python -m pivotgym_planning.catalog``)."""
+    parser = argparse.ArgumentParser(prog=prog, description="Rebuild the planning plugin's problem manifest.")
     parser.add_argument("families", nargs="*", help="pddlgym families (default: all train and OOD families)")
     parser.add_argument("--all-parsable", action="store_true", help="try every pddlgym family")
     args = parser.parse_args(argv)

@@ -59,7 +59,7 @@ generator version and seed, so a seed gives byte-identical problems. Results are
 generator version, seed, split and size, written atomically (a temporary file, then a rename); loading one
 split generates and solves only that split's problems.
 
-``python -m pivotgym_planning.generators --stats`` prints, per domain, the distribution of optimal lengths,
+``pivotgym planning generate --stats`` prints, per domain, the distribution of optimal lengths,
 the mean number of legal actions at the held-out expert states, and the share of those states where the
 functional verifier credits two or more distinct legal actions.
 """
@@ -515,8 +515,11 @@ def domain_stats(
     }
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Generate (and cache) planning problem splits; --stats measures them.")
+def main(argv: list[str] | None = None, prog: str | None = None) -> None:
+    """``pivotgym planning generate`` (and ``python -m pivotgym_planning.generators``)."""
+    parser = argparse.ArgumentParser(
+        prog=prog, description="Generate (and cache) planning problem splits; --stats measures them."
+    )
     parser.add_argument("domains", nargs="*", default=sorted(DOMAINS), help=f"domains ({', '.join(sorted(DOMAINS))})")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--train", type=int, default=400)

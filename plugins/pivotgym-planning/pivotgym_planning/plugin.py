@@ -88,3 +88,11 @@ def register_suites(register):
         description="generated planning test splits (200 problems each) in-domain, held-out families out-of-domain",
         split="test",
     )
+
+
+@pivotgym.hookimpl
+def register_commands(cli):
+    """``pivotgym planning ...`` (:mod:`pivotgym_planning.commands`)."""
+    from pivotgym_planning.commands import app
+
+    cli.add_typer(app, name="planning")

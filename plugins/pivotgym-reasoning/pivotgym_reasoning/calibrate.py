@@ -147,9 +147,9 @@ def format_table(rows: Sequence[Mapping[str, Any]], margin: float = MARGIN, ceil
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "pivotgym reasoning calibrate") -> int:
     """The command line (see the module docstring)."""
-    parser = argparse.ArgumentParser(prog="python -m pivotgym_reasoning.calibrate", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="smollm2-135m", help="model alias, folder or hub id (default smollm2-135m)")
     parser.add_argument("--sampler", default="hf", help="registered sampler backend (default hf)")
     parser.add_argument("--n", type=int, default=50, help="calibration items per task and level (default 50)")

@@ -46,3 +46,11 @@ def register_suites(register):
         "generation-based in the chat format, at difficulties where the base model is above chance and below "
         "ceiling (pivotgym_reasoning.calibrate)",
     )
+
+
+@pivotgym.hookimpl
+def register_commands(cli):
+    """``pivotgym reasoning ...`` (:mod:`pivotgym_reasoning.commands`)."""
+    from pivotgym_reasoning.commands import app
+
+    cli.add_typer(app, name="reasoning")

@@ -1,7 +1,7 @@
-"""``pivotgym-swe``: regenerate the shipped task sets, and evaluate SWE-bench predictions.
+"""``pivotgym swe`` (and the ``pivotgym-swe`` script): rebuild the shipped task sets, evaluate SWE-bench predictions.
 
-``pivotgym-swe synth`` rebuilds ``pivotgym_swe/data/<set>.jsonl`` (seeded; the same seed gives the same
-instances). ``pivotgym-swe swebench-eval`` runs real SWE-bench instances on the docker backend.
+``pivotgym swe synth`` rebuilds ``pivotgym_swe/data/<set>.jsonl`` (seeded; the same seed gives the same
+instances). ``pivotgym swe swebench-eval`` runs real SWE-bench instances on the docker backend.
 """
 
 from __future__ import annotations

@@ -42,3 +42,11 @@ def register_suites(register):
         {"swe/toolz-v0": "in_domain", "swe/more-itertools-v0": "in_domain", "swe/humanevalfix-v0": "ood"},
         description="repository repair",
     )
+
+
+@pivotgym.hookimpl
+def register_commands(cli):
+    """``pivotgym swe synth`` and ``pivotgym swe swebench-eval`` (also the ``pivotgym-swe`` script)."""
+    from pivotgym_swe.cli import app
+
+    cli.add_typer(app, name="swe", help="The SWE domain: synthesise task sets, evaluate SWE-bench predictions.")
