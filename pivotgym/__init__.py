@@ -23,8 +23,11 @@ it. The rest lives in modules and subpackages, lowest layer first (``docs/archit
 from __future__ import annotations
 
 from pivotgym._version import __version__
+from pivotgym.declarative import AnswerVerifier, DeclarativeEnv, EnvConfig
 from pivotgym.env import AgentEnv, InvalidAction, StepOutcome
+from pivotgym.eval.scoring import generate_single
 from pivotgym.hookspecs import hookimpl
+from pivotgym.jsonl import read_jsonl, write_jsonl
 from pivotgym.registry import (
     get_registry,
     list_envs,
@@ -35,7 +38,21 @@ from pivotgym.registry import (
     register,
     verifier_for,
 )
-from pivotgym.types import Completion, Message, PivotSet, Task, ToolCall, Trajectory, Turn, TurnProfile, Verdict
+from pivotgym.sampling.base import SamplingParams
+from pivotgym.sampling.models import cache_root
+from pivotgym.states import expert_states
+from pivotgym.types import (
+    Completion,
+    ExpertState,
+    Message,
+    PivotSet,
+    Task,
+    ToolCall,
+    Trajectory,
+    Turn,
+    TurnProfile,
+    Verdict,
+)
 from pivotgym.verify import ExactMatchVerifier, Verifier, VerifyContext
 
 
@@ -48,11 +65,16 @@ def check_env(env, **kwargs):
 
 __all__ = [
     "AgentEnv",
+    "AnswerVerifier",
     "Completion",
+    "DeclarativeEnv",
+    "EnvConfig",
     "ExactMatchVerifier",
+    "ExpertState",
     "InvalidAction",
     "Message",
     "PivotSet",
+    "SamplingParams",
     "StepOutcome",
     "Task",
     "ToolCall",
@@ -63,7 +85,10 @@ __all__ = [
     "Verifier",
     "VerifyContext",
     "__version__",
+    "cache_root",
     "check_env",
+    "expert_states",
+    "generate_single",
     "get_registry",
     "hookimpl",
     "list_envs",
@@ -71,8 +96,10 @@ __all__ = [
     "make",
     "make_sampler",
     "make_verifier",
+    "read_jsonl",
     "register",
     "verifier_for",
+    "write_jsonl",
 ]
 
 # Make every registered env reachable through gymnasium.make("pivotgym:<id>"). Plugin errors are recorded

@@ -351,3 +351,28 @@ def test_no_import_cycles_in_a_first_party_plugin(package):
     graph = import_graph(package)
     assert len(graph) > 3, f"{package} read as {sorted(graph)}"
     assert find_cycles(graph) == [], f"import cycles in {package.name}"
+
+
+#: what a plugin may import from the core: the facade and the modules it names as public (docs/plugins.md)
+PUBLIC_API = {ROOT, f"{ROOT}.types", f"{ROOT}.errors", f"{ROOT}.verify", f"{ROOT}.sandbox", f"{ROOT}.parsing"}
+
+
+@pytest.mark.parametrize("package", PLUGIN_PACKAGES, ids=lambda p: p.name)
+def test_a_first_party_plugin_imports_only_the_public_api(package, graph):
+    """A first-party plugin is written as a third party would write it: it imports ``pivotgym`` and the public
+    modules only (function-level imports included), so a core refactoring that keeps those keeps the plugins."""
+    known = set(graph)
+    reached = {
+        f"{module_name(path, package)} -> {core}"
+        for path in sorted(package.rglob("*.py"))
+        for core in imported_modules(path.read_text(encoding="utf-8"), module_name(path, package), False, known)
+        if core not in PUBLIC_API
+    }
+    assert sorted(reached) == []
+
+
+def test_the_public_api_check_sees_an_internal_import():
+    known = {ROOT, f"{ROOT}.verify", f"{ROOT}.verify.compare", f"{ROOT}.sampling.models"}
+    source = "from pivotgym.verify import param_default\ndef f():\n    from pivotgym.sampling.models import cache_root\n"
+    found = imported_modules(source, "pivotgym_x.m", False, known)
+    assert found - PUBLIC_API == {f"{ROOT}.sampling.models"} and f"{ROOT}.verify" in found

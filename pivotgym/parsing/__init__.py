@@ -12,6 +12,7 @@ deadline; so everything here is linear in the text (no nested quantifiers; token
 envs cap an action's length before parsing it (:attr:`pivotgym.env.AgentEnv.max_action_chars`).
 """
 
+from pivotgym.parsing.answers import normalize_answer
 from pivotgym.parsing.tool_calls import (
     DEFAULT_CODEC,
     FORMAT_HINT,
@@ -44,6 +45,7 @@ __all__ = [
     "ToolCallCodec",
     "load_json",
     "nesting_depth",
+    "normalize_answer",
     "parse_action",
     "python_call",
     "render_calls",

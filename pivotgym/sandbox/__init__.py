@@ -25,8 +25,11 @@ from collections.abc import Callable
 from typing import Any
 
 from pivotgym.sandbox.base import Limits, Mount, RunResult, Sandbox, SandboxError, SandboxUnavailable
+from pivotgym.sandbox.bwrap import MOUNT_POINT, BwrapSandbox, visible_roots
+from pivotgym.sandbox.docker import DockerSandbox
 from pivotgym.sandbox.fork import fork_dir, remove_dir
-from pivotgym.sandbox.walk import MAX_DEPTH, TreeTooDeep
+from pivotgym.sandbox.hide import find_named
+from pivotgym.sandbox.walk import MAX_DEPTH, TreeTooDeep, remove_at
 
 DEFAULT_BACKEND = "bwrap"
 ENV_BACKEND = "PIVOTGYM_SANDBOX"
@@ -52,6 +55,9 @@ def get_sandbox(name: str | None = None, **kwargs: Any) -> Sandbox:
 __all__ = [
     "DEFAULT_BACKEND",
     "MAX_DEPTH",
+    "MOUNT_POINT",
+    "BwrapSandbox",
+    "DockerSandbox",
     "Limits",
     "Mount",
     "RunResult",
@@ -59,8 +65,11 @@ __all__ = [
     "SandboxError",
     "SandboxUnavailable",
     "TreeTooDeep",
+    "find_named",
     "fork_dir",
     "get_sandbox",
+    "remove_at",
     "remove_dir",
     "set_sandbox_maker",
+    "visible_roots",
 ]

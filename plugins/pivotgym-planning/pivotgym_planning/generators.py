@@ -400,7 +400,7 @@ def generate(
 
 def cache_path(name: str, split: str, seed: int, size: int) -> Path:
     """Where one split of (domain, generator version, seed, size) is cached."""
-    from pivotgym.sampling.models import cache_root
+    from pivotgym import cache_root
 
     return cache_root() / "planning" / "generated" / f"{name}-g{GENERATOR_VERSION}-s{seed}-{split}{size}.json"
 

@@ -87,8 +87,7 @@ def calibrate(
     ``constant``, ``echo``, ``chance``, ``max_new_tokens``, ``seconds`` and three sample ``replies``.
     ``levels`` restricts a task's candidate levels (default: all of them, easiest first); a task stops at its
     first usable level or at the first below the band unless ``all_levels`` (see the module docstring)."""
-    from pivotgym.eval.scoring import generate_single
-    from pivotgym.sampling.base import SamplingParams
+    from pivotgym import SamplingParams, generate_single
     from pivotgym_reasoning.env import ReasoningEnv, generate_entries
 
     out: list[dict[str, Any]] = []
@@ -162,7 +161,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "pivotgym reasoning cali
         "--json", nargs="?", const="-", default=None, help="also write the rows as JSON (to FILE, or stdout)"
     )
     args = parser.parse_args(argv)
-    from pivotgym.registry import make_sampler
+    from pivotgym import make_sampler
 
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] or list(TASKS)
     unknown = sorted(set(tasks) - set(TASKS))

@@ -15,10 +15,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pivotgym.declarative import AnswerVerifier, DeclarativeEnv, EnvConfig
-from pivotgym.env import InvalidAction
+from pivotgym import AnswerVerifier, DeclarativeEnv, EnvConfig, InvalidAction
 from pivotgym.errors import ConfigError
-from pivotgym.parsing.answers import normalize_answer
+from pivotgym.parsing import normalize_answer
 from pivotgym.types import Task
 from pivotgym_reasoning.parsing import parse_answer
 from pivotgym_reasoning.tasks import SEEDS, TASKS, TEST_SIZE, TRAIN_SIZE, ReasoningTask, env_id

@@ -17,7 +17,7 @@ import json
 import re
 from collections.abc import Callable
 
-from pivotgym.parsing.answers import normalize_answer
+from pivotgym.parsing import normalize_answer
 
 __all__ = [
     "KINDS",

@@ -29,7 +29,7 @@ def synth_cmd(
     """Synthesise verified bug-fix instances from the default projects (SWE-smith style)."""
     import json
 
-    from pivotgym.jsonl import write_jsonl
+    from pivotgym import write_jsonl
     from pivotgym_swe.synth import DEFAULT_QUOTAS, SynthConfig, synth_set
 
     counts = {}
@@ -66,7 +66,7 @@ def swebench_eval_cmd(
     """Evaluate predictions on real SWE-bench instances with the swebench test specs (needs Docker)."""
     import json
 
-    from pivotgym.jsonl import read_jsonl
+    from pivotgym import read_jsonl
     from pivotgym_swe.swebench import evaluate_prediction, load_instances
 
     preds = {r["instance_id"]: r.get("model_patch", "") for r in read_jsonl(predictions)}

@@ -33,8 +33,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pivotgym.sandbox.bwrap import visible_roots
-from pivotgym.sandbox.hide import find_named
+from pivotgym.sandbox import find_named, visible_roots
 from pivotgym_swe.sources import PROJECTS, cache_root
 
 TEST_DIRS = ("tests", "test", "testing")

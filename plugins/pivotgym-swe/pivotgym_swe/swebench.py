@@ -14,9 +14,8 @@ import types
 from pathlib import Path
 from typing import Any
 
-from pivotgym.jsonl import read_jsonl
-from pivotgym.sandbox import Limits
-from pivotgym.sandbox.docker import DockerSandbox
+from pivotgym import read_jsonl
+from pivotgym.sandbox import DockerSandbox, Limits
 
 LIST_FIELDS = ("FAIL_TO_PASS", "PASS_TO_PASS")
 

@@ -6,7 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pivotgym.jsonl import read_jsonl
+from pivotgym import read_jsonl
 from pivotgym.sandbox import fork_dir
 from pivotgym_swe.mutate import Mutation
 from pivotgym_swe.sources import tree_for

@@ -58,9 +58,18 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pivotgym.sandbox import Limits, Mount, RunResult, Sandbox, SandboxError, fork_dir, get_sandbox, remove_dir
-from pivotgym.sandbox.bwrap import MOUNT_POINT
-from pivotgym.sandbox.walk import remove_at
+from pivotgym.sandbox import (
+    MOUNT_POINT,
+    Limits,
+    Mount,
+    RunResult,
+    Sandbox,
+    SandboxError,
+    fork_dir,
+    get_sandbox,
+    remove_at,
+    remove_dir,
+)
 from pivotgym_swe.judge_runner import code_digest
 from pivotgym_swe.leaks import answer_paths
 from pivotgym_swe.limits import JUDGE_LIMITS, RUNNER_ENV

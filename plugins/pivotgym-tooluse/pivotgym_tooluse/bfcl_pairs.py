@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pivotgym.types import ToolCall
-from pivotgym.verify.compare import folds_case, normalize_whitespace, numbers_equal, param_default, string_kind
+from pivotgym.verify import folds_case, normalize_whitespace, numbers_equal, param_default, string_kind
 from pivotgym_tooluse import bfcl
 from pivotgym_tooluse.pairs import EXEC_CATEGORIES, SHIPPED_CATEGORIES, _unused, read_call, tagged
 

@@ -24,8 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pivotgym.types import ToolCall
-from pivotgym.verify import coerce_value, perfect_matching, value_problem, values_equivalent
-from pivotgym.verify.compare import param_default
+from pivotgym.verify import coerce_value, param_default, perfect_matching, value_problem, values_equivalent
 from pivotgym_tooluse.sourcecode import from_source, to_source
 
 

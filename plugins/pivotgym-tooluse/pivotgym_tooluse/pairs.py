@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pivotgym.types import ToolCall
-from pivotgym.verify.compare import param_default
+from pivotgym.verify import param_default
 from pivotgym_tooluse import bfcl
 
 #: transformation -> is the candidate equivalent to the expert's calls? (the label of every pair)
