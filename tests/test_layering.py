@@ -373,6 +373,6 @@ def test_a_first_party_plugin_imports_only_the_public_api(package, graph):
 
 def test_the_public_api_check_sees_an_internal_import():
     known = {ROOT, f"{ROOT}.verify", f"{ROOT}.verify.compare", f"{ROOT}.sampling.models"}
-    source = "from pivotgym.verify import param_default\ndef f():\n    from pivotgym.sampling.models import cache_root\n"
+    source = "from pivotgym.verify import param_default\ndef f():\n    from pivotgym.sampling.models import cache_root"
     found = imported_modules(source, "pivotgym_x.m", False, known)
     assert found - PUBLIC_API == {f"{ROOT}.sampling.models"} and f"{ROOT}.verify" in found
