@@ -44,17 +44,11 @@ def states_of(
     """The state of each profile or pivot-set row: the one it carries, else the one rebuilt from
     ``trajectories`` (rows written before rows carried their state). A row with neither is an error that
     names the row and what to pass."""
-    return [row.state for row in with_states(rows, trajectories, source=source)]  # type: ignore[misc]
-
-
-def with_states(
-    rows: Sequence[TurnProfile], trajectories: Iterable[Trajectory] | None = None, *, source: str = "pivot set"
-) -> list[TurnProfile]:
-    """``rows``, each carrying its state (see :func:`states_of`); rows that carry one are returned as they are."""
     by_id: dict[str, Trajectory] | None = None
     out = []
     for i, row in enumerate(rows):
-        if row.state is None:
+        state = row.state
+        if state is None:
             if by_id is None:
                 by_id = {t.id: t for t in trajectories or ()}
             trajectory = by_id.get(row.trajectory_id)
@@ -69,6 +63,14 @@ def with_states(
                     f"{source}: row {i} (trajectory {row.trajectory_id!r}, turn {row.turn}) carries no state "
                     f"and names a trajectory not given; {hint}"
                 )
-            row = replace(row, state=expert_state(trajectory, row.turn))
-        out.append(row)
+            state = expert_state(trajectory, row.turn)
+        out.append(state)
     return out
+
+
+def with_states(
+    rows: Sequence[TurnProfile], trajectories: Iterable[Trajectory] | None = None, *, source: str = "pivot set"
+) -> list[TurnProfile]:
+    """``rows``, each carrying its state (see :func:`states_of`)."""
+    states = states_of(rows, trajectories, source=source)
+    return [row if row.state is state else replace(row, state=state) for row, state in zip(rows, states)]

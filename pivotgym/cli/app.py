@@ -54,12 +54,12 @@ for _group in COMMAND_GROUPS:
     _group.register(app)
 
 
-def _command_names(cli: typer.Typer) -> list[str]:
-    """The names ``cli``'s commands and groups answer to (as typer derives them)."""
+def _named(cli: typer.Typer) -> list[tuple[Any, str]]:
+    """``cli``'s commands and groups with the names they answer to (as typer derives them)."""
     from typer.main import get_command_name
 
-    names = [c.name or get_command_name(c.callback.__name__) for c in cli.registered_commands if c.callback]
-    return names + [g.name or "" for g in cli.registered_groups]
+    commands = [(c, c.name or get_command_name(getattr(c.callback, "__name__", ""))) for c in cli.registered_commands]
+    return commands + [(g, g.name or "") for g in cli.registered_groups]
 
 
 def add_plugin_commands(cli: typer.Typer) -> list[str]:
@@ -77,15 +77,15 @@ def add_plugin_commands(cli: typer.Typer) -> list[str]:
     added: list[str] = []
     for plugin in plugins.call_each("register_commands", kwargs_for):
         sub = own[plugin]
-        taken = set(_command_names(cli))
-        for info, name in zip([*sub.registered_commands, *sub.registered_groups], _command_names(sub)):
+        taken = {name for _, name in _named(cli)}
+        for info, name in _named(sub):
             if name in taken or not name:
                 plugins.infos[plugin].fail(
                     "register_commands", f"the command {name!r} is taken (core or another plugin): not added"
                 )
                 continue
             target = cli.registered_groups if info in sub.registered_groups else cli.registered_commands
-            target.append(info)  # type: ignore[arg-type]
+            target.append(info)
             taken.add(name)
             added.append(name)
     return added

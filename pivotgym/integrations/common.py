@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from pivotgym.pivot.formats import state_of_row
-from pivotgym.states import expert_states
+from pivotgym.states import expert_state
 from pivotgym.types import TurnProfile, Verdict
 from pivotgym.verify import Judge, VerifyContext
 
@@ -74,6 +74,5 @@ def unprofiled_pivots(env_id: str, n: int) -> list[TurnProfile]:
             key=state.trajectory_id,
             state=state,
         )
-        for state in expert_states(trajectories)
-        if state.turn.turn == 0
+        for state in (expert_state(t, 0) for t in trajectories if t.assistant_turns())
     ]

@@ -40,7 +40,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
-from pivotgym.states import with_states
+from pivotgym.states import states_of
 from pivotgym.types import (
     ExpertState,
     Message,
@@ -222,9 +222,9 @@ def _pivot_rows(
     pivot_set: PivotSet | Iterable[TurnProfile], trajectories: Iterable[Trajectory] | None
 ) -> list[tuple[TurnProfile, ExpertState]]:
     """Each pivot with its state: the one it carries, else rebuilt from ``trajectories`` (pivot sets written
-    before rows carried their state); :func:`pivotgym.states.with_states` says which row lacks one."""
+    before rows carried their state); :func:`pivotgym.states.states_of` says which row lacks one."""
     pivots = pivot_set.pivots if isinstance(pivot_set, PivotSet) else list(pivot_set)
-    return [(row, row.state) for row in with_states(pivots, trajectories) if row.state is not None]
+    return list(zip(pivots, states_of(pivots, trajectories)))
 
 
 def state_tools(state: ExpertState, env: Any | None) -> list[dict[str, Any]]:

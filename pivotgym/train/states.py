@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pivotgym.env import DEFAULT_MAX_NEW_TOKENS, generation_cap
-from pivotgym.states import expert_states, with_states
+from pivotgym.states import expert_states, states_of
 from pivotgym.types import ExpertState, Trajectory, Turn, TurnProfile
 from pivotgym.verify import Judge, VerifyContext
 
@@ -126,12 +126,11 @@ def states_from_profiles(
 ) -> list[PivotState]:
     """The states of profile or pivot-set rows (see :func:`pivotgym.states.states_of`; ``trajectories``, a file
     or the trajectories, is read only when a row carries no state); ``cap`` only shortens each env's own limit."""
-    if isinstance(trajectories, (str, Path)) and any(p.state is None for p in profiles):
+    if isinstance(trajectories, (str, Path)):  # read only when some row needs it
         from pivotgym.jsonl import read_trajectories
 
-        trajectories = read_trajectories(trajectories)
-    rows = with_states(profiles, trajectories if not isinstance(trajectories, (str, Path)) else None, source=source)
-    return encode_states([r.state for r in rows if r.state is not None], encode, verifier, cap, rows)
+        trajectories = read_trajectories(trajectories) if any(p.state is None for p in profiles) else None
+    return encode_states(states_of(profiles, trajectories, source=source), encode, verifier, cap, profiles)
 
 
 def states_from_trajectories(
