@@ -371,6 +371,23 @@ def test_a_first_party_plugin_imports_only_the_public_api(package, graph):
     assert sorted(reached) == []
 
 
+#: every first-party plugin's modules by role (docs/plugins.md, "Lay out a distribution"); others are its wings
+PLUGIN_SHAPE = ("__init__.py", "plugin.py", "env.py", "verifier.py")
+
+
+@pytest.mark.parametrize("package", PLUGIN_PACKAGES, ids=lambda p: p.name)
+def test_a_first_party_plugin_has_the_common_shape(package):
+    """A reader who knows one plugin knows where to look in the others: hooks in ``plugin.py`` (the entry
+    point), environments in ``env.py``, the functional verifier in ``verifier.py``, commands in ``commands.py``."""
+    missing = [name for name in PLUGIN_SHAPE if not (package / name).is_file()]
+    assert missing == [], f"{package.name} lacks {missing}"
+    pyproject = (package.parent / "pyproject.toml").read_text(encoding="utf-8")
+    assert f'= "{package.name}.plugin"' in pyproject, "the pivotgym entry point is not the plugin module"
+    hooks = (package / "plugin.py").read_text(encoding="utf-8")
+    if "def register_commands" in hooks:
+        assert (package / "commands.py").is_file() and f"{package.name}.commands" in hooks
+
+
 def test_the_public_api_check_sees_an_internal_import():
     known = {ROOT, f"{ROOT}.verify", f"{ROOT}.verify.compare", f"{ROOT}.sampling.models"}
     source = "from pivotgym.verify import param_default\ndef f():\n    from pivotgym.sampling.models import cache_root"

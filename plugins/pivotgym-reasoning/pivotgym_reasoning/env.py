@@ -15,14 +15,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pivotgym import AnswerVerifier, DeclarativeEnv, EnvConfig, InvalidAction
+from pivotgym import DeclarativeEnv, EnvConfig, InvalidAction
 from pivotgym.errors import ConfigError
 from pivotgym.parsing import normalize_answer
 from pivotgym.types import Task
 from pivotgym_reasoning.parsing import parse_answer
 from pivotgym_reasoning.tasks import SEEDS, TASKS, TEST_SIZE, TRAIN_SIZE, ReasoningTask, env_id
 
-__all__ = ["ReasoningEnv", "ReasoningVerifier", "generate_entries"]
+__all__ = ["ReasoningEnv", "generate_entries"]
 
 SYSTEM = "Answer with the final answer only, in the form the examples show."
 #: a reply longer than this is no answer (the answers are a few dozen characters; bounds what parsing reads)
@@ -220,11 +220,3 @@ def _wrong_answer(kind: str, gold: str) -> str | None:
         return ", ".join(rotated) if rotated != items else None
     items = json.loads(gold.replace("'", '"'))
     return json.dumps(items[::-1]) if items[::-1] != items else None
-
-
-class ReasoningVerifier(AnswerVerifier):
-    """Functional verifier of the reasoning envs: credits any reply whose read answer the generator's own
-    scorer gives full marks (``-4`` and ``5 - 9 = -4``, ``[1, 7]`` and ``['1', '7']``)."""
-
-    name = "reasoning/answer"
-    version = "1"

@@ -31,7 +31,7 @@ def register_environments(register):
 def register_verifiers(register):
     register(
         VERIFIER,
-        "pivotgym_reasoning.env:ReasoningVerifier",
+        "pivotgym_reasoning.verifier:ReasoningVerifier",
         description="reasoning envs: credits any reply whose answer reasoning-gym's own scorer gives full marks",
     )
 

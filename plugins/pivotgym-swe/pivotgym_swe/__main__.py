@@ -1,5 +1,5 @@
 import sys
 
-from pivotgym_swe.cli import main
+from pivotgym_swe.commands import main
 
 sys.exit(main())

@@ -29,10 +29,10 @@ def register_environments(register):
 def register_verifiers(register):
     register(
         "swe/functional",
-        "pivotgym_swe.verify:FunctionalVerifier",
+        "pivotgym_swe.verifier:FunctionalVerifier",
         description="tool category, target, then edit equivalence (normalised AST or same hidden-test outcomes)",
     )
-    register("swe/name", "pivotgym_swe.verify:NameVerifier", description="coarse: same tool name as the expert")
+    register("swe/name", "pivotgym_swe.verifier:NameVerifier", description="coarse: same tool name as the expert")
 
 
 @pivotgym.hookimpl
@@ -47,6 +47,6 @@ def register_suites(register):
 @pivotgym.hookimpl
 def register_commands(cli):
     """``pivotgym swe synth`` and ``pivotgym swe swebench-eval`` (also the ``pivotgym-swe`` script)."""
-    from pivotgym_swe.cli import app
+    from pivotgym_swe.commands import app
 
     cli.add_typer(app, name="swe", help="The SWE domain: synthesise task sets, evaluate SWE-bench predictions.")

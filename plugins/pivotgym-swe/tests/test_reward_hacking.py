@@ -239,7 +239,7 @@ def test_a_planted_bytecode_cache_of_the_tests_is_not_used(humaneval):
 
 
 def test_the_functional_verifier_does_not_credit_a_forging_edit(env):
-    from pivotgym_swe.verify import FunctionalVerifier
+    from pivotgym_swe.verifier import FunctionalVerifier
 
     traj = next(env.expert_trajectories("train"))
     turn = next(t for t in traj.turns() if t.expert["tool_calls"][0]["function"]["name"] == "edit")
@@ -368,7 +368,7 @@ def test_hostile_strings_give_error_observations(humaneval):
 
 
 def test_hostile_strings_never_raise_in_the_verifiers(env):
-    from pivotgym_swe.verify import FunctionalVerifier, NameVerifier
+    from pivotgym_swe.verifier import FunctionalVerifier, NameVerifier
 
     traj = next(env.expert_trajectories("train"))
     contexts = [VerifyContext(t, env_factory=lambda: env.__deepcopy__({})) for t in traj.turns()]

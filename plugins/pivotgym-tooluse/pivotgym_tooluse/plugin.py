@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pivotgym
 
-ENV = "pivotgym_tooluse.envs:SingleTurnEnv"
+ENV = "pivotgym_tooluse.env:SingleTurnEnv"
 FUNCTIONAL, EXACT = "tooluse/functional", "tooluse/exact"
 
 #: env id -> (BFCL category or categories for train/test, {OOD split: categories}, description)
@@ -52,7 +52,7 @@ def register_environments(register):
         )
     register(
         "tooluse/bfcl-multi-turn-v0",
-        "pivotgym_tooluse.envs:MultiTurnEnv",
+        "pivotgym_tooluse.env:MultiTurnEnv",
         verifier=FUNCTIONAL,
         exact_verifier=EXACT,
         description="BFCL multi-turn with executable simulators (file system, "

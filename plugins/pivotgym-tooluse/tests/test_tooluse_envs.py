@@ -146,7 +146,7 @@ def test_calibration_candidates_vary_one_argument_at_a_time_and_are_played_out_b
 
     from pivotgym.calibration import calibrate
     from pivotgym.registry import verifier_for
-    from pivotgym_tooluse.envs import MAX_CALIBRATION_CANDIDATES
+    from pivotgym_tooluse.env import MAX_CALIBRATION_CANDIDATES
 
     env = single_env()
     env.reset(options={"task_id": "simple_python_0"})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pivotgym.types import Trajectory, Turn
 from pivotgym.verify import VerifyContext
-from pivotgym_tooluse.envs import MultiTurnEnv, SingleTurnEnv
+from pivotgym_tooluse.env import MultiTurnEnv, SingleTurnEnv
 from pivotgym_tooluse.plugin import SINGLE_TURN
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from pivotgym.sandbox.bwrap import bwrap_available
 from pivotgym.verify import VerifyContext
-from pivotgym_swe.verify import FunctionalVerifier, NameVerifier, _pytest_targets
+from pivotgym_swe.verifier import FunctionalVerifier, NameVerifier, _pytest_targets
 
 pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed")
 
@@ -67,7 +67,7 @@ def test_run_selection_and_submit(turns):
     # submitting before the fix (state at the edit turn) is not credited
     edit_turn, factory = turns["edit"]
     early = VerifyContext(edit_turn, env_factory=factory)
-    from pivotgym_swe.verify import FunctionalVerifier as F
+    from pivotgym_swe.verifier import FunctionalVerifier as F
 
     assert F()._submit(early, {}, {}).reward == 0.0
 
