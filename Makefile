@@ -87,7 +87,7 @@ test-fast: $(STAMP)
 test-paper: $(STAMP) $(VLLM_STAMP)
 	PIVOTGYM_PAPER_TEST=1 PIVOTGYM_VLLM_PYTHON=$(abspath $(VLLM_PY)) $(PY) -m pytest -q tests/experiment/test_paper_vllm.py
 
-# ruff (lint + format check) and mypy on the package; CI runs this before the tests. The same three run as a git
+# ruff (lint + format check) and mypy on the package and the plugins; CI runs this before the tests. The same three run as a git
 # pre-commit hook from .pre-commit-config.yaml (local hooks on the .venv tools, offline): `pre-commit install`.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

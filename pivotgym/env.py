@@ -191,6 +191,14 @@ class AgentEnv(gym.Env[list, str]):
         return msg.get("content") or ""
 
     # ------------------------------------------------------------------ tasks
+    @property
+    def active_task(self) -> Task:
+        """The task of the episode in progress, for domain code that runs only inside one (``apply_action``,
+        a verifier at a turn): ``self.task`` without the ``None`` that means no episode was started."""
+        if self.task is None:
+            raise gym.error.ResetNeeded(f"{self.env_id}: no episode is in progress; call reset() first")
+        return self.task
+
     def tasks(self, split: str = "train") -> list[Task]:
         if split not in self.splits:
             raise KeyError(f"{self.env_id}: unknown split {split!r}; splits are {list(self.splits)}")

@@ -86,3 +86,11 @@ def test_render_ansi_shows_the_transcript():
 def test_step_before_reset_raises_reset_needed():
     with pytest.raises(gym.error.ResetNeeded):
         CounterEnv().step("add 1")
+
+
+def test_active_task_is_the_episode_task_and_refuses_before_reset():
+    env = CounterEnv()
+    with pytest.raises(gym.error.ResetNeeded, match="call reset"):
+        _ = env.active_task
+    env.reset(seed=0)
+    assert env.active_task is env.task and env.active_task.id

@@ -66,14 +66,12 @@ functional verifier credits two or more distinct legal actions.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import hashlib
 import itertools
 import json
 import os
 import random
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -446,98 +444,3 @@ def generated_splits(
     """Every split of domain ``name`` (each through :func:`generated_split`, cached on disk)."""
     sizes = {"train": n_train, "test": n_test, "warmup": n_warmup}
     return {s: generated_split(name, s, seed, sizes[s]) for s in SPLITS}
-
-
-# ---------------------------------------------------------------------------- measurements
-def domain_stats(
-    name: str, seed: int = 0, n_train: int = 400, n_test: int = 200, n_warmup: int = 100
-) -> dict[str, Any]:
-    """What the experiment can resolve on domain ``name``: the optimal lengths of both splits, and over every
-    expert state of the test split (the state before each expert action) the number of legal actions
-    (``PlanningEnv.legal_actions``) and how many of them the functional verifier (``planning/optimal``)
-    credits, judged through a real :class:`pivotgym.VerifyContext` at that turn.
-
-    ``random_legal_accuracy`` is the mean over states of credited/legal: the expected turn accuracy of a
-    policy that picks a legal action uniformly at random (the floor beside the always-expert ceiling, 1).
-    """
-    import pivotgym
-    from pivotgym.verify import VerifyContext
-    from pivotgym_planning.verifier import OptimalActionVerifier
-
-    start = time.monotonic()
-    splits = generated_splits(name, seed, n_train, n_test, n_warmup)
-    kwargs = {"seed": seed, "n_train": n_train, "n_test": n_test, "n_warmup": n_warmup}
-    env_id = f"planning/{name}-gen-v0"
-    env = pivotgym.make(env_id, **kwargs)
-    verifier = OptimalActionVerifier()
-    legal_counts: list[int] = []
-    credited_counts: list[int] = []
-    undecided = 0
-    for trajectory in env.expert_trajectories("test"):
-        for n in range(len(trajectory.assistant_turns())):
-            context = VerifyContext(trajectory.turn(n), env_kwargs=kwargs)
-            legal = context.env().legal_actions() or []
-            credited = 0
-            for action in legal:
-                verdict = verifier.verify(context, action)
-                if not verdict.decided:
-                    undecided += 1
-                credited += verdict.reward == 1.0
-            legal_counts.append(len(legal))
-            credited_counts.append(credited)
-    states = len(legal_counts)
-
-    def lengths(split: str) -> dict[int, int]:
-        counts: dict[int, int] = {}
-        for p in splits[split]:
-            counts[p.optimal_length] = counts.get(p.optimal_length, 0) + 1
-        return dict(sorted(counts.items()))
-
-    return {
-        "domain": name,
-        "env_id": env_id,
-        "seed": seed,
-        "problems": {s: len(splits[s]) for s in SPLITS},
-        "optimal_length": {s: lengths(s) for s in SPLITS},
-        "mean_optimal_length": {
-            s: round(sum(p.optimal_length for p in splits[s]) / max(1, len(splits[s])), 2) for s in SPLITS
-        },
-        "test_states": states,
-        "mean_legal_actions": round(sum(legal_counts) / max(1, states), 2),
-        "mean_credited_actions": round(sum(credited_counts) / max(1, states), 2),
-        "share_states_credited_ge2": round(sum(c >= 2 for c in credited_counts) / max(1, states), 4),
-        "random_legal_accuracy": round(
-            sum(c / lg for c, lg in zip(credited_counts, legal_counts) if lg) / max(1, states), 4
-        ),
-        "states_with_no_credited_action": sum(c == 0 for c in credited_counts),
-        "undecided_verdicts": undecided,
-        "seconds": round(time.monotonic() - start, 1),
-    }
-
-
-def main(argv: list[str] | None = None, prog: str | None = None) -> None:
-    """``pivotgym planning generate`` (and ``python -m pivotgym_planning.generators``)."""
-    parser = argparse.ArgumentParser(
-        prog=prog, description="Generate (and cache) planning problem splits; --stats measures them."
-    )
-    parser.add_argument("domains", nargs="*", default=sorted(DOMAINS), help=f"domains ({', '.join(sorted(DOMAINS))})")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--train", type=int, default=400)
-    parser.add_argument("--test", type=int, default=200)
-    parser.add_argument("--warmup", type=int, default=100)
-    parser.add_argument("--stats", action="store_true", help="measure lengths, legal and credited actions")
-    args = parser.parse_args(argv)
-    for name in args.domains:
-        start = time.monotonic()
-        splits = generated_splits(name, args.seed, args.train, args.test, args.warmup)
-        if args.stats:
-            print(json.dumps(domain_stats(name, args.seed, args.train, args.test, args.warmup)))
-        else:
-            print(
-                f"{name}: " + ", ".join(f"{len(splits[s])} {s}" for s in SPLITS) + " in "
-                f"{time.monotonic() - start:.1f} s -> {cache_path(name, 'SPLIT', args.seed, 0).parent}"
-            )
-
-
-if __name__ == "__main__":
-    main()

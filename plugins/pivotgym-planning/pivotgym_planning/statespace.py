@@ -359,7 +359,8 @@ class ExactTable:
                 return False
         n = len(order)
         self._edges = len(targets)
-        src = np.repeat(np.arange(n, dtype=np.int64), np.diff(np.frombuffer(offsets, dtype=np.int64)))
+        counts: np.ndarray = np.diff(np.frombuffer(offsets, dtype=np.int64))
+        src = np.repeat(np.arange(n, dtype=np.int64), counts)
         dst = np.frombuffer(targets, dtype=np.uint32).astype(np.int64)
         # backward breadth-first search: reverse edges grouped by target (CSR), one frontier per level
         by_dst = np.argsort(dst, kind="stable")

@@ -24,6 +24,7 @@ import threading
 from typing import Any
 
 from pivotgym import Verdict, VerifyContext
+from pivotgym_planning.env import PlanningEnv
 from pivotgym_planning.model import ActionError, PlanningProblem
 from pivotgym_planning.search import DEFAULT_MAX_EXPANSIONS, OptimalCost
 from pivotgym_planning.statespace import DEFAULT_MAX_STATES
@@ -68,9 +69,9 @@ class OptimalActionVerifier:
 
     def verify(self, context: VerifyContext, candidate: str) -> Verdict:
         env = context.env()
-        problem: PlanningProblem | None = getattr(env, "problem", None)
-        if problem is None:
+        if not isinstance(env, PlanningEnv) or env.problem is None:
             return Verdict.fail("not_a_planning_env")
+        problem = env.problem
         if env.done:
             return Verdict.fail("episode_over: the episode had ended before this turn")
         state = env.state
@@ -122,9 +123,9 @@ class PlanningExactVerifier:
 
     def verify(self, context: VerifyContext, candidate: str) -> Verdict:
         env = context.env()
-        problem: PlanningProblem | None = getattr(env, "problem", None)
-        if problem is None:
+        if not isinstance(env, PlanningEnv) or env.problem is None:
             return Verdict.fail("not_a_planning_env")
+        problem = env.problem
         try:  # parsed from the turn's state, as planning/optimal and the env do (short forms alike)
             expected = problem.parse(context.expert_text, env.state).text
             got = problem.parse(candidate, env.state).text

@@ -11,6 +11,7 @@ import pytest
 
 from pivotgym_planning import generators as G
 from pivotgym_planning.model import problem_from_text
+from pivotgym_planning.stats import domain_stats
 
 #: chi-square critical values at p = 0.001 (scipy.stats.chi2.ppf(0.999, df)) for 13 and 73 states
 CHI2_CRITICAL = {3: 32.909, 4: 114.835}
@@ -239,7 +240,7 @@ def test_stats_judge_every_legal_action_and_separate_the_domains(tmp_path, monke
     monkeypatch.setenv("PIVOTGYM_CACHE", str(tmp_path))
     G.generated_split.cache_clear()
     try:
-        stats = {name: G.domain_stats(name, 0, 4, 6, 2) for name in ("blocks", "gripper")}
+        stats = {name: domain_stats(name, 0, 4, 6, 2) for name in ("blocks", "gripper")}
     finally:
         G.generated_split.cache_clear()
     for s in stats.values():

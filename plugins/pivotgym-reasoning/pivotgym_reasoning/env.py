@@ -129,14 +129,15 @@ class ReasoningEnv(DeclarativeEnv):
         return [self._task(split, entry) for entry in entries]
 
     def _task(self, split: str, entry: dict[str, Any]) -> Task:
+        task_id = f"{split}-{entry['index']:06d}"
         data = {
-            "id": f"{split}-{entry['index']:06d}",
+            "id": task_id,
             "input": self.reasoning_task.question(entry),
             "target": [str(entry["answer"])],
             "entry": {k: entry[k] for k in ("question", "answer", "metadata")},
             "level": self.level,
         }
-        return Task(id=data["id"], split=split, data=data)
+        return Task(id=task_id, split=split, data=data)
 
     def rows(self) -> list[dict[str, Any]]:
         """Every item of every split (the YAML envs' row view; this env generates its splits)."""

@@ -193,8 +193,7 @@ class SWEEnv(AgentEnv):
         if call.name == "edit":
             return tools.edit(root, args["path"], args["old"], args["new"]), 0.0, False, {"tool": "edit"}
         if call.name == "run":
-            assert self.task is not None
-            sandbox, env, hide = self.run_sandbox(self.task.data.get("source"))
+            sandbox, env, hide = self.run_sandbox(self.active_task.data.get("source"))
             result = sandbox.run(args["command"], root, limits=self.run_limits, env=env, hide=hide)
             status = "timed out" if result.timed_out else f"exit code {result.returncode}"
             text = mask_durations(clip(result.output))

@@ -75,20 +75,34 @@ class _Source:
 
     def segment(self, node: ast.AST) -> str:
         """The source text of ``node`` (what ``ast.get_source_segment`` gives, without re-splitting the file)."""
-        l1, l2 = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
-        c1, c2 = getattr(node, "col_offset", None), getattr(node, "end_col_offset", None)
-        if None in (l1, l2, c1, c2):
+        span = _span(node)
+        if span is None:
             return ""
+        (l1, c1), (l2, c2) = span
         if l1 == l2:
             return self.bytelines[l1 - 1][c1:c2].decode()
         parts = [self.bytelines[l1 - 1][c1:], *self.bytelines[l1 : l2 - 1], self.bytelines[l2 - 1][:c2]]
         return b"".join(parts).decode()
 
 
-def _functions(tree: ast.AST) -> Iterator[tuple[str, ast.AST]]:
+#: where a node starts and ends in the source: ``((line, column), (end line, end column))``, columns in bytes
+Span = tuple[tuple[int, int], tuple[int, int]]
+
+
+def _span(first: ast.AST, last: ast.AST | None = None) -> Span | None:
+    """From where ``first`` starts to where ``last`` (default: ``first``) ends; None without positions."""
+    end = first if last is None else last
+    l1, c1 = getattr(first, "lineno", None), getattr(first, "col_offset", None)
+    l2, c2 = getattr(end, "end_lineno", None), getattr(end, "end_col_offset", None)
+    if l1 is None or c1 is None or l2 is None or c2 is None:
+        return None
+    return (l1, c1), (l2, c2)
+
+
+def _functions(tree: ast.AST) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            yield node.name, node
+            yield node
 
 
 def _docstring_nodes(tree: ast.AST) -> set[int]:
@@ -112,8 +126,10 @@ def candidate_mutations(path: str, text: str) -> list[Mutation]:
     docstrings = _docstring_nodes(tree)
     found: dict[tuple[int, str], Mutation] = {}
 
-    def add(func: str, op: str, node: ast.AST, start: tuple[int, int], end: tuple[int, int], new: str) -> None:
-        l1, l2, original, mutated = src.replace(start, end, new)
+    def add(fn: ast.FunctionDef | ast.AsyncFunctionDef, op: str, span: Span | None, new: str) -> None:
+        if span is None:
+            return
+        l1, l2, original, mutated = src.replace(*span, new)
         if original == mutated or (l1, mutated) in found:
             return
         # a mutation stays inside one function: parsing that function alone (under an `if 1:` header when it
@@ -124,24 +140,15 @@ def candidate_mutations(path: str, text: str) -> list[Mutation]:
             ast.parse(text)
         except SyntaxError:
             return
-        found[(l1, mutated)] = Mutation(path, func, op, l1, l2, original, mutated)
+        found[(l1, mutated)] = Mutation(path, fn.name, op, l1, l2, original, mutated)
 
-    for func, fn in _functions(tree):
+    for fn in _functions(tree):
         for node in ast.walk(fn):
-            if getattr(node, "lineno", 0) == getattr(node, "end_lineno", -1) and node is not fn:
-                pass
             if isinstance(node, ast.BinOp) and type(node.op) in BIN_FLIPS and node.lineno == node.end_lineno:
                 left, right = src.segment(node.left), src.segment(node.right)
                 if left and right:
                     new = f"{left} {BIN_FLIPS[type(node.op)]} {right}"
-                    add(
-                        func,
-                        "flip_operator",
-                        node,
-                        (node.lineno, node.col_offset),
-                        (node.end_lineno, node.end_col_offset),
-                        new,
-                    )
+                    add(fn, "flip_operator", _span(node), new)
             elif (
                 isinstance(node, ast.Compare)
                 and len(node.ops) == 1
@@ -151,45 +158,17 @@ def candidate_mutations(path: str, text: str) -> list[Mutation]:
                 left, right = src.segment(node.left), src.segment(node.comparators[0])
                 if left and right:
                     new = f"{left} {CMP_FLIPS[type(node.ops[0])]} {right}"
-                    add(
-                        func,
-                        "flip_comparison",
-                        node,
-                        (node.lineno, node.col_offset),
-                        (node.end_lineno, node.end_col_offset),
-                        new,
-                    )
+                    add(fn, "flip_comparison", _span(node), new)
             elif isinstance(node, ast.BoolOp) and len(node.values) == 2 and node.lineno == node.end_lineno:
                 a, b = (src.segment(v) for v in node.values)
                 if a and b:
                     word = "or" if isinstance(node.op, ast.And) else "and"
-                    add(
-                        func,
-                        "swap_boolean",
-                        node,
-                        (node.lineno, node.col_offset),
-                        (node.end_lineno, node.end_col_offset),
-                        f"{a} {word} {b}",
-                    )
-                    add(
-                        func,
-                        "drop_condition",
-                        node,
-                        (node.lineno, node.col_offset),
-                        (node.end_lineno, node.end_col_offset),
-                        a,
-                    )
+                    add(fn, "swap_boolean", _span(node), f"{a} {word} {b}")
+                    add(fn, "drop_condition", _span(node), a)
             elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) and node.lineno == node.end_lineno:
                 inner = src.segment(node.operand)
                 if inner:
-                    add(
-                        func,
-                        "drop_negation",
-                        node,
-                        (node.lineno, node.col_offset),
-                        (node.end_lineno, node.end_col_offset),
-                        inner,
-                    )
+                    add(fn, "drop_negation", _span(node), inner)
             elif (
                 isinstance(node, ast.Constant)
                 and type(node.value) is int
@@ -197,23 +176,9 @@ def candidate_mutations(path: str, text: str) -> list[Mutation]:
                 and 0 <= node.value <= 10
                 and node.lineno == node.end_lineno
             ):
-                add(
-                    func,
-                    "off_by_one",
-                    node,
-                    (node.lineno, node.col_offset),
-                    (node.end_lineno, node.end_col_offset),
-                    str(node.value + 1),
-                )
+                add(fn, "off_by_one", _span(node), str(node.value + 1))
                 if node.value > 0:
-                    add(
-                        func,
-                        "off_by_one",
-                        node,
-                        (node.lineno, node.col_offset),
-                        (node.end_lineno, node.end_col_offset),
-                        str(node.value - 1),
-                    )
+                    add(fn, "off_by_one", _span(node), str(node.value - 1))
             elif (
                 isinstance(node, ast.Call)
                 and len(node.args) == 2
@@ -224,28 +189,14 @@ def candidate_mutations(path: str, text: str) -> list[Mutation]:
                 a, b = (src.segment(x) for x in node.args)
                 if a and b and a != b:
                     first, last = node.args
-                    add(
-                        func,
-                        "swap_arguments",
-                        node,
-                        (first.lineno, first.col_offset),
-                        (last.end_lineno, last.end_col_offset),
-                        f"{b}, {a}",
-                    )
+                    add(fn, "swap_arguments", _span(first, last), f"{b}, {a}")
             elif (
                 isinstance(node, ast.Return)
                 and node.value is not None
                 and node.lineno == node.end_lineno
                 and not (isinstance(node.value, ast.Constant) and node.value.value is None)
             ):
-                add(
-                    func,
-                    "drop_return_value",
-                    node,
-                    (node.lineno, node.col_offset),
-                    (node.end_lineno, node.end_col_offset),
-                    "return None",
-                )
+                add(fn, "drop_return_value", _span(node), "return None")
     return sorted(found.values(), key=lambda m: (m.lineno, m.mutated))
 
 

@@ -97,10 +97,10 @@ Item = tuple[str, str, list[dict[str, Any]], list[dict[str, Any]], list[dict[str
 def items(source: str) -> Iterator[Item]:
     """``(id, category, functions, question, answers)`` of every item of a source; answers in BFCL's format."""
     if source == "sql":
-        answers = {a["id"]: a["ground_truth"] for a in _unused("possible_answer", "sql")}
+        sql_truth = {a["id"]: a["ground_truth"] for a in _unused("possible_answer", "sql")}
         for entry in _unused("question", "sql"):
-            if answers.get(entry["id"]):
-                yield entry["id"], "sql", entry["function"], _first_turn(entry["question"]), answers[entry["id"]]
+            if sql_truth.get(entry["id"]):
+                yield entry["id"], "sql", entry["function"], _first_turn(entry["question"]), sql_truth[entry["id"]]
     elif source == "exec":
         for category in EXEC_CATEGORIES:
             truth = {a["id"]: a["ground_truth"] for a in _unused("possible_answer", category)}

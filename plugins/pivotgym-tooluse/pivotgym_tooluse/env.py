@@ -248,11 +248,11 @@ class SingleTurnEnv(ToolUseEnv):
         return float(result.ok), {"judgement": result.reason, "detail": result.detail}
 
     def _is_wrong(self, calls: list[ToolCall], expert_calls: list[ToolCall]) -> bool:
-        return self.judge(ParsedAction(calls=calls), self.task)[0] == 0.0
+        return self.judge(ParsedAction(calls=calls), self.active_task)[0] == 0.0
 
     def apply_action(self, action: str) -> StepOutcome:
         parsed = self._parse_or_invalid(action)
-        reward, info = self.judge(parsed, self.task)
+        reward, info = self.judge(parsed, self.active_task)
         assistant = self._assistant(parsed)
         obs = [
             message("tool", json.dumps({"status": "recorded"}), tool_call_id=c["id"], name=c["function"]["name"])
@@ -290,8 +290,10 @@ class MultiTurnEnv(ToolUseEnv):
         if expert_steps not in ("turn", "call"):
             raise ValueError(f"expert_steps must be 'turn' or 'call', got {expert_steps!r}")
         self.expert_steps = expert_steps
-        self.backend: ToolBackend | None = None
-        self.gold: ToolBackend | None = None
+
+    #: the episode's simulators, made by ``initial_messages``: the policy's, and the gold calls' beside it
+    backend: ToolBackend
+    gold: ToolBackend
 
     # ------------------------------------------------------------------ tasks
     def load_tasks(self, split: str) -> list[Task]:
@@ -331,7 +333,7 @@ class MultiTurnEnv(ToolUseEnv):
         return self._all_docs(task)
 
     def _available_docs(self) -> list[dict[str, Any]]:
-        return [d for d in self._all_docs(self.task) if d["name"] in self.available]
+        return [d for d in self._all_docs(self.active_task) if d["name"] in self.available]
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         return [to_tool(d) for d in self._available_docs()] if self.task is not None else []
@@ -358,11 +360,11 @@ class MultiTurnEnv(ToolUseEnv):
 
     def _user_messages(self, index: int) -> list[dict[str, Any]]:
         """The scripted messages of user turn ``index``; tools held back until now are announced."""
-        msgs = [dict(m) for m in self.task.data["turns"][index]]
-        added = self.task.data["missed_function"].get(str(index), [])
+        msgs = [dict(m) for m in self.active_task.data["turns"][index]]
+        added = self.active_task.data["missed_function"].get(str(index), [])
         if added:
             self.available |= set(added)
-            note = tools_note([to_tool(d) for d in self._all_docs(self.task) if d["name"] in added])
+            note = tools_note([to_tool(d) for d in self._all_docs(self.active_task) if d["name"] in added])
             users = [m for m in msgs if m.get("role") == "user"]
             if users:
                 users[0]["content"] = note + "\n\n" + str(users[0].get("content", ""))
@@ -413,7 +415,7 @@ class MultiTurnEnv(ToolUseEnv):
     def _end_user_turn(self, assistant: Message) -> StepOutcome:
         """A plain message closes the user's turn: check it as BFCL does, then script the next turn."""
         index = self.user_turn
-        gold = self.gold_calls(self.task, index)
+        gold = self.gold_calls(self.active_task, index)
         if gold:
             gold_results = self.execute(self.gold, gold)
             diff = self.backend.state_diff(self.gold)
@@ -426,7 +428,7 @@ class MultiTurnEnv(ToolUseEnv):
         self.turn_ok.append(ok)
         self.turn_calls = []
         self.user_turn += 1
-        if self.user_turn >= len(self.task.data["turns"]):
+        if self.user_turn >= len(self.active_task.data["turns"]):
             reward = float(all(self.turn_ok))
             return StepOutcome(
                 [], reward=reward, terminated=True, info={**info, "turns_ok": list(self.turn_ok)}, assistant=assistant

@@ -163,8 +163,8 @@ def match_call(
             return Match(False, "unexpected_argument", f"{name}.{param}={value!r} is not expected")
     for param in sorted(required - set(call.arguments)):
         return Match(False, "missing_argument", f"{name}: argument {param!r} is required")
-    for param, accepted in answer.items():
-        if param not in call.arguments and not _omittable(acceptable_values(accepted), props.get(param), param):
+    for param, listed in answer.items():
+        if param not in call.arguments and not _omittable(acceptable_values(listed), props.get(param), param):
             return Match(False, "missing_argument", f"{name}: argument {param!r} is required here")
     return Match(True, "arguments_equivalent")
 

@@ -30,10 +30,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 from pivotgym.types import Task, ToolCall, Verdict, canonical_json, tool_calls_of
 from pivotgym.verify import VerifyContext, calls_equivalent, normalize_whitespace
+from pivotgym_tooluse.env import MultiTurnEnv
 from pivotgym_tooluse.matching import match_answers
 from pivotgym_tooluse.parsing import ParsedAction, ParseError, message_problem, parse_action
 from pivotgym_tooluse.schemas import to_tool
@@ -83,7 +84,8 @@ def schemas_from_tools(tools: Sequence[Mapping[str, Any]]) -> dict[str, dict[str
     for tool in tools or []:
         if not isinstance(tool, Mapping):
             continue
-        fn = tool.get("function") if isinstance(tool.get("function"), Mapping) else tool
+        inner = tool.get("function")
+        fn: Mapping[str, Any] = inner if isinstance(inner, Mapping) else tool
         if isinstance(fn.get("name"), str):
             out[fn["name"]] = to_tool(fn)["function"]["parameters"]
     return out
@@ -198,12 +200,15 @@ class ToolCallVerifier:
         if structural.ok and not (self.execute == "always" and can_execute):
             return _ok("equivalent:structural", **components)
         if self.execute == "never" or not can_execute:
-            return _fail(structural.reason, "; ".join(structural.details), **components)
+            # a failed comparison's reason is one of the core's failure codes, all of them tool-use reasons
+            return _fail(cast(ToolUseReason, structural.reason), "; ".join(structural.details), **components)
         return self._execution(context, parsed.calls, expert_calls, components)
 
     @staticmethod
     def _execution(context: VerifyContext, calls: list, expert_calls: list, components: dict[str, Any]) -> Verdict:
         env = context.env()
+        if not isinstance(env, MultiTurnEnv):
+            return Verdict.undecided_because(f"not_executable: {type(env).__name__} has no tool simulators to run on")
         mine, theirs = env.backend.copy(), env.backend.copy()
         got = env.execute(mine, calls)
         want = env.execute(theirs, expert_calls)
