@@ -10,6 +10,8 @@ import typer
 from pivotgym.cli.checks import check_envs
 from pivotgym.cli.eval import SAMPLER_OPTION_HELP, cli_sampler, parse_sampler_options
 from pivotgym.cli.output import CLIError, emit_json, table
+from pivotgym.pivot.adaptive import AdaptiveK
+from pivotgym.pivot.profile import ProfileConfig
 
 pivots_app = typer.Typer(
     help="Move pivot sets in and out of other formats (NeMo-Gym rows, HF datasets).", no_args_is_help=True
@@ -31,8 +33,10 @@ def profile_cmd(
     trajectories: Path = typer.Option(..., "--trajectories", "-t", help="Expert trajectories (JSONL)."),
     out: Path = typer.Option(..., "--out", "-o", help="Turn profiles (JSONL); also the cache a re-run resumes from."),
     model: str = typer.Option("smollm2-135m", help="Reference policy: a model alias or a local folder."),
-    k: int = typer.Option(8, "--k", help="Samples per state (the maximum, with --adaptive)."),
-    verifier: str = typer.Option("functional", help="'functional' (the env's own), 'exact', or a verifier name."),
+    k: int = typer.Option(ProfileConfig.k, "--k", help="Samples per state (the maximum, with --adaptive)."),
+    verifier: str = typer.Option(
+        ProfileConfig.verifier, help="'functional' (the env's own), 'exact', or a verifier name."
+    ),
     sampler: str = typer.Option("hf", help="Sampler backend registered by a plugin (hf, vllm, ...)."),
     sampler_option: list[str] = typer.Option([], "--sampler-option", help=SAMPLER_OPTION_HELP),
     temperature: float = typer.Option(1.0, help="Sampling temperature."),
@@ -44,16 +48,21 @@ def profile_cmd(
         "shortens each env's own limit (default: the env's own, as "
         "in evaluation).",
     ),
-    seed: int = typer.Option(0, help="Seed; each state's sampling seeds are derived from it and the state's key."),
+    seed: int = typer.Option(
+        ProfileConfig.seed, help="Seed; each state's sampling seeds are derived from it and the state's key."
+    ),
     adaptive: bool = typer.Option(
         False, "--adaptive", help="Stop sampling a state once its pivot decision is settled."
     ),
-    max_mean: float = typer.Option(0.6, help="λ: the mean a pivot must stay below (used by --adaptive)."),
+    max_mean: float = typer.Option(
+        AdaptiveK.max_mean, help="λ: the mean a pivot must stay below (used by --adaptive)."
+    ),
     min_pass_rate: float = typer.Option(
-        0.1, help="--adaptive: the error bound covers states with this pass rate or more."
+        AdaptiveK.min_pass_rate, help="--adaptive: the error bound covers states with this pass rate or more."
     ),
     delta: float = typer.Option(
-        0.05, help="--adaptive: at most this chance of dropping a fixed-K pivot (pass rate >= --min-pass-rate)."
+        AdaptiveK.delta,
+        help="--adaptive: at most this chance of dropping a fixed-K pivot (pass rate >= --min-pass-rate).",
     ),
     min_unanimous: int | None = typer.Option(
         None,
@@ -63,16 +72,19 @@ def profile_cmd(
     block: int | None = typer.Option(None, help="Samples per sampler call (default: K, or 2 with --adaptive)."),
     executor: str = typer.Option("process", help="Where verification runs: process, serial, ray, ray:ADDRESS."),
     workers: int | None = typer.Option(None, help="Parallel verification workers (default: CPU count)."),
-    timeout: float = typer.Option(60.0, help="Seconds one verification may take before it counts as failed."),
-    chunk: int = typer.Option(16, help="States profiled together per round (rows are written after each)."),
+    timeout: float = typer.Option(
+        ProfileConfig.timeout, help="Seconds one verification may take before it counts as failed."
+    ),
+    chunk: int = typer.Option(
+        ProfileConfig.chunk, help="States profiled together per round (rows are written after each)."
+    ),
     limit: int | None = typer.Option(None, help="Profile only the first N states."),
     resume: bool = typer.Option(True, "--resume/--no-resume", help="Skip states already in --out (default)."),
     as_json: bool = typer.Option(False, "--json", help="Print the run statistics as JSON."),
 ) -> None:
     """Profile every assistant turn with K samples from a frozen reference policy."""
     from pivotgym.execution import make_executor
-    from pivotgym.pivot.profile import AdaptiveK, ProfileConfig, Profiler
-    from pivotgym.sampling.base import SamplingParams
+    from pivotgym.pivot.profile import Profiler, profile_config
 
     trajs = _read_trajectories(trajectories)
     check_envs((t.env_id for t in trajs), str(trajectories))  # before the reference model loads
@@ -88,14 +100,16 @@ def profile_cmd(
                 min_pass_rate=min_pass_rate,
                 delta=delta,
                 min_unanimous=min_unanimous,
-                block=block or 2,
+                block=block or AdaptiveK.block,
             )
             if adaptive
             else None
         )
-        config = ProfileConfig(
+        config = profile_config(
             k=k,
-            params=SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens),
+            temperature=temperature,
+            top_p=top_p,
+            max_new_tokens=max_new_tokens,
             seed=seed,
             verifier=verifier,
             block=block,

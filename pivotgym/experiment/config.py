@@ -22,6 +22,7 @@ from pivotgym.config import INTERNAL, Source, build, check_section, did_you_mean
 from pivotgym.errors import ConfigError, RegistryError
 from pivotgym.experiment.layout import METHOD_LABELS
 from pivotgym.pivot.adaptive import AdaptiveK
+from pivotgym.pivot.profile import ProfileConfig, profile_config
 from pivotgym.pivot.select import SelectionRule
 
 __all__ = [
@@ -95,11 +96,12 @@ class CurveSection:
 
 @dataclass
 class ProfileSection:
-    """Profiler options (``profile:``): the sampling of the K actions per expert turn plus the fields of
-    :class:`~pivotgym.pivot.profile.ProfileConfig` an experiment may set (``verifier`` is the stage's)."""
+    """Profiler options (``profile:``): the fields of :class:`~pivotgym.pivot.profile.ProfileConfig` an experiment
+    may set, with its sampling written flat (``temperature``, ``top_p``, ``max_new_tokens``) as the command line
+    writes it. Defaults are ProfileConfig's own; :meth:`to_config` is the one way from here to there."""
 
     #: samples per expert turn
-    k: int = 8
+    k: int = ProfileConfig.k
     #: sampling temperature of the frozen reference
     temperature: float = 1.0
     #: nucleus sampling threshold
@@ -109,25 +111,32 @@ class ProfileSection:
     #: profiling seed (null: the training seed)
     seed: int | None = None
     #: samples per sampler call for fixed K (null: all K at once)
-    block: int | None = None
+    block: int | None = ProfileConfig.block
     #: adaptive K (`max_mean`, `min_pass_rate`, `delta`, `block`, `settle_mean`, `min_unanimous`; null: fixed K)
-    adaptive: AdaptiveK | None = None
+    adaptive: AdaptiveK | None = ProfileConfig.adaptive
     #: seconds one verification may take before it counts as failed
-    timeout: float | None = 60.0
+    timeout: float | None = ProfileConfig.timeout
     #: states profiled together per round
-    chunk: int = 16
+    chunk: int = ProfileConfig.chunk
     #: threshold of the progress bar's running pivot share (selection is `select:`)
-    pivot_max_mean: float = 0.6
+    pivot_max_mean: float = ProfileConfig.pivot_max_mean
 
-    #: the fields that are sampling parameters rather than :class:`ProfileConfig` fields
-    SAMPLING = ("temperature", "top_p", "max_new_tokens")
-
-    def profiler_kwargs(self, seed: int) -> dict[str, Any]:
-        """The :func:`~pivotgym.pivot.profile.profile_trajectories` keyword arguments of this section, less
-        ``params`` (the stage builds them with the env's generation cap); ``seed`` fills an unset seed."""
-        kwargs = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in self.SAMPLING}
-        kwargs["seed"] = seed if self.seed is None else self.seed
-        return kwargs
+    def to_config(self, seed: int, verifier: str, cap: int) -> ProfileConfig:
+        """The profiler's config: ``seed`` fills an unset seed, ``verifier`` is the stage's, ``cap`` is the
+        generation cap the stage resolved from :attr:`max_new_tokens` and the env's own limit."""
+        return profile_config(
+            k=self.k,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            max_new_tokens=cap,
+            seed=seed if self.seed is None else self.seed,
+            verifier=verifier,
+            block=self.block,
+            adaptive=self.adaptive,
+            timeout=self.timeout,
+            chunk=self.chunk,
+            pivot_max_mean=self.pivot_max_mean,
+        )
 
 
 #: the trainer config each trainer section overrides (``warmup`` is an SFT run of its own)

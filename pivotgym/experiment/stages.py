@@ -284,26 +284,19 @@ def stage_profile(run: Run, seed: int, verifier: str = "functional") -> None:
     Samples are capped by the env's own generation limit, which ``profile.max_new_tokens`` can only shorten."""
     from pivotgym.pivot.profile import profile_trajectories
     from pivotgym.pivot.select import select_pivots
-    from pivotgym.sampling.base import SamplingParams
     from pivotgym.types import PivotSet
 
     layout, section = run.layout, run.config.profile
     profiles_path, meta_path = layout.profiles(verifier, seed), layout.profiles_meta(verifier, seed)
     if not _done(meta_path):
-        params = SamplingParams(
-            temperature=section.temperature,
-            top_p=section.top_p,
-            max_new_tokens=run.generation_cap(section.max_new_tokens),
-        )
+        config = section.to_config(seed, verifier, run.generation_cap(section.max_new_tokens))
         with StageClock(layout.profiles_clock(verifier, seed)) as clock:  # counts killed attempts too
             result = profile_trajectories(
                 read_trajectories(layout.expert),
                 run.rl_sampler(seed),
                 out=profiles_path,
                 executor=run.config.executor,
-                params=params,
-                verifier=verifier,
-                **section.profiler_kwargs(seed),
+                config=config,
             )
         write_json(
             meta_path,

@@ -6,7 +6,14 @@ turns with a learning signal (pivots), and move pivot sets in and out of other f
 * :mod:`pivotgym.pivot.formats` - NeMo-Gym / Nemotron pivot rows and HF ``datasets`` prompts for TRL.
 """
 
-from pivotgym.pivot.profile import AdaptiveK, ProfileConfig, Profiler, ProfileResult, profile_trajectories
+from pivotgym.pivot.profile import (
+    AdaptiveK,
+    ProfileConfig,
+    Profiler,
+    ProfileResult,
+    profile_config,
+    profile_trajectories,
+)
 from pivotgym.pivot.select import SelectionRule, select_pivots, turn_stats
 
 __all__ = [
@@ -15,6 +22,7 @@ __all__ = [
     "ProfileResult",
     "Profiler",
     "SelectionRule",
+    "profile_config",
     "profile_trajectories",
     "select_pivots",
     "turn_stats",

@@ -56,6 +56,7 @@ __all__ = [
     "Profiler",
     "State",
     "VerifyTask",
+    "profile_config",
     "profile_trajectories",
     "verify_candidate",
     "worker_judge",
@@ -104,6 +105,15 @@ class ProfileConfig:
         if self.adaptive is not None:
             return min(self.adaptive.block, self.k)
         return min(self.block or self.k, self.k)
+
+
+def profile_config(
+    *, temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int, **fields: Any
+) -> ProfileConfig:
+    """A :class:`ProfileConfig` from options written flat, as the command line and the experiment's ``profile:``
+    section write them: the sampling options become :attr:`ProfileConfig.params`, the rest are its fields."""
+    params = SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens)
+    return ProfileConfig(params=params, **fields)
 
 
 @dataclass
@@ -460,10 +470,14 @@ def profile_trajectories(
     executor: Executor | str | None = None,
     resume: bool = True,
     progress: bool = True,
-    **config: Any,
+    config: ProfileConfig | None = None,
+    **fields: Any,
 ) -> ProfileResult:
-    """One-call profiling: ``profile_trajectories(trajs, sampler, k=8, out="profiles.jsonl")``."""
-    return Profiler(sampler, ProfileConfig(**config), executor).profile(
+    """One-call profiling: ``profile_trajectories(trajs, sampler, k=8, out="profiles.jsonl")``, with the
+    :class:`ProfileConfig` given whole (``config=``) or as its fields, not both."""
+    if config is not None and fields:
+        raise TypeError(f"profile_trajectories: pass config= or its fields, not both (got {sorted(fields)})")
+    return Profiler(sampler, config or ProfileConfig(**fields), executor).profile(
         trajectories, out, resume=resume, progress=progress
     )
 

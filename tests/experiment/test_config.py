@@ -94,20 +94,35 @@ def test_sections_given_as_mappings_are_checked_too():
         ExperimentConfig(name="x", env="a/b-v0", pivot={"group_sise": 4})
 
 
-def test_profile_section_matches_what_the_profiler_accepts():
-    """Every profile field is a ProfileConfig field or a sampling parameter, and profiler_kwargs builds one."""
+def test_profile_section_is_the_profilers_config_written_flat():
+    """The section holds ProfileConfig's fields (its sampling written flat) with ProfileConfig's defaults, and
+    to_config is the one way between them."""
     from pivotgym.pivot.profile import ProfileConfig
-    from pivotgym.sampling.base import SamplingParams
 
     names = {f.name for f in dataclasses.fields(ProfileSection)}
-    profiler = {f.name for f in dataclasses.fields(ProfileConfig)}
-    sampling = {f.name for f in dataclasses.fields(SamplingParams)}
-    assert set(ProfileSection.SAMPLING) <= sampling
-    assert names - set(ProfileSection.SAMPLING) <= profiler
-    assert profiler - names == {"params", "verifier"}  # the stage sets these two
-    section = ProfileSection(k=4, seed=None)
-    config = ProfileConfig(**section.profiler_kwargs(seed=7), params=SamplingParams())
-    assert config.k == 4 and config.seed == 7
+    profiler = {f.name: f.default for f in dataclasses.fields(ProfileConfig)}
+    assert profiler.keys() - names == {"params", "verifier"}  # written flat / the stage's
+    assert {n: ProfileSection.__dataclass_fields__[n].default for n in names & profiler.keys() - {"seed"}} == {
+        n: profiler[n] for n in names & profiler.keys() - {"seed"}
+    }
+    config = ProfileSection(k=4, seed=None, temperature=0.7).to_config(seed=7, verifier="exact", cap=32)
+    assert (config.k, config.seed, config.verifier) == (4, 7, "exact")
+    assert (config.params.temperature, config.params.max_new_tokens) == (0.7, 32)
+    assert ProfileSection(seed=3).to_config(seed=7, verifier="functional", cap=8).seed == 3
+
+
+def test_the_profile_commands_defaults_are_the_profilers():
+    import typer.main
+
+    from pivotgym.cli.app import app
+    from pivotgym.pivot.adaptive import AdaptiveK
+    from pivotgym.pivot.profile import ProfileConfig
+
+    command = typer.main.get_command(app).commands["profile"]  # type: ignore[attr-defined]
+    defaults = {p.name: p.default for p in command.params}
+    expected = {n: getattr(ProfileConfig, n) for n in ("k", "seed", "verifier", "timeout", "chunk")}
+    expected |= {n: getattr(AdaptiveK, n) for n in ("max_mean", "min_pass_rate", "delta")}
+    assert {n: defaults[n] for n in expected} == expected
 
 
 def test_a_sampler_outside_the_registry_is_named(tmp_path):
