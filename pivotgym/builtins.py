@@ -13,6 +13,11 @@ def register_verifiers(register: Register) -> None:
         description="reward 1 only for the expert's exact text (whitespace-normalised); the ablation baseline",
     )
     register(
+        "mcp/functional",
+        "pivotgym.mcp:McpResultVerifier",
+        description="MCP envs: credits a call with the expert's results (and server state, where readable)",
+    )
+    register(
         "declarative/answer",
         "pivotgym.declarative:AnswerVerifier",
         description="YAML envs: credits any reply the task's own scorer accepts (option letter or text, 3 for three)",
@@ -41,11 +46,12 @@ def register_sandboxes(register: Register) -> None:
 @hookimpl
 def register_environments(register: Register) -> None:
     """The YAML envs shipped in pivotgym/data/envs and found in $PIVOTGYM_ENV_PATH (see pivotgym.declarative)."""
-    from pivotgym.declarative import ConfigError, discover
+    from pivotgym.declarative import ConfigError, EnvConfig, discover
 
     errors: list[ConfigError] = []
     for config in discover(errors=errors)[0]:
-        register(config.id, "pivotgym.declarative:DeclarativeEnv", **config.register_kwargs())
+        factory = "pivotgym.declarative:DeclarativeEnv" if isinstance(config, EnvConfig) else "pivotgym.mcp:McpEnv"
+        register(config.id, factory, **config.register_kwargs())
     if errors:
         raise ConfigError("; ".join(str(e) for e in errors))
 

@@ -45,7 +45,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pivotgym.config import Source, check_section, did_you_mean
 from pivotgym.config import read_yaml as read_config_yaml
@@ -61,6 +61,9 @@ from pivotgym.parsing.answers import (
 )
 from pivotgym.types import Message, Task, Verdict, message
 from pivotgym.verify import VerifyContext
+
+if TYPE_CHECKING:
+    from pivotgym.mcp.config import McpEnvConfig
 
 ENV_PATH_VAR = "PIVOTGYM_ENV_PATH"
 SOURCE_TYPES = ("bigbench", "jsonl", "inline", "humaneval")
@@ -142,20 +145,25 @@ def parse_suite(data: dict[str, Any], path: Path | None = None, source: Source |
 
 def discover(
     dirs: Sequence[Path] | None = None, errors: list[ConfigError] | None = None
-) -> tuple[list[EnvConfig], list[SuiteConfig]]:
-    """Parse every YAML env and suite under ``dirs`` (default: :func:`search_dirs`).
+) -> tuple[list[EnvConfig | McpEnvConfig], list[SuiteConfig]]:
+    """Parse every YAML env and suite under ``dirs`` (default: :func:`search_dirs`); a file with a ``server:``
+    key is an MCP env (:class:`pivotgym.mcp.config.McpEnvConfig`, listed with the envs).
 
     Only the files themselves are validated here (no data is loaded), so plugin loading stays cheap. A bad
     file raises :class:`ConfigError`, or, when an ``errors`` list is given, is appended to it and skipped so
     the other files still load (the builtins plugin then reports them in ``pivotgym plugins``).
     """
-    envs: list[EnvConfig] = []
+    envs: list[EnvConfig | McpEnvConfig] = []
     suites: list[SuiteConfig] = []
     for path in yaml_files(dirs):
         try:
             data, source = read_yaml(path)
             if "suite" in data:
                 suites.append(parse_suite(data, path, source))
+            elif isinstance(data, dict) and "server" in data:  # an MCP tool server as an env
+                from pivotgym.mcp.config import McpEnvConfig
+
+                envs.append(McpEnvConfig.parse(data, path, source))
             else:
                 envs.append(EnvConfig.parse(data, path, source))
         except ConfigError as exc:

@@ -38,7 +38,7 @@ LAYERS: list[tuple[str, list[str]]] = [
         ],
     ),
     ("envs, verifiers, samplers", ["pivotgym.env", "pivotgym.verify", "pivotgym.states", "pivotgym.sampling"]),
-    ("declarative envs", ["pivotgym.bigbench", "pivotgym.declarative"]),
+    ("declarative and MCP envs", ["pivotgym.bigbench", "pivotgym.declarative", "pivotgym.mcp"]),
     ("default plugin", ["pivotgym.builtins"]),
     ("plugin manager and registry", ["pivotgym.plugins", "pivotgym.registry"]),
     ("the episode loop", ["pivotgym.rollout"]),
