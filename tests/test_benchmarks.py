@@ -66,6 +66,7 @@ def test_every_benchmark_reads_smoke_mode(script):
     assert "from _smoke import" in text, f"benchmarks/{script}: give it toy defaults with _smoke.parse_args"
 
 
+@pytest.mark.slow  # ≥ 5 s on 2 cores (make test-fast leaves it out)
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_benchmark_runs_at_toy_size(script, smoke_runs):
     result = smoke_runs["runs"].get(script)

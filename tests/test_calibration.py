@@ -153,6 +153,7 @@ def test_a_third_party_plugin_is_calibrated_without_extra_code(arith_registry):
         )
 
 
+@pytest.mark.slow  # ≥ 5 s on 2 cores (make test-fast leaves it out)
 def test_model_candidates_are_k_per_state_and_reproducible(tiny_sampler):
     env = make("planning/blocks-v0")
     trajectories = list(env.expert_trajectories("test", limit=1))

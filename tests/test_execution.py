@@ -82,6 +82,7 @@ def test_worker_setup_captures_plugin_variables(monkeypatch: pytest.MonkeyPatch)
     assert ("PIVOTGYM_LOAD_PLUGINS", "arith") in setup.env
 
 
+@pytest.mark.slow  # ≥ 5 s on 2 cores (make test-fast leaves it out)
 def test_ray_executor_starts_a_local_cluster() -> None:
     pytest.importorskip("ray")
     with RayExecutor(workers=2, timeout=6.0) as ex:

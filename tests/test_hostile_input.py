@@ -115,7 +115,11 @@ def test_hostile_strings_give_an_error_observation_and_the_episode_goes_on(env_i
     assert not failures, f"{env_id}:\n  " + "\n  ".join(failures)
 
 
-@pytest.mark.parametrize("env_id", _env_ids())
+@pytest.mark.parametrize(
+    "env_id",
+    # the SWE envs run tests for each candidate: 4-14 s each on 2 cores (make test-fast leaves them out)
+    [pytest.param(e, marks=pytest.mark.slow) if e.startswith("swe/") else e for e in _env_ids()],
+)
 def test_the_envs_verifiers_never_raise_on_hostile_candidates(env_id):
     env = pivotgym.make(env_id)
     split, task = _first_task(env)

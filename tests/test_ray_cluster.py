@@ -37,7 +37,7 @@ PIVOTGYM_CLI = Path(sys.executable).with_name("pivotgym")
 #: seconds a node may take to start on a busy 2-core machine
 NODE_START_S = 90.0
 
-pytestmark = pytest.mark.timeout(420)
+pytestmark = [pytest.mark.timeout(420), pytest.mark.slow]  # a cluster per module: ≥ 5 s a test
 
 
 # ------------------------------------------------------------------------------------------ no cluster needed

@@ -163,6 +163,7 @@ def test_cli_table_shows_each_delta_with_its_interval(tmp_path):
     assert any(line.startswith("average ood") and "paired" in line for line in lines)
 
 
+@pytest.mark.slow  # ≥ 5 s on 2 cores (make test-fast leaves it out)
 def test_cli_refuses_a_mismatch_with_one_line_and_exit_1_unless_allowed(tmp_path):
     """The issue's case: a 10-item episode-success member against a 3-item turn-accuracy one."""
     other = _result(

@@ -33,6 +33,7 @@ def test_shipped_configs_parse():
             bad.unlink()
 
 
+@pytest.mark.slow  # ≥ 5 s on 2 cores (make test-fast leaves it out)
 def test_miniature_experiment_end_to_end(mini_experiment, arith_registry, tmp_path):
     # two E2E steps; every ablation; RL starts from (and profiles with) the saved SFT model
     path = mini_experiment(tmp_path / "mini.yaml", e2e={"steps": 2}, ablations=list(ABLATIONS))
@@ -170,6 +171,7 @@ def test_matched_sft_steps_follow_the_rl_path():
     assert matched_sft_steps(ExperimentConfig(name="x", env="a/b-v0", sft={"steps": 10}, pivot={"steps": 6})) == 0
 
 
+@pytest.mark.slow  # ≥ 5 s on 2 cores (make test-fast leaves it out)
 def test_warmup_model_is_every_methods_start_and_never_sees_the_training_data(
     mini_experiment, arith_registry, tmp_path
 ):

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 #: the only fields allowed to differ between two runs with the same settings: wall-clock measurements
 #: (``seconds`` of an evaluation member, a profiling run, its attempts or a curve point; ``wall_seconds`` of a
 #: training run's accounting; ``elapsed_s`` and ``states_per_s`` of the profiler's statistics)
@@ -59,6 +61,7 @@ def _run(config: Path, out: Path, plugin_site: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
 
 
+@pytest.mark.slow  # ≥ 5 s on 2 cores (make test-fast leaves it out)
 def test_two_processes_with_the_same_settings_write_the_same_results(
     mini_experiment, arith_registry, plugin_site, tmp_path
 ):

@@ -40,6 +40,7 @@ def _mtimes(root: Path, *patterns: str) -> dict[Path, float]:
     return {p: p.stat().st_mtime_ns for pattern in patterns for p in root.glob(pattern)}
 
 
+@pytest.mark.slow  # ≥ 5 s on 2 cores (make test-fast leaves it out)
 def test_a_changed_stage_stops_the_rerun_until_told_to_recompute_it(
     mini_experiment, arith_registry, tmp_path, capsys, monkeypatch
 ):

@@ -94,6 +94,7 @@ def test_every_episode_has_a_session_of_its_own():
         env.close()
 
 
+@pytest.mark.slow  # 10 s: the deadline itself
 def test_a_hung_tool_costs_one_deadline_and_ends_the_episode():
     env = tally_env(hidden_tools=["crash", "fail"], call_timeout=5.0)
     try:
@@ -157,6 +158,7 @@ def registered(monkeypatch):
     reset_registry()
 
 
+@pytest.mark.slow  # 70 s: a server process per episode, and the checker plays ~60
 def test_check_env_passes_on_the_yaml_env(registered):
     from pivotgym.registry import get_registry
 
@@ -165,6 +167,7 @@ def test_check_env_passes_on_the_yaml_env(registered):
     assert report.ok, [f"{r.name}: {r.detail}" for r in report.failures]
 
 
+@pytest.mark.slow  # 13 s
 def test_the_functional_verifier_judges_calls_by_their_results(registered):
     env = tally_env()
     trajectory = next(env.expert_trajectories("train"))

@@ -173,6 +173,7 @@ def _save(path: Path, trajectories: list) -> None:
     write_trajectories(path, trajectories)
 
 
+@pytest.mark.slow  # ≥ 5 s on 2 cores (make test-fast leaves it out)
 def test_resume_after_sigkill_writes_the_same_file(
     pivot_registry: object, pivot_site: Path, tiny_model_dir: Path, tmp_path: Path
 ) -> None:

@@ -70,6 +70,7 @@ def test_materialize_leaves_nothing_when_the_build_fails(tmp_path):
     assert not dest.exists() and [p.name for p in tmp_path.iterdir()] == [".m.lock"]
 
 
+@pytest.mark.slow  # ≥ 5 s on 2 cores (make test-fast leaves it out)
 def test_tokenizer_only_cache_is_separate_from_the_model(monkeypatch, tmp_path):
     monkeypatch.setenv("PIVOTGYM_CACHE", str(tmp_path))
     folder = models.pull_tokenizer()

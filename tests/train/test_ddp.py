@@ -26,6 +26,7 @@ def _run(args: list[str], cwd: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
+@pytest.mark.slow  # ≥ 5 s on 2 cores (make test-fast leaves it out)
 @pytest.mark.timeout(360)
 def test_two_process_ddp_equals_one_process(tmp_path):
     one, two = tmp_path / "one.pt", tmp_path / "two.pt"

@@ -100,6 +100,7 @@ def _worker(data: Path, out: Path, site: Path, kill_after: int | None = None) ->
     return subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # ≥ 5 s on 2 cores (make test-fast leaves it out)
 @pytest.mark.timeout(600)
 def test_resume_after_kill_gives_the_same_weights(arith_data, plugin_site, tmp_path):
     straight = _worker(arith_data, tmp_path / "straight", plugin_site)

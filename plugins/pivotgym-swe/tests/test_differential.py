@@ -191,6 +191,7 @@ def test_equivalent_rewrites_agree(tmp_path):
         assert check_differential(tree_with(instance, text, tmp_path / f"r{i}"), instance).ok
 
 
+@pytest.mark.slow  # ≥ 5 s on 2 cores (make test-fast leaves it out)
 @requires_bwrap
 def test_the_reference_passes_on_every_test_split_task(tmp_path):
     for name in ("toolz", "more-itertools", "humanevalfix"):

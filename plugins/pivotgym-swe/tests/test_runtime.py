@@ -326,6 +326,7 @@ def test_the_scan_finds_every_answer_in_the_host_training_environment(needles):
     assert {nid for nid, _ in result["hits"]} == {nid for nid in _merged(needles)[0] if "#" not in nid}
 
 
+@pytest.mark.slow  # ≥ 5 s on 2 cores (make test-fast leaves it out)
 @requires_bwrap
 def test_nothing_of_any_task_answer_is_readable_in_a_sandbox_on_the_runtime(needles, runtimes, tmp_path):
     """Everything a ``run`` can read (/usr, the runtimes, /etc, /tmp, /proc) is scanned by content for every

@@ -55,6 +55,7 @@ def test_shipped_sets_are_large_enough_and_well_formed():
     assert {env_id.split("/")[1].removesuffix("-v0") for env_id in SETS} == set(TASK_SETS)
 
 
+@pytest.mark.slow  # ≥ 5 s on 2 cores (make test-fast leaves it out)
 @requires_bwrap
 @pytest.mark.parametrize("name", ["toolz", "more-itertools"])
 def test_a_shipped_instance_verifies_against_its_pinned_project(name):
@@ -87,6 +88,7 @@ def test_sdist_is_fetched_on_first_use_then_cached(tmp_path, monkeypatch):
     assert not (tree / "docs").exists()  # only the package and its tests are extracted
 
 
+@pytest.mark.slow  # ≥ 5 s on 2 cores (make test-fast leaves it out)
 @requires_bwrap
 def test_check_env_passes_on_a_registered_swe_env():
     report = check_env("swe/humanevalfix-v0")

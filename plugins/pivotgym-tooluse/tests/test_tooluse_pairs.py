@@ -34,6 +34,7 @@ def _agreement(verifier, pairs, env):
     return agree, wrong
 
 
+@pytest.mark.slow  # ≥ 5 s on 2 cores (make test-fast leaves it out)
 @pytest.mark.parametrize("source", ["unshipped", "shipped"])
 def test_functional_verifier_agrees_with_transformation_labels(env, source):
     pairs = generate(source=source)
