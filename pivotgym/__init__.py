@@ -28,6 +28,7 @@ from pivotgym.env import AgentEnv, InvalidAction, StepOutcome
 from pivotgym.eval.scoring import generate_single
 from pivotgym.hookspecs import hookimpl
 from pivotgym.jsonl import read_jsonl, write_jsonl
+from pivotgym.mcp import McpEnv, McpEnvConfig, McpError, McpResultVerifier, McpServer
 from pivotgym.registry import (
     get_registry,
     list_envs,
@@ -64,6 +65,11 @@ def check_env(env, **kwargs):
 
 
 __all__ = [
+    "McpEnv",
+    "McpEnvConfig",
+    "McpError",
+    "McpResultVerifier",
+    "McpServer",
     "AgentEnv",
     "AnswerVerifier",
     "Completion",

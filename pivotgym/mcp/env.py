@@ -77,6 +77,8 @@ class McpEnv(AgentEnv):
         self._session_key: str | None = None
         self._tools: dict[str, McpTool] | None = None
         self.final_message: str | None = None
+        #: calls of this episode the server answered (refused ones, unknown tools or bad arguments, excluded)
+        self.calls_sent = 0
 
     # ------------------------------------------------------------------ sessions
     @property
@@ -164,6 +166,7 @@ class McpEnv(AgentEnv):
     def initial_messages(self, task: Task) -> list[Message]:
         self._new_session(task)
         self.final_message = None
+        self.calls_sent = 0
         opening: list[Message] = [dict(m) for m in task.data.get("messages") or ()]  # type: ignore[misc]
         return [message("system", self.system_prompt(task)), *(opening or [message("user", str(task.data["prompt"]))])]
 
@@ -237,6 +240,7 @@ class McpEnv(AgentEnv):
         if self.config.session_argument:
             arguments[self.config.session_argument] = self._session_key
         result = self._session.call_tool(call.name, arguments)
+        self.calls_sent += 1
         return _cut(self.result_text(result))
 
     def result_text(self, result: McpResult) -> str:
@@ -329,8 +333,8 @@ class McpResultVerifier:
             return Verdict.ok("equivalent:execution")
         return Verdict.fail("different_effect: other results or another server state than the expert's call")
 
-    @staticmethod
-    def _message(env: McpEnv, text: str, expert_text: str) -> Verdict:
+    def _message(self, env: McpEnv, text: str, expert_text: str) -> Verdict:
+        """A message turn (both wrote one): here, it must carry the ``expect`` strings the expert's carries."""
         expect = [str(e) for e in env.active_task.data.get("expect") or []]
         due = [
             e

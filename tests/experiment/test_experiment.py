@@ -357,8 +357,9 @@ def test_profiling_is_capped_by_the_env_and_samplers_come_from_the_registry(arit
     monkeypatch.setattr(profile_module, "profile_trajectories", profile)
     with pytest.raises(Stop):
         stage_profile(run, seed=5)
-    assert seen["params"].max_new_tokens == 8 and seen["params"].temperature == 1.0
-    assert (seen["k"], seen["seed"], seen["verifier"], seen["sampler"]) == (3, 5, "functional", "S")
+    profiled = seen["config"]
+    assert profiled.params.max_new_tokens == 8 and profiled.params.temperature == 1.0
+    assert (profiled.k, profiled.seed, profiled.verifier, seen["sampler"]) == (3, 5, "functional", "S")
     assert made == [("hf", config.model)]
 
 

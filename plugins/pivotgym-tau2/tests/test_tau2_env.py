@@ -1,0 +1,219 @@
+"""The τ² envs on τ²-bench's own data and the third-party MCP servers that implement its tools."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pivotgym_tau2 import data
+from pivotgym_tau2.env import Tau2Env, gold_calls, task_kind
+from pivotgym_tau2.users import STOP, Scenario, ScriptedUser
+from pivotgym_tau2.verifier import Tau2Verifier
+
+import pivotgym
+from pivotgym.types import Verdict
+from pivotgym.verify import VerifyContext
+
+
+def call(name: str, **arguments: object) -> str:
+    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
+
+
+@pytest.fixture(scope="module")
+def retail():
+    env = pivotgym.make("tau2/retail-v0")
+    yield env
+    env.close()
+
+
+@pytest.fixture(scope="module")
+def airline():
+    env = pivotgym.make("tau2/airline-v0")
+    yield env
+    env.close()
+
+
+def test_the_splits_are_tau2_benchs_own():
+    for domain, (train, test) in {"airline": (30, 20), "retail": (74, 40)}.items():
+        splits = data.splits(domain)
+        assert (len(splits["train"]), len(splits["test"])) == (train, test)
+        assert not set(splits["train"]) & set(splits["test"])
+        assert set(splits["train"]) | set(splits["test"]) == set(data.tasks(domain))
+
+
+def test_the_system_prompt_is_the_policy_and_the_tools_without_the_state_key(retail):
+    obs, _ = retail.reset(options={"task_id": "0"})
+    system = obs[0]["content"]
+    assert system.startswith(data.policy("retail")[:200])
+    names = [s["function"]["name"] for s in retail.tool_schemas()]
+    assert "exchange_delivered_order_items" in names and "reset_state" not in names and "get_call_log" not in names
+    assert "state_key" not in json.dumps(retail.tool_schemas())
+    assert obs[1]["role"] == "user" and "#W2378156" in obs[1]["content"]  # the scripted user's opening
+
+
+def expert_turns(env: Tau2Env, task_id: str) -> list[str]:
+    return [env.render_action(m) for m in env.expert_actions(env.get_task(task_id))]
+
+
+def test_an_expert_trajectory_asks_before_each_write_and_earns_the_reward(retail):
+    trajectory = next(t for t in retail.expert_trajectories("train") if t.task_id == "0")
+    assert trajectory.reward == 1.0
+    texts = [m.get("content") or "" for m in trajectory.messages]
+    confirm = next(i for i, t in enumerate(texts) if t.startswith("I am about to call exchange_delivered_order_items"))
+    assert texts[confirm + 1] == "Yes, please proceed."  # the user confirms, then the write
+    assert trajectory.messages[confirm + 2]["tool_calls"][0]["function"]["name"] == "exchange_delivered_order_items"
+    assert STOP in texts[-1]
+
+
+def test_episodes_do_not_see_each_others_writes(retail):
+    turns = expert_turns(retail, "0")
+    retail.reset(options={"task_id": "0"})
+    for text in turns[:-1]:
+        retail.step(text)
+    written = retail.state_digest()
+    assert written != retail.database_digest(None)
+    retail.reset(options={"task_id": "0"})
+    assert retail.state_digest() == retail.database_digest(None)  # a fresh key: the initial database
+    obs, *_ = retail.step(call("get_order_details", order_id="#W2378156"))
+    assert '"status": "delivered"' in obs[0]["content"]  # not exchanged in this episode
+
+
+def test_skipping_the_write_or_the_information_costs_the_reward(retail, airline):
+    turns = expert_turns(retail, "0")
+    retail.reset(options={"task_id": "0"})
+    for text in turns[:-3]:  # stop before the confirmation and the exchange
+        retail.step(text)
+    *_, info = retail.step("Anything else?")
+    reward, info = retail.episode_reward()
+    assert reward == 0.0 and info["db_match"] is False
+    task = next(t for t in airline.tasks("train") if t.data["task"]["evaluation_criteria"].get("communicate_info"))
+    turns = expert_turns(airline, task.id)
+    airline.reset(options={"task_id": task.id})
+    for text in turns[:-1]:
+        airline.step(text)
+    _, reward, terminated, _, info = airline.step("Thank you for your patience; I have handled your request.")
+    reward, info = airline.episode_reward()
+    assert reward == 0.0 and info["communicate_missing"]
+
+
+def test_bad_calls_are_named_observations(retail):
+    retail.reset(options={"task_id": "0"})
+    obs, *_ = retail.step(call("get_order_details", order_id=12))
+    assert "invalid arguments for get_order_details: order_id: 12 is not of type 'string'" in obs[0]["content"]
+    obs, *_ = retail.step(call("drop_database"))
+    assert "unknown tool 'drop_database'" in obs[0]["content"]
+    obs, *_ = retail.step(call("get_order_details", order_id="#W0"))
+    assert obs[0]["content"] == "Error: Order not found"  # the domain's own error, as τ² returns it
+    obs, *_ = retail.step(call("get_order_details", order_id="#W2378156", state_key="tau2/retail/0/other"))
+    assert "set by the environment" in obs[0]["content"]
+
+
+class Silent:
+    name = "silent"
+
+    def opening(self, scenario: Scenario) -> str:
+        return "Hello."
+
+    def reply(self, scenario, conversation, done) -> str:
+        return ""
+
+
+def test_a_user_simulator_that_says_nothing_ends_the_episode_named():
+    env = Tau2Env("airline", user=Silent())
+    try:
+        env.reset(options={"task_id": env.tasks("train")[0].id})
+        _, _, terminated, _, info = env.step("How can I help you?")
+        assert terminated and info["error"] == "user_simulator" and "empty message" in info["error_message"]
+    finally:
+        env.close()
+
+
+def test_the_scripted_user_confirms_answers_and_stops():
+    task = data.tasks("retail")["0"]
+    scenario, user = Scenario.of(task), ScriptedUser(max_turns=3)
+    assert user.opening(scenario).startswith("You received your order #W2378156")
+    history = [{"role": "system", "content": ""}, {"role": "user", "content": user.opening(scenario)}]
+    assert user.reply(scenario, [*history, {"role": "assistant", "content": "Do you confirm (yes/no)?"}], False) == (
+        "Yes, please proceed."
+    )
+    assert user.reply(scenario, [*history, {"role": "assistant", "content": "Your zip code?"}], False) == (
+        scenario.known_info
+    )
+    assert STOP in user.reply(scenario, [*history, {"role": "assistant", "content": "Done."}], True)
+    long = history + [{"role": "user", "content": "x"}] * 4
+    assert STOP in user.reply(scenario, [*long, {"role": "assistant", "content": "Hm."}], False)
+
+
+def test_every_task_is_labelled_and_refusals_are_kept():
+    kinds = {d: [task_kind(t) for t in data.tasks(d).values()] for d in data.PACKAGES}
+    assert kinds["airline"].count("refusal") == 7 and kinds["retail"].count("refusal") == 1
+    assert all(
+        gold_calls(pivotgym.Task(id=i, split="x", data={"task": t}))
+        for i, t in data.tasks("airline").items()
+        if task_kind(t) == "action"
+    )
+
+
+def test_the_functional_verifier_credits_what_the_expert_achieved(retail):
+    trajectory = next(t for t in retail.expert_trajectories("train") if t.task_id == "0")
+    verifier = Tau2Verifier()
+    assistant = [i for i, m in enumerate(trajectory.messages) if m["role"] == "assistant"]
+
+    def at(name: str) -> VerifyContext:
+        n = next(
+            k
+            for k, i in enumerate(assistant)
+            if (trajectory.messages[i].get("tool_calls") or [{}])[0].get("function", {}).get("name") == name
+        )
+        return VerifyContext.from_trajectory(trajectory, n)
+
+    exchange = at("exchange_delivered_order_items")
+    expert = json.loads(exchange.expert["tool_calls"][0]["function"]["arguments"])
+    reordered = dict(reversed(list(expert.items())))
+    judged = {
+        call("exchange_delivered_order_items", **reordered): 1.0,  # same call, arguments in another order
+        call(
+            "exchange_delivered_order_items", **{**expert, "new_item_ids": list(reversed(expert["new_item_ids"]))}
+        ): 0.0,
+        call("cancel_pending_order", order_id=expert["order_id"], reason="no longer needed"): 0.0,
+        "I have exchanged your items.": 0.0,  # a message where the expert writes
+    }
+    for candidate, reward in judged.items():
+        verdict = verifier.verify(exchange, candidate)
+        assert isinstance(verdict, Verdict) and verdict.reward == reward, (candidate, verdict.reason)
+    confirm = VerifyContext.from_trajectory(
+        trajectory,
+        assistant.index(
+            next(i for i in assistant if str(trajectory.messages[i].get("content")).startswith("I am about to call"))
+        ),
+    )
+    assert verifier.verify(confirm, "Shall I go ahead with the exchange of both items?").reward == 1.0
+    assert verifier.verify(confirm, "I will exchange both items now.").reward == 0.0
+
+
+def test_an_equivalent_calculate_expression_is_credited(airline):
+    task = airline.tasks("train")[0]
+    obs, _ = airline.reset(options={"task_id": task.id})
+    context = VerifyContext.from_turn(
+        "tau2/airline-v0", obs, call("calculate", expression="2 * (3 + 4)"), task_id=task.id
+    )
+    verifier = Tau2Verifier()
+    assert verifier.verify(context, call("calculate", expression="(4+3)*2")).reward == 1.0
+    assert verifier.verify(context, call("calculate", expression="2 * 3 + 4")).reward == 0.0
+
+
+@pytest.mark.slow  # 4-5 min on 2 cores: 164 trajectories, every call through the server
+@pytest.mark.parametrize("domain", ["airline", "retail"])
+def test_every_tasks_expert_trajectory_replays_to_reward_one(domain):
+    env = pivotgym.make(f"tau2/{domain}-v0")
+    try:
+        failed = {
+            t.task_id: t.reward
+            for split in ("train", "test")
+            for t in env.expert_trajectories(split)
+            if t.reward != 1.0
+        }
+        assert failed == {}
+        assert sum(len(env.tasks(s)) for s in ("train", "test")) == len(data.tasks(domain))
+    finally:
+        env.close()
