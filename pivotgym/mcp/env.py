@@ -29,7 +29,7 @@ from typing import Any
 from pivotgym.env import AgentEnv, InvalidAction, StepOutcome
 from pivotgym.mcp.config import McpEnvConfig
 from pivotgym.mcp.session import McpError, McpResult, McpServer, McpSession, McpTool
-from pivotgym.parsing import FORMAT_HINT, ParseError, parse_action
+from pivotgym.parsing import FORMAT_HINT, ParseError, message_problem, parse_action
 from pivotgym.types import Message, Task, ToolCall, Verdict, assistant_message, canonical_json, message
 from pivotgym.verify import VerifyContext, calls_equivalent, normalize_string
 
@@ -334,7 +334,11 @@ class McpResultVerifier:
         return Verdict.fail("different_effect: other results or another server state than the expert's call")
 
     def _message(self, env: McpEnv, text: str, expert_text: str) -> Verdict:
-        """A message turn (both wrote one): here, it must carry the ``expect`` strings the expert's carries."""
+        """A message turn (both wrote one): a real message (:func:`~pivotgym.parsing.message_problem`) that
+        carries the ``expect`` strings the expert's carries."""
+        problem = message_problem(text)
+        if problem:
+            return Verdict.fail(f"empty_message: {problem}")
         expect = [str(e) for e in env.active_task.data.get("expect") or []]
         due = [
             e

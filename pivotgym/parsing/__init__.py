@@ -3,8 +3,8 @@
 * :mod:`pivotgym.parsing.tool_calls` - the ``<tool_call>`` codec (:func:`parse_action`, :func:`render_calls`,
   :class:`ToolCallCodec` for a domain's narrower language), with bounded JSON decoding (:func:`load_json`);
 * :mod:`pivotgym.parsing.answers` - final answers: multiple-choice letters (:func:`read_choice`), loose text
-  identity (:func:`normalize_answer`), fenced code (:func:`extract_code`) and a bounded compile check
-  (:func:`python_problem`);
+  identity (:func:`normalize_answer`), whether a plain message is one (:func:`message_problem`), fenced
+  code (:func:`extract_code`) and a bounded compile check (:func:`python_problem`);
 * :mod:`pivotgym.parsing.fences` - fenced blocks, found by a linear scan.
 
 Agent text reaches these in the step's thread, where a backtracking regex would hold the GIL past any
@@ -12,7 +12,7 @@ deadline; so everything here is linear in the text (no nested quantifiers; token
 envs cap an action's length before parsing it (:attr:`pivotgym.env.AgentEnv.max_action_chars`).
 """
 
-from pivotgym.parsing.answers import normalize_answer
+from pivotgym.parsing.answers import MAX_MESSAGE_CHARS, message_problem, normalize_answer
 from pivotgym.parsing.tool_calls import (
     DEFAULT_CODEC,
     FORMAT_HINT,
@@ -33,6 +33,8 @@ from pivotgym.parsing.tool_calls import (
 )
 
 __all__ = [
+    "MAX_MESSAGE_CHARS",
+    "message_problem",
     "DEFAULT_CODEC",
     "FORMAT_HINT",
     "MAX_ACTION_CHARS",

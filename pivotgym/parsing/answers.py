@@ -256,3 +256,26 @@ def python_problem(program: str, filename: str = "<reply>", *, max_scope_depth: 
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
         return f"{type(exc).__name__}: {str(exc)[:200]}"
     return None
+
+
+# ------------------------------------------------------------------------------------------ plain messages
+_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07?")
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_WORD_RE = re.compile(r"[^\W\d_]{2,}")
+#: the longest plain message :func:`message_problem` accepts as one
+MAX_MESSAGE_CHARS = 4000
+
+
+def message_problem(text: str) -> str | None:
+    """Why ``text`` is not a real plain message (None when it is): a message must contain a word of two or
+    more letters, must not be one character repeated, and must stay under :data:`MAX_MESSAGE_CHARS`. This
+    keeps empty replies, terminal noise and padding from counting as a deliberate answer, abstention or
+    message to a user, wherever a verifier credits a message."""
+    cleaned = _CONTROL_RE.sub("", _ANSI_RE.sub("", text or "")).strip()
+    if not cleaned:
+        return "the message is empty"
+    if len(cleaned) > MAX_MESSAGE_CHARS:
+        return f"the message is longer than {MAX_MESSAGE_CHARS} characters"
+    if len(set(cleaned)) == 1 or not _WORD_RE.search(cleaned):
+        return "the message has no words"
+    return None

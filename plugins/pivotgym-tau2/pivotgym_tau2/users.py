@@ -5,10 +5,11 @@ A user simulator opens the conversation and answers each agent message; it ends 
 
 * ``scripted`` (the default, deterministic, offline): opens with the reason for calling and the known
   information; answers a request for confirmation with yes; answers the first question with the known
-  information again and later ones with what it does not know; says it is done (and stops) once the env reports the task done; stops
-  after ``max_turns`` replies. It cannot negotiate, change its mind, follow the task's conditional
-  instructions ("if there is no clicky keyboard, take one without backlight"), refuse a wrong action, or say
-  anything its scenario does not hold: an agent that needs those gets no help from it.
+  information again and later ones with what it does not know; says it is done (and stops) once the env
+  reports the task done; stops after ``max_turns`` replies. It cannot negotiate, change its mind, follow
+  the task's conditional instructions ("if there is no clicky keyboard, take one without backlight"),
+  refuse a wrong action, or say anything its scenario does not hold: an agent that needs those gets no help
+  from it.
 * ``llm``: any registered sampler (``openai`` against a served model, ``vllm``, ``hf``) plays the user from
   τ²-bench's kind of prompt: the scenario (persona, reason for calling, known and unknown information, task
   instructions) and the rules of the role, with the stop token.

@@ -12,6 +12,7 @@ every write), and it carries every ``communicate_info`` item the expert's messag
 from __future__ import annotations
 
 from pivotgym import McpEnv, McpResultVerifier, Verdict
+from pivotgym.parsing import message_problem
 from pivotgym_tau2.env import Tau2Env, communicated
 from pivotgym_tau2.users import asks_confirmation
 
@@ -25,6 +26,9 @@ class Tau2Verifier(McpResultVerifier):
     def _message(self, env: McpEnv, text: str, expert_text: str) -> Verdict:
         if not isinstance(env, Tau2Env):
             return Verdict.fail("not_a_tau2_env")
+        problem = message_problem(text)
+        if problem:
+            return Verdict.fail(f"empty_message: {problem}")
         if asks_confirmation(expert_text) and not asks_confirmation(text):
             return Verdict.fail("no_confirmation: the expert asks the user to confirm before a write")
         criteria = env.active_task.data["task"].get("evaluation_criteria") or {}

@@ -217,3 +217,9 @@ def test_every_tasks_expert_trajectory_replays_to_reward_one(domain):
         assert sum(len(env.tasks(s)) for s in ("train", "test")) == len(data.tasks(domain))
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("env_id", ["tau2/airline-v0", "tau2/retail-v0"])
+def test_check_env_passes(env_id):
+    report = pivotgym.check_env(env_id)
+    assert report.ok, [f"{r.name}: {r.detail}" for r in report.failures]
