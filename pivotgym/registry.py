@@ -107,7 +107,7 @@ KINDS = ("environments", "verifiers", "suites", "sandboxes", "samplers")
 
 #: distributions whose ids a third-party plugin can never take over, whatever the load order
 FIRST_PARTY_DISTRIBUTIONS = frozenset(
-    {"pivotgym", "pivotgym-planning", "pivotgym-tooluse", "pivotgym-swe", "pivotgym-reasoning"}
+    {"pivotgym", "pivotgym-planning", "pivotgym-tooluse", "pivotgym-swe", "pivotgym-reasoning", "pivotgym-tau2"}
 )
 
 
