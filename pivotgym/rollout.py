@@ -212,7 +212,11 @@ def _run_group(
         moves += [(p, j, q, comps[0]) for (p, j, q), comps in zip(single, single_out)]
         with phase("verification"):
             for p, j, prompt, completion in moves:
-                _obs, reward, terminated, truncated, info = envs[p][j].step(completion.text)
+                if getattr(completion, "finish_reason", None) == "error":  # nothing to act on: the episode ends
+                    reward, terminated, truncated = 0.0, False, True
+                    info = {"error": "sampler", "error_message": completion.text}
+                else:
+                    _obs, reward, terminated, truncated, info = envs[p][j].step(completion.text)
                 episode = episodes[p][j]
                 episode.rewards.append(float(reward))
                 episode.tokens += len(getattr(completion, "token_ids", None) or [])

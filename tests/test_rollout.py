@@ -200,3 +200,15 @@ def test_progress_is_read_at_each_episodes_end_and_the_env_limit_is_the_default_
     assert [e.progress for e in cut] == [pytest.approx(2 / 103)] * 2  # read when cut off by max_turns too
     (none,) = run_episodes(Replies(), lambda: make("test/counter-v0"), ["test-100"], PARAMS, read_progress=True)
     assert none[0].progress is None  # the env cannot say
+
+
+def test_a_prompt_past_the_models_window_ends_the_episode_named(envs, tiny_sampler, monkeypatch):
+    """The real sampler refuses a prompt that cannot fit the model's context window (an error completion naming
+    the sizes); the loop ends that episode, truncated, instead of acting on it."""
+    monkeypatch.setattr(tiny_sampler.model.config, "max_position_embeddings", 40)
+    (episode,) = run_episodes(
+        tiny_sampler, lambda: make("test/counter-v0"), ["test-100"], PARAMS, max_turns=3, transcripts=True
+    )[0]
+    assert episode.truncated and not episode.terminated and episode.num_turns == 1
+    info = episode.steps[0]["info"]
+    assert info["error"] == "sampler" and "context window of 40 tokens" in info["error_message"]

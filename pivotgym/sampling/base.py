@@ -114,6 +114,17 @@ def finish_reason(raw: object) -> str:
     return "error"
 
 
+def window_overflow(prompt_tokens: int, max_new_tokens: int, window: int | None) -> str | None:
+    """Why a prompt cannot be sampled within the model's context ``window`` (None when it can): the prompt and
+    the new tokens it may grow by must fit, or the model would read positions it was never trained on."""
+    if not window or prompt_tokens + max(0, max_new_tokens) <= window:
+        return None
+    return (
+        f"context_window: the prompt has {prompt_tokens} tokens and may grow by {max_new_tokens}, past the "
+        f"model's context window of {window} tokens (shorten the history or the env's prompts)"
+    )
+
+
 def cut_at_stop(text: str, stop: Sequence[str]) -> str:
     """The text before the earliest stop string (the stop string itself is dropped, as in the OpenAI API)."""
     cut = min((i for i in (text.find(s) for s in stop if s) if i >= 0), default=-1)

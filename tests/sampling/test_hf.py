@@ -355,3 +355,13 @@ def test_gumbel_noise_is_the_documented_unsigned_hash_bit_for_bit():
         bits = [[reference(0, key, step, t) for t in tokens] for key in keys]
         uniform = (torch.tensor(bits, dtype=torch.int32).float() + 0.5) * (1.0 / (1 << 24))
         assert torch.equal(per_prompt[:, tokens], -torch.log(-torch.log(uniform)))
+
+
+def test_a_prompt_past_the_context_window_gets_error_completions_and_the_others_are_sampled(tiny_sampler):
+    window = tiny_sampler.model.config.max_position_embeddings
+    long, short = [5] * (window - 2), [5, 6, 7]
+    params = SamplingParams(max_new_tokens=4, seed=0)
+    too_long, fine = tiny_sampler.sample([long, short], n=2, params=params, seeds=[1, 2])
+    assert [c.finish_reason for c in too_long] == ["error", "error"]
+    assert f"{window - 2} tokens and may grow by 4, past the model's context window of {window}" in too_long[0].text
+    assert fine == tiny_sampler.sample([short], n=2, params=params, seeds=[2])[0]  # as if sampled alone
