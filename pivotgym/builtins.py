@@ -82,3 +82,17 @@ def register_samplers(register: Register) -> None:
         "pivotgym.sampling.openai:OpenAISampler",
         description="any OpenAI-compatible /v1/completions server, e.g. vLLM's (base_url, $OPENAI_BASE_URL)",
     )
+
+
+@hookimpl
+def register_user_simulators(register: Register) -> None:
+    register(
+        "scripted",
+        "pivotgym.users:ScriptedUser",
+        description="deterministic and offline: opens with the reason and known facts, confirms, stops when done",
+    )
+    register(
+        "llm",
+        "pivotgym.users:LlmUser",
+        description="any registered sampler plays the user from the scenario (sampler=, model=, sampler options)",
+    )

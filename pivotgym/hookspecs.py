@@ -45,6 +45,12 @@ def register_samplers(register: Register) -> None:
 
 
 @hookspec
+def register_user_simulators(register: Register) -> None:
+    """Register user simulators for conversational envs: ``register(name, factory, *, description="")``;
+    ``factory(**options)`` is a :class:`pivotgym.users.UserSimulator`."""
+
+
+@hookspec
 def register_commands(cli: Any) -> None:
     """Add commands to ``pivotgym``: ``cli`` is a ``typer.Typer`` of this plugin's own, whose commands and
     groups join the ``pivotgym`` app. Put a domain's commands in one group named after it

@@ -103,7 +103,7 @@ class SuiteSpec:
         return {"name": self.name, "plugin": self.plugin, "members": self.members, "description": self.description}
 
 
-KINDS = ("environments", "verifiers", "suites", "sandboxes", "samplers")
+KINDS = ("environments", "verifiers", "suites", "sandboxes", "samplers", "user_simulators")
 
 #: distributions whose ids a third-party plugin can never take over, whatever the load order
 FIRST_PARTY_DISTRIBUTIONS = frozenset(
@@ -121,6 +121,7 @@ class Registry:
         self.suites: dict[str, SuiteSpec] = {}
         self.sandboxes: dict[str, Entry] = {}
         self.samplers: dict[str, Entry] = {}
+        self.user_simulators: dict[str, Entry] = {}
         #: every duplicate id seen while loading: ``{"kind", "id", "winner", "loser"}``
         self.conflicts: list[dict[str, str]] = []
 
@@ -249,6 +250,9 @@ class Registry:
     def _register_samplers(self, owner: str, name: str, factory: Factory, *, description: str = "") -> None:
         self._register_named(self.samplers, "sampler", owner, name, factory, description=description)
 
+    def _register_user_simulators(self, owner: str, name: str, factory: Factory, *, description: str = "") -> None:
+        self._register_named(self.user_simulators, "user simulator", owner, name, factory, description=description)
+
     def _register_suites(
         self, owner: str, name: str, members: Mapping[str, str], *, description: str = "", **options: Any
     ) -> None:
@@ -283,7 +287,8 @@ class Registry:
         try:
             return table[name]
         except KeyError:
-            raise RegistryError(self._unknown(what, name, table, f"pivotgym {_KIND_OF[what]}")) from None
+            command = f"pivotgym {_KIND_OF[what].replace('_', '-')}"
+            raise RegistryError(self._unknown(what, name, table, command)) from None
 
     def _make_entry(self, table: Mapping[str, Entry], what: str, name: str, *args: Any, **kwargs: Any) -> Any:
         entry = self._entry(table, what, name)
@@ -301,6 +306,9 @@ class Registry:
 
     def make_sandbox(self, name: str, *args: Any, **kwargs: Any) -> Any:
         return self._make_entry(self.sandboxes, "sandbox", name, *args, **kwargs)
+
+    def make_user_simulator(self, name: str, **options: Any) -> Any:
+        return self._make_entry(self.user_simulators, "user simulator", name, **options)
 
     def suite(self, name: str) -> SuiteSpec:
         try:
@@ -367,6 +375,7 @@ _KIND_OF = {
     "suite": "suites",
     "sampler": "samplers",
     "sandbox": "sandboxes",
+    "user simulator": "user_simulators",
 }
 
 
@@ -460,6 +469,11 @@ def verifier_for(env_id: str, kind: str = "functional", **kwargs: Any) -> Any:
     """The verifier of ``env_id``: ``kind`` is ``"functional"`` (default), ``"exact"`` or a verifier name."""
     registry = get_registry()
     return registry.make_verifier(registry.verifier_name_for(env_id, kind), **kwargs)
+
+
+def make_user_simulator(name: str, **options: Any) -> Any:
+    """The user simulator ``name`` (``pivotgym user-simulators`` lists them) with its options."""
+    return get_registry().make_user_simulator(name, **options)
 
 
 def make_sampler(name: str, model: str, options: Mapping[str, Any] | None = None, **defaults: Any) -> Any:

@@ -41,7 +41,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("declarative and MCP envs", ["pivotgym.bigbench", "pivotgym.declarative", "pivotgym.mcp"]),
     ("default plugin", ["pivotgym.builtins"]),
     ("plugin manager and registry", ["pivotgym.plugins", "pivotgym.registry"]),
-    ("the episode loop", ["pivotgym.rollout"]),
+    ("the episode loop and simulated users", ["pivotgym.rollout", "pivotgym.users"]),
     ("pivot profiling and selection", ["pivotgym.pivot"]),
     ("evaluation", ["pivotgym.eval"]),
     ("training", ["pivotgym.train"]),
@@ -354,7 +354,15 @@ def test_no_import_cycles_in_a_first_party_plugin(package):
 
 
 #: what a plugin may import from the core: the facade and the modules it names as public (docs/plugins.md)
-PUBLIC_API = {ROOT, f"{ROOT}.types", f"{ROOT}.errors", f"{ROOT}.verify", f"{ROOT}.sandbox", f"{ROOT}.parsing"}
+PUBLIC_API = {
+    ROOT,
+    f"{ROOT}.types",
+    f"{ROOT}.errors",
+    f"{ROOT}.verify",
+    f"{ROOT}.sandbox",
+    f"{ROOT}.parsing",
+    f"{ROOT}.users",
+}
 
 
 @pytest.mark.parametrize("package", PLUGIN_PACKAGES, ids=lambda p: p.name)

@@ -87,8 +87,8 @@ def verifiers_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-re
 
 
 def _entries_cmd(kind: str) -> Callable[..., None]:
-    """A command listing the registered entries of ``kind`` (``samplers`` or ``sandboxes``): name, plugin and
-    description, or ``--json``."""
+    """A command listing the registered entries of ``kind`` (``samplers``, ``sandboxes``, ``user_simulators``):
+    name, plugin and description, or ``--json``."""
 
     def command(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
         from pivotgym.registry import get_registry
@@ -99,7 +99,7 @@ def _entries_cmd(kind: str) -> Callable[..., None]:
             return
         typer.echo(table([[e.name, e.plugin, e.description] for e in entries], [kind[:-1], "plugin", "description"]))
 
-    command.__doc__ = f"List registered {kind} backends: name, plugin and description."
+    command.__doc__ = f"List registered {kind.replace('_', ' ')}: name, plugin and description."
     return command
 
 
@@ -113,9 +113,10 @@ def _env_summary(env_ids: list[str]) -> str:
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``plugins``, ``envs``, ``verifiers``, ``samplers`` and ``sandboxes``."""
+    """Add ``plugins``, ``envs``, ``verifiers``, ``samplers``, ``sandboxes`` and ``user-simulators``."""
     app.command("plugins")(plugins_cmd)
     app.command("envs")(envs_cmd)
     app.command("verifiers")(verifiers_cmd)
     app.command("samplers")(_entries_cmd("samplers"))
     app.command("sandboxes")(_entries_cmd("sandboxes"))
+    app.command("user-simulators")(_entries_cmd("user_simulators"))

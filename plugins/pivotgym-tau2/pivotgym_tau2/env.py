@@ -4,8 +4,9 @@ Each env runs its domain's MCP server (from the asset package) once, with a priv
 episode is a fresh ``state_key`` on it, so it starts from the domain's database and sees no other episode's
 writes. The system message is the domain policy, then the tools (their ``state_key`` argument hidden: the env
 sets it) and the call format. A tool call is executed on the server; a plain message goes to the user
-simulator (:mod:`pivotgym_tau2.users`), whose answer is the next observation; the episode ends when the user
-writes ``###STOP###``, when the agent transfers to a human agent, or at the turn limit.
+simulator (a registered one: ``pivotgym user-simulators``, :mod:`pivotgym.users`), whose answer is the next
+observation; the episode ends when the user writes ``###STOP###``, when the agent transfers to a human agent,
+or at the turn limit.
 
 Reward (τ²-bench's, on the task's ``reward_basis``): ``DB`` - the database at the end equals the one the gold
 calls produce (a hash over a canonical dump); ``COMMUNICATE`` - every item of ``communicate_info`` appears in
@@ -24,10 +25,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pivotgym import McpEnv, McpEnvConfig, McpServer, StepOutcome, Task
+from pivotgym import McpEnv, McpEnvConfig, McpServer, StepOutcome, Task, make_user_simulator
 from pivotgym.types import Message, ToolCall, assistant_message, canonical_json, message
+from pivotgym.users import STOP, Scenario, UserSimulator
 from pivotgym_tau2 import data
-from pivotgym_tau2.users import STOP, Scenario, UserSimulator, make_user
 
 __all__ = ["Tau2Env", "communicated", "gold_calls", "task_kind"]
 
@@ -63,7 +64,7 @@ class Tau2Env(McpEnv):
         **kwargs: Any,
     ) -> None:
         self.domain = domain
-        self.user = make_user(user, **dict(user_options or {}))
+        self.user = make_user_simulator(user, **dict(user_options or {})) if isinstance(user, str) else user
         self.state_dir = Path(tempfile.mkdtemp(prefix=f"pivotgym-tau2-{domain}-"))
         server = McpServer(
             command=("python", "-m", f"{data.package(domain)}.server"),

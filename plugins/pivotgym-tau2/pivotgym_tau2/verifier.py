@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from pivotgym import McpEnv, McpResultVerifier, Verdict
 from pivotgym.parsing import message_problem
+from pivotgym.users import asks_confirmation
 from pivotgym_tau2.env import Tau2Env, communicated
-from pivotgym_tau2.users import asks_confirmation
 
 __all__ = ["Tau2Verifier"]
 

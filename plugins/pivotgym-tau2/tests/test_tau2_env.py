@@ -7,11 +7,11 @@ import json
 import pytest
 from pivotgym_tau2 import data
 from pivotgym_tau2.env import Tau2Env, gold_calls, task_kind
-from pivotgym_tau2.users import STOP, Scenario, ScriptedUser
 from pivotgym_tau2.verifier import Tau2Verifier
 
 import pivotgym
 from pivotgym.types import Verdict
+from pivotgym.users import STOP, Scenario, ScriptedUser
 from pivotgym.verify import VerifyContext
 
 

@@ -1,7 +1,8 @@
-"""Simulated users: who the agent talks to in a τ² episode.
+"""Simulated users: who the agent talks to in a conversational env (a registered kind, like samplers).
 
 A user simulator opens the conversation and answers each agent message; it ends the conversation by writing
-:data:`STOP`. Two ship here:
+:data:`STOP`. It plays a :class:`Scenario` (τ²-bench's shape: persona, reason for calling, known and unknown
+information, task instructions). Plugins register more through ``register_user_simulators``; two are built in:
 
 * ``scripted`` (the default, deterministic, offline): opens with the reason for calling and the known
   information; answers a request for confirmation with yes; answers the first question with the known
@@ -23,25 +24,17 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pivotgym.errors import ConfigError
+from pivotgym.sampling.base import SamplingParams
 from pivotgym.types import Message
 
 STOP = "###STOP###"
 
-__all__ = [
-    "STOP",
-    "USERS",
-    "LlmUser",
-    "Scenario",
-    "ScriptedUser",
-    "UserSimulator",
-    "asks_confirmation",
-    "make_user",
-]
+__all__ = ["STOP", "LlmUser", "Scenario", "ScriptedUser", "UserSimulator", "asks_confirmation"]
 
 
 @dataclass(frozen=True)
 class Scenario:
-    """What a τ² task tells its user: ``user_scenario.instructions`` and ``persona``."""
+    """What a task tells its user (τ²-bench's ``user_scenario``: ``instructions`` and ``persona``)."""
 
     reason_for_call: str
     known_info: str = ""
@@ -51,6 +44,7 @@ class Scenario:
 
     @classmethod
     def of(cls, task: Mapping[str, Any]) -> Scenario:
+        """The scenario of a task written as τ²-bench writes one (``{"user_scenario": {...}}``)."""
         scenario = task.get("user_scenario") or {}
         instructions = scenario.get("instructions") or {}
         if isinstance(instructions, str):
@@ -141,10 +135,10 @@ class LlmUser:
         temperature: float = 0.0,
         **sampler_options: Any,
     ) -> None:
-        import pivotgym
+        from pivotgym.registry import make_sampler
 
-        self.sampler = pivotgym.make_sampler(sampler, model, sampler_options)
-        self.params = pivotgym.SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens)
+        self.sampler = make_sampler(sampler, model, sampler_options)
+        self.params = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens)
 
     def _system(self, scenario: Scenario) -> Message:
         lines = [
@@ -183,16 +177,3 @@ class LlmUser:
             elif m.get("role") == "user":
                 flipped.append({"role": "assistant", "content": str(m.get("content") or "")})
         return self._say(flipped)
-
-
-#: the user simulators by name
-USERS: dict[str, type] = {"scripted": ScriptedUser, "llm": LlmUser}
-
-
-def make_user(name: str | UserSimulator = "scripted", **options: Any) -> UserSimulator:
-    """A user simulator by name (``scripted``, ``llm``) with its options, or the given one."""
-    if not isinstance(name, str):
-        return name
-    if name not in USERS:
-        raise ConfigError(f"unknown user simulator {name!r}; they are {sorted(USERS)}")
-    return USERS[name](**options)
