@@ -13,7 +13,16 @@ from __future__ import annotations
 from pivotgym.eval.compare import compare, format_comparison, mismatches
 from pivotgym.eval.io import load_result, write_json
 from pivotgym.eval.scoring import generate_single, generation_cap, loglik_scores
-from pivotgym.eval.stats import ROLES, ci95, paired_interval, role_averages, summarize, unpaired_interval, wilson
+from pivotgym.eval.stats import (
+    ROLES,
+    ci95,
+    paired_interval,
+    pass_hat_k,
+    role_averages,
+    summarize,
+    unpaired_interval,
+    wilson,
+)
 from pivotgym.eval.suites import Member, evaluate_suite, suite_members
 
 __all__ = [
@@ -29,6 +38,7 @@ __all__ = [
     "loglik_scores",
     "mismatches",
     "paired_interval",
+    "pass_hat_k",
     "role_averages",
     "suite_members",
     "summarize",

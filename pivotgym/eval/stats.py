@@ -92,6 +92,23 @@ def summarize(values: Sequence[float], metric: str, item_ids: Sequence[str] | No
     return out
 
 
+def pass_hat_k(successes: Mapping[str, Sequence[bool]], k: int) -> float:
+    """τ²-bench's pass^k: the chance that ``k`` episodes of a task, drawn from its ``n`` recorded ones without
+    replacement, all succeed, averaged over tasks (``C(c, k) / C(n, k)`` with ``c`` successes). pass^1 is the
+    success rate; the drop from pass^1 to pass^k measures how consistent a policy is. Each task needs ``k`` or
+    more episodes."""
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    if not successes:
+        raise ValueError("pass^k of no task")
+    short = sorted(task for task, runs in successes.items() if len(runs) < k)
+    if short:
+        raise ValueError(f"pass^{k} needs {k} or more episodes of each task; fewer for {short[:5]}")
+    return sum(math.comb(sum(map(bool, runs)), k) / math.comb(len(runs), k) for runs in successes.values()) / len(
+        successes
+    )
+
+
 def role_averages(scores: Mapping[str, Mapping[str, Any]], roles: Mapping[str, str]) -> dict[str, float | None]:
     """The unweighted mean score of the in-domain members and of the OOD members (None when a role is empty)."""
     out: dict[str, float | None] = {}

@@ -171,3 +171,14 @@ def test_bca_covers_at_50_problems_but_not_at_5_which_is_why_t_is_the_default():
 
     assert abs(coverage(50) - 0.95) <= 0.025
     assert coverage(5) < 0.91  # ~86-88%
+
+
+def test_pass_hat_k_is_tau2s_all_k_of_n_succeed_averaged_over_tasks():
+    from pivotgym.eval.stats import pass_hat_k
+
+    runs = {"a": [True, True, False], "b": [False, False, False], "c": [True, True, True]}
+    assert pass_hat_k(runs, 1) == pytest.approx((2 / 3 + 0 + 1) / 3)
+    assert pass_hat_k(runs, 2) == pytest.approx((1 / 3 + 0 + 1) / 3)  # C(2,2)/C(3,2) for a
+    assert pass_hat_k(runs, 3) == pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match=r"pass\^4 needs 4 or more episodes of each task; fewer for \['a', 'b', 'c'\]"):
+        pass_hat_k(runs, 4)

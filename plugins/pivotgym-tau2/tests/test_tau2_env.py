@@ -287,3 +287,30 @@ def test_the_gold_calls_replay_through_the_server_as_the_data_implies(domain, ca
         assert unchanged - errors == NO_OP_WRITES[domain]
     finally:
         env.close()
+
+
+@pytest.mark.slow  # 5 s
+def test_seeded_episodes_of_a_real_policy_give_pass_hat_k(tiny_sampler):
+    """The episode loop drives the τ² env (the user simulator answers, the window is watched): k seeded
+    episodes per task, then τ²-bench's pass^k over them."""
+    from pivotgym.eval import pass_hat_k
+    from pivotgym.rollout import run_episodes
+    from pivotgym.sampling.base import SamplingParams
+
+    env = pivotgym.make("tau2/airline-v0")
+    tasks = [t.id for t in env.tasks("train")[:2]]
+    env.close()
+    groups = run_episodes(
+        tiny_sampler,
+        lambda: pivotgym.make("tau2/airline-v0"),
+        tasks,
+        SamplingParams(temperature=1.0, max_new_tokens=16),
+        n=2,
+        seeds=lambda task, turn, j: 1000 * task + 10 * turn + j,
+        max_turns=2,
+        transcripts=True,
+    )
+    runs = {task: [e.score == 1.0 for e in episodes] for task, episodes in zip(tasks, groups)}
+    assert all(len(r) == 2 for r in runs.values())
+    assert 0.0 <= pass_hat_k(runs, 2) <= pass_hat_k(runs, 1) <= 1.0
+    assert all(e.steps for episodes in groups for e in episodes)
