@@ -108,18 +108,26 @@ class McpEnv(AgentEnv):
         a server expects)."""
         return f"pivotgym/{self.env_id}/{task.id}/{uuid.uuid4().hex}"
 
-    def _end_session(self) -> None:
+    def _end_session(self, wait: bool = True) -> None:
         if self._session is not None and self._session is not self._shared:
-            self._session.close()
+            self._session.close(wait)
         self._session = None
         self._session_key = None
 
-    def close(self) -> None:
-        self._end_session()
+    def close(self, wait: bool = True) -> None:
+        """End the episode's session and the shared one (their servers stop); ``wait`` for them to finish."""
+        self._end_session(wait)
         if self._shared is not None:
-            self._shared.close()
+            self._shared.close(wait)
             self._shared = None
         super().close()
+
+    def __del__(self) -> None:
+        # an env dropped without close() (a verifier's context evicted from a cache) must not keep its server
+        try:
+            self.close(wait=False)
+        except Exception:
+            pass
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()

@@ -151,15 +151,16 @@ class McpSession:
             self._ready.set()
             await self._stop.wait()
 
-    def close(self) -> None:
-        """Leave the session (a stdio server is terminated); never blocks longer than :attr:`timeout`."""
+    def close(self, wait: bool = True) -> None:
+        """Leave the session (a stdio server is terminated); never blocks longer than :attr:`timeout`, and not
+        at all without ``wait`` (the session's thread then finishes leaving on its own)."""
         loop, stop, thread = self._loop, self._stop, self._thread
         if loop is not None and stop is not None and not loop.is_closed():
             try:
                 loop.call_soon_threadsafe(stop.set)
             except RuntimeError:  # the loop ended meanwhile
                 pass
-        if thread is not None and thread is not threading.current_thread():
+        if wait and thread is not None and thread is not threading.current_thread():
             thread.join(self.timeout)
         self.broken = self.broken or "closed"
         self._client = None

@@ -259,3 +259,18 @@ def test_the_third_party_tau2_servers_speak_the_protocol(domain, tmp_path):
         assert not result.is_error and result.structured and result.structured["parsed_content"] in (20, 20.0, "20.0")
         missing = session.call_tool("calculate", {"state_key": f"tau2/{domain}/t/1"})
         assert missing.is_error
+
+
+def test_an_env_dropped_without_close_stops_its_server():
+    import gc
+
+    before = children()
+    env = tally_env()
+    env.reset(options={"task_id": "t1"})
+    assert children() - before  # the episode's server runs
+    del env
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while children() - before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not children() - before

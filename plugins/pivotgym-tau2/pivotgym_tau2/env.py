@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import shutil
 import tempfile
 import uuid
 from collections.abc import Mapping, Sequence
@@ -66,6 +67,7 @@ class Tau2Env(McpEnv):
         self.domain = domain
         self.user = make_user_simulator(user, **dict(user_options or {})) if isinstance(user, str) else user
         self.state_dir = Path(tempfile.mkdtemp(prefix=f"pivotgym-tau2-{domain}-"))
+        self._owns_state_dir = True
         server = McpServer(
             command=("python", "-m", f"{data.package(domain)}.server"),
             env={f"TAU2_{domain.upper()}_MCP_STATE_DIR": str(self.state_dir)},
@@ -108,10 +110,15 @@ class Tau2Env(McpEnv):
     def state_digest(self) -> str | None:
         return self.database_digest(self._session_key)
 
-    def _end_session(self) -> None:
+    def _end_session(self, wait: bool = True) -> None:
         if self._session_key:
             self._state_file(self._session_key).unlink(missing_ok=True)  # a retail state is ~3 MB
-        super()._end_session()
+        super()._end_session(wait)
+
+    def close(self, wait: bool = True) -> None:
+        super().close(wait)
+        if self.__dict__.get("_owns_state_dir"):  # copies share the folder; its maker removes it
+            shutil.rmtree(self.state_dir, ignore_errors=True)
 
     # ------------------------------------------------------------------ the gold run of a task
     def gold(self, task: Task) -> dict[str, Any]:
@@ -251,6 +258,7 @@ class Tau2Env(McpEnv):
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
         state.pop("_gold", None)
+        state["_owns_state_dir"] = False
         return state
 
 
