@@ -314,3 +314,15 @@ def test_seeded_episodes_of_a_real_policy_give_pass_hat_k(tiny_sampler):
     assert all(len(r) == 2 for r in runs.values())
     assert 0.0 <= pass_hat_k(runs, 2) <= pass_hat_k(runs, 1) <= 1.0
     assert all(e.steps for episodes in groups for e in episodes)
+
+
+def test_a_later_read_is_credited_only_with_the_option(retail):
+    """At retail task 0's first turn the expert finds the user; reading the order it looks up next is a step
+    taken early: credited with ``later_reads``, not by default. A read the expert never makes is not."""
+    trajectory = next(t for t in retail.expert_trajectories("train") if t.task_id == "0")
+    first = VerifyContext.from_trajectory(trajectory, 0)
+    ahead = call("get_order_details", order_id="#W2378156")  # the expert's second call
+    elsewhere = call("get_order_details", order_id="#W4776164")  # the user's, never read by the expert
+    assert Tau2Verifier().verify(first, ahead).reward == 0.0
+    assert Tau2Verifier(later_reads=True).verify(first, ahead).reason.startswith("later_read")
+    assert Tau2Verifier(later_reads=True).verify(first, elsewhere).reward == 0.0
