@@ -328,7 +328,15 @@ class McpResultVerifier:
             return Verdict.fail(f"decision_mismatch: the expert wrote {want}")
         if not calls:
             return self._message(env, content or candidate, expert_content or context.expert_text)
-        schemas = {t.name: t.input_schema for t in env.tools().values()}
+        tools = env.tools()
+        for call in calls:  # a call the env would refuse does nothing, whatever it resembles
+            tool = tools.get(call.name)
+            problem = (
+                "unknown tool" if tool is None else argument_problem(call.arguments, tool, env.config.session_argument)
+            )
+            if problem:
+                return Verdict.fail(f"refused_call: {call.name}: {problem}")
+        schemas = {t.name: t.input_schema for t in tools.values()}
         if calls_equivalent(calls, expert_calls, schemas=schemas, order_free=False).ok:
             return Verdict.ok("equivalent:structural")
         try:

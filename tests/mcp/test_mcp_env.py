@@ -148,36 +148,38 @@ def test_a_server_that_answers_garbage_or_never_answers_is_a_clear_error():
 
 @pytest.fixture
 def registered(monkeypatch):
-    """tally.yaml found on $PIVOTGYM_ENV_PATH, as a user's MCP env file is."""
+    """The tally YAML files found on $PIVOTGYM_ENV_PATH, as a user's MCP env files are; the keyed one (one server
+    process, a session argument per episode) is what the checks play, ~60 episodes in a few seconds."""
     from pivotgym.registry import reset_registry
 
-    monkeypatch.setenv("PIVOTGYM_ENV_PATH", str(YAML))
+    monkeypatch.setenv("PIVOTGYM_ENV_PATH", str(HERE))
     reset_registry()
-    yield "test/tally-v0"
+    yield "test/tally-keyed-v0"
     monkeypatch.delenv("PIVOTGYM_ENV_PATH")
     reset_registry()
 
 
-@pytest.mark.slow  # 70 s: a server process per episode, and the checker plays ~60
+@pytest.mark.slow  # 20 s: the checker's calibration probe fans out to worker processes, each with its server
 def test_check_env_passes_on_the_yaml_env(registered):
     from pivotgym.registry import get_registry
 
     assert get_registry().envs[registered].plugin == "builtins"
+    assert get_registry().envs["test/tally-v0"].plugin == "builtins"
     report = check_env(registered)
     assert report.ok, [f"{r.name}: {r.detail}" for r in report.failures]
 
 
-@pytest.mark.slow  # 13 s
 def test_the_functional_verifier_judges_calls_by_their_results(registered):
-    env = tally_env()
+    env = McpEnv(HERE / "tally-keyed.yaml")
     trajectory = next(env.expert_trajectories("train"))
     env.close()
     verifier = McpResultVerifier()
-    first = VerifyContext.from_trajectory(trajectory, 0, env_kwargs={"config_path": str(YAML)})
-    assert first.env_id == "test/tally-v0"
+    first = VerifyContext.from_trajectory(trajectory, 0, env_kwargs={"config_path": str(HERE / "tally-keyed.yaml")})
+    assert first.env_id == "test/tally-keyed-v0"
     cases = {
         call("add", n=2): True,  # the expert's call
-        call("add", n=2, session=""): True,  # its default written out
+        call("add", n=2.0): True,  # another spelling of the same value
+        call("add", n=2, session=""): False,  # sets the session argument, which the env refuses
         call("add", n=3): False,  # another total
         "The total is 2.": False,  # a message where the expert calls
     }
@@ -185,7 +187,7 @@ def test_the_functional_verifier_judges_calls_by_their_results(registered):
         for candidate, credited in cases.items():
             verdict = verifier.verify(first, candidate)
             assert isinstance(verdict, Verdict) and verdict.reward == float(credited), (candidate, verdict.reason)
-        last = VerifyContext.from_trajectory(trajectory, 2, env_kwargs={"config_path": str(YAML)})
+        last = VerifyContext.from_trajectory(trajectory, 2, env_kwargs={"config_path": str(HERE / "tally-keyed.yaml")})
         assert verifier.verify(last, "So the total is now 5!").reward == 1.0
         assert verifier.verify(last, "Done.").reward == 0.0  # the 5 is due at this turn
     finally:

@@ -204,19 +204,13 @@ def test_an_equivalent_calculate_expression_is_credited(airline):
 
 @pytest.mark.slow  # 4-5 min on 2 cores: 164 trajectories, every call through the server
 @pytest.mark.parametrize("domain", ["airline", "retail"])
-def test_every_tasks_expert_trajectory_replays_to_reward_one(domain):
-    env = pivotgym.make(f"tau2/{domain}-v0")
-    try:
-        failed = {
-            t.task_id: t.reward
-            for split in ("train", "test")
-            for t in env.expert_trajectories(split)
-            if t.reward != 1.0
-        }
-        assert failed == {}
-        assert sum(len(env.tasks(s)) for s in ("train", "test")) == len(data.tasks(domain))
-    finally:
-        env.close()
+def test_every_tasks_expert_trajectory_replays_to_reward_one(domain, request):
+    env = request.getfixturevalue(domain)  # the module's env: gold runs computed once for both tests
+    failed = {
+        t.task_id: t.reward for split in ("train", "test") for t in env.expert_trajectories(split) if t.reward != 1.0
+    }
+    assert failed == {}
+    assert sum(len(env.tasks(s)) for s in ("train", "test")) == len(data.tasks(domain))
 
 
 @pytest.mark.parametrize(
@@ -261,32 +255,29 @@ WRITES = ("cancel", "book", "modify", "exchange", "return", "update", "send")
 NO_OP_WRITES = {"airline": set(), "retail": {("110", 1, "modify_user_address")}}
 
 
-@pytest.mark.slow  # 2 min: every gold call of both domains through the servers
+@pytest.mark.slow  # every gold call of both domains through the servers (the gold runs the replay test made)
 @pytest.mark.parametrize("domain,calls,writes", [("airline", 142, 49), ("retail", 550, 173)])
-def test_the_gold_calls_replay_through_the_server_as_the_data_implies(domain, calls, writes):
+def test_the_gold_calls_replay_through_the_server_as_the_data_implies(domain, calls, writes, request):
     """Fidelity: every gold call runs on the third-party server; the ones that fail are exactly the known ones;
     each write changes the database and each read leaves it as it was; ids the tasks name exist."""
-    env = pivotgym.make(f"tau2/{domain}-v0")
-    try:
-        steps = {t.id: env.gold(t)["steps"] for s in ("train", "test") for t in env.tasks(s)}
-        errors = {
-            (tid, i, st["call"].name)
-            for tid, ss in steps.items()
-            for i, st in enumerate(ss)
-            if st["result"].startswith("Error")
-        }
-        assert errors == GOLD_ERRORS[domain]
-        assert sum(len(ss) for ss in steps.values()) == calls
-        assert sum(st["writes"] for ss in steps.values() for st in ss) == writes
-        unchanged = {
-            (tid, i, st["call"].name)
-            for tid, ss in steps.items()
-            for i, st in enumerate(ss)
-            if st["call"].name.startswith(WRITES) and not st["writes"]
-        }
-        assert unchanged - errors == NO_OP_WRITES[domain]
-    finally:
-        env.close()
+    env = request.getfixturevalue(domain)  # the module's env: gold runs computed once for both tests
+    steps = {t.id: env.gold(t)["steps"] for s in ("train", "test") for t in env.tasks(s)}
+    errors = {
+        (tid, i, st["call"].name)
+        for tid, ss in steps.items()
+        for i, st in enumerate(ss)
+        if st["result"].startswith("Error")
+    }
+    assert errors == GOLD_ERRORS[domain]
+    assert sum(len(ss) for ss in steps.values()) == calls
+    assert sum(st["writes"] for ss in steps.values() for st in ss) == writes
+    unchanged = {
+        (tid, i, st["call"].name)
+        for tid, ss in steps.items()
+        for i, st in enumerate(ss)
+        if st["call"].name.startswith(WRITES) and not st["writes"]
+    }
+    assert unchanged - errors == NO_OP_WRITES[domain]
 
 
 @pytest.mark.slow  # 5 s
