@@ -205,6 +205,9 @@ class McpEnv(AgentEnv):
     def apply_action(self, action: str) -> StepOutcome:
         calls, content = self.parse(action)
         if not calls:
+            problem = message_problem(content or action)
+            if problem:  # a message is for a reader (a user, or the final answer): noise is not one
+                raise InvalidAction(f"A message must be readable text: {problem}.", code="unreadable_message")
             return self.on_message(content or action)
         assistant = assistant_message(content, calls)
         ids = [c["id"] for c in assistant.get("tool_calls", [])]

@@ -261,6 +261,8 @@ def python_problem(program: str, filename: str = "<reply>", *, max_scope_depth: 
 # ------------------------------------------------------------------------------------------ plain messages
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07?")
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+#: control characters no text has (tab, line and page breaks aside)
+_NONPRINTING_RE = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 _WORD_RE = re.compile(r"[^\W\d_]{2,}")
 #: the longest plain message :func:`message_problem` accepts as one
 MAX_MESSAGE_CHARS = 4000
@@ -268,12 +270,18 @@ MAX_MESSAGE_CHARS = 4000
 
 def message_problem(text: str) -> str | None:
     """Why ``text`` is not a real plain message (None when it is): a message must contain a word of two or
-    more letters, must not be one character repeated, and must stay under :data:`MAX_MESSAGE_CHARS`. This
+    more letters, must not be one character repeated, must hold no control characters (terminal escape
+    sequences aside, which are dropped) nor lone surrogates, and must stay under :data:`MAX_MESSAGE_CHARS`. This
     keeps empty replies, terminal noise and padding from counting as a deliberate answer, abstention or
     message to a user, wherever a verifier credits a message."""
-    cleaned = _CONTROL_RE.sub("", _ANSI_RE.sub("", text or "")).strip()
+    visible = _ANSI_RE.sub("", text or "")
+    cleaned = _CONTROL_RE.sub("", visible).strip()
     if not cleaned:
         return "the message is empty"
+    if _NONPRINTING_RE.search(visible):
+        return "the message holds control characters"
+    if any("\ud800" <= ch <= "\udfff" for ch in cleaned):
+        return "the message holds lone surrogates (not valid text)"
     if len(cleaned) > MAX_MESSAGE_CHARS:
         return f"the message is longer than {MAX_MESSAGE_CHARS} characters"
     if len(set(cleaned)) == 1 or not _WORD_RE.search(cleaned):
