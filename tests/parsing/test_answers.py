@@ -1,5 +1,3 @@
-
-
 def test_message_problem_refuses_control_characters_and_lone_surrogates_but_not_line_breaks():
     from pivotgym.parsing import message_problem
 
