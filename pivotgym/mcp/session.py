@@ -146,7 +146,12 @@ class McpSession:
 
         self._stop = asyncio.Event()
         self._loop = asyncio.get_running_loop()
-        async with Client(self.server.transport(), mode="legacy", read_timeout_seconds=self.timeout) as client:
+        transport = self.server.transport()
+        if not isinstance(transport, str):  # stdio: the server's stderr needs a real file (not a captured stream)
+            from mcp.client.stdio import stdio_client
+
+            transport = stdio_client(transport, errlog=_real_stderr())
+        async with Client(transport, mode="legacy", read_timeout_seconds=self.timeout) as client:
             self._client = client
             self._ready.set()
             await self._stop.wait()
@@ -212,6 +217,15 @@ class McpSession:
             return McpResult(text, bool(result.is_error), structured)
 
         return self._request(f"tools/call {name}", calling)
+
+
+def _real_stderr() -> Any:
+    """``sys.stderr`` where it is a real file, else the process's own (a captured ``StringIO`` has no fd)."""
+    try:
+        sys.stderr.fileno()
+        return sys.stderr
+    except (AttributeError, OSError, ValueError):
+        return sys.__stderr__
 
 
 async def _awaited(awaitable: Awaitable[T]) -> T:
