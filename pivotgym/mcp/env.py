@@ -29,7 +29,7 @@ from typing import Any
 from pivotgym.env import AgentEnv, InvalidAction, StepOutcome
 from pivotgym.mcp.config import McpEnvConfig
 from pivotgym.mcp.session import McpError, McpResult, McpServer, McpSession, McpTool
-from pivotgym.parsing import FORMAT_HINT, ParseError, message_problem, parse_action
+from pivotgym.parsing import FORMAT_HINT, ParseError, message_problem, parse_action, render_message
 from pivotgym.types import Message, Task, ToolCall, Verdict, assistant_message, canonical_json, message
 from pivotgym.verify import VerifyContext, calls_equivalent, normalize_string
 
@@ -76,7 +76,6 @@ class McpEnv(AgentEnv):
         self._session: McpSession | None = None
         self._session_key: str | None = None
         self._tools: dict[str, McpTool] | None = None
-        self.final_message: str | None = None
         #: calls of this episode the server answered (refused ones, unknown tools or bad arguments, excluded)
         self.calls_sent = 0
 
@@ -173,7 +172,6 @@ class McpEnv(AgentEnv):
 
     def initial_messages(self, task: Task) -> list[Message]:
         self._new_session(task)
-        self.final_message = None
         self.calls_sent = 0
         opening: list[Message] = [dict(m) for m in task.data.get("messages") or ()]  # type: ignore[misc]
         return [message("system", self.system_prompt(task)), *(opening or [message("user", str(task.data["prompt"]))])]
@@ -189,8 +187,6 @@ class McpEnv(AgentEnv):
         return out
 
     def render_action(self, msg: Message) -> str:
-        from pivotgym.parsing import render_message
-
         return render_message(msg)
 
     # ------------------------------------------------------------------ acting
@@ -262,7 +258,6 @@ class McpEnv(AgentEnv):
 
     def on_message(self, text: str) -> StepOutcome:
         """A plain message: here the final answer, which ends the episode with :meth:`final_reward`."""
-        self.final_message = text
         reward, info = self.final_reward(text)
         return StepOutcome([], reward=reward, terminated=True, info=info, assistant=assistant_message(text))
 

@@ -146,7 +146,7 @@ class Tau2Env(McpEnv):
 
     def initial_messages(self, task: Task) -> list[Message]:
         self._new_session(task)
-        self.said, self.calls_sent, self.final_message = [], 0, None
+        self.said, self.calls_sent = [], 0
         return [message("system", self.system_prompt(task)), message("user", self.user.opening(self.scenario(task)))]
 
     def system_prompt(self, task: Task) -> str:
