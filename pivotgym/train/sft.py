@@ -28,6 +28,8 @@ class SFTExample:
     input_ids: list[int]
     loss_mask: list[int]
     trajectory_id: str = ""
+    #: assistant tokens the conversation had before ``max_length`` cut it (0: not cut)
+    cut_loss_tokens: int = 0
 
     @property
     def n_loss_tokens(self) -> int:
@@ -73,14 +75,15 @@ def build_examples(trajectory: Trajectory, tokenizer: Any, env: Any, max_length:
         for j in range(len(prompt), _turn_end(tokenizer, full, len(prompt))):
             mask[j] = 1
     if consistent:
-        return [SFTExample(full[:max_length], mask[:max_length], trajectory.id)]
+        return [SFTExample(full[:max_length], mask[:max_length], trajectory.id, sum(mask[max(1, max_length) :]))]
     examples = []
     for i in assistant_at:  # fallback: each turn on its own, the way RL samples it
         prompt = _template(tokenizer, messages[:i], generation_prompt=True)
         upto = _template(tokenizer, messages[: i + 1], generation_prompt=False)
         answer = upto[len(prompt) : _turn_end(tokenizer, upto, len(prompt))]
         ids = (prompt + answer)[-max_length:]
-        examples.append(SFTExample(ids, ([0] * len(prompt) + [1] * len(answer))[-max_length:], trajectory.id))
+        kept = ([0] * len(prompt) + [1] * len(answer))[-max_length:]
+        examples.append(SFTExample(ids, kept, trajectory.id, len(answer) - sum(kept[1:])))
     return examples
 
 
@@ -124,6 +127,7 @@ class SFTTrainer(Trainer):
             self.examples.extend(build_examples(t, self.tokenizer, env, cfg.max_length))
         if not self.examples:
             raise ConfigError("no assistant turns to train on in the trajectories")
+        self.examples = _within_max_length(self.examples, cfg.max_length)
         if self._eval_states is None and cfg.pivots:
             self._eval_states = load_pivot_states(
                 cfg.pivots, self.sampler.encode, cfg.verifier, trajectories=cfg.trajectories or None
@@ -177,6 +181,31 @@ class SFTTrainer(Trainer):
             max_new_tokens=cfg.max_new_tokens,
             seed=cfg.seed,
         )
+
+
+def _within_max_length(examples: list[SFTExample], max_length: int) -> list[SFTExample]:
+    """The examples that keep an assistant token inside ``max_length``; a warning names the assistant tokens the
+    cut removed, and an error says when nothing is left to train on (a long system prompt - a tool-use policy
+    with its schemas - can be longer than the whole default ``max_length``)."""
+    import warnings
+
+    cut = sum(e.cut_loss_tokens for e in examples)
+    kept = [e for e in examples if e.n_loss_tokens > 0]
+    if not kept:
+        raise ConfigError(
+            f"max_length {max_length} cuts every assistant token of the {len(examples)} example(s): the "
+            "conversations only reach an assistant turn further in; raise the SFT section's max_length (up to "
+            "the model's context window)"
+        )
+    if cut:
+        total = cut + sum(e.n_loss_tokens for e in examples)
+        warnings.warn(
+            f"max_length {max_length} cuts {cut} of {total} assistant tokens ({len(examples) - len(kept)} of "
+            f"{len(examples)} examples have none left); those turns are not trained on - raise max_length to "
+            "keep them",
+            stacklevel=3,
+        )
+    return kept
 
 
 __all__ = ["SFTExample", "SFTTrainer", "build_examples"]

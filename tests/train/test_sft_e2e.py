@@ -6,6 +6,7 @@ import pytest
 import torch
 from train_testlib import register_test_verifier, write_arith_data
 
+from pivotgym.errors import ConfigError
 from pivotgym.jsonl import read_trajectories
 from pivotgym.train import E2EConfig, E2ETrainer, SFTConfig, SFTTrainer
 
@@ -29,6 +30,47 @@ def test_sft_masks_exactly_the_assistant_turns(arith_data):
     answers = [m["content"] for m in trajectory.messages if m["role"] == "assistant"]
     assert trained == "".join(a + "<|im_end|>" for a in answers)
     assert "Start with" not in trained  # user and system tokens carry no loss
+
+
+def test_sft_max_length_counts_the_assistant_tokens_it_cuts(arith_data):
+    from pivotgym.registry import make
+    from pivotgym.sampling.testing import smollm2_tokenizer
+    from pivotgym.train.sft import build_examples
+
+    tokenizer, env = smollm2_tokenizer(), make("arith/chain-v0")
+    trajectory = read_trajectories(arith_data / "expert.jsonl")[0]
+    (whole,) = build_examples(trajectory, tokenizer, env, max_length=4096)
+    first = whole.loss_mask.index(1)
+    (cut,) = build_examples(trajectory, tokenizer, env, max_length=first)  # ends where the first answer starts
+    assert cut.n_loss_tokens == 0 and cut.cut_loss_tokens == whole.n_loss_tokens
+    assert whole.cut_loss_tokens == 0
+
+
+def test_sft_refuses_a_max_length_that_leaves_nothing_to_train_on(arith_data, tmp_path):
+    """A long system prompt (a tool-use policy with its schemas) can outrun max_length: every step would have
+    been skipped in silence; now the trainer says so before training."""
+    from pivotgym.sampling.testing import tiny_llama
+
+    model, tokenizer = tiny_llama(seed=5)
+    config = SFTConfig(
+        output_dir=str(tmp_path / "sft"),
+        trajectories=str(arith_data / "expert.jsonl"),
+        steps=1,
+        max_length=8,
+        report_to=["none"],
+        progress=False,
+    )
+    with pytest.raises(ConfigError, match="max_length 8 cuts every assistant token"):
+        SFTTrainer(config, model=model, tokenizer=tokenizer).fit()
+    from pivotgym.registry import make
+    from pivotgym.train.sft import build_examples
+
+    trajectory = read_trajectories(arith_data / "expert.jsonl")[0]
+    (whole,) = build_examples(trajectory, tokenizer, make("arith/chain-v0"), max_length=4096)
+    config.max_length = whole.loss_mask.index(1) + 2  # some assistant tokens left: trains, warns about the rest
+    config.output_dir = str(tmp_path / "sft2")
+    with pytest.warns(UserWarning, match=f"max_length {config.max_length} cuts"):
+        SFTTrainer(config, model=model, tokenizer=tokenizer).fit()
 
 
 def test_sft_lowers_the_loss_on_expert_turns(arith_data, tmp_path):
