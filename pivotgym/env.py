@@ -46,7 +46,7 @@ import threading
 import traceback
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 
@@ -168,12 +168,25 @@ class AgentEnv(gym.Env[list, str]):
         means the env offers no such continuation."""
         return None
 
+    #: what :meth:`candidate_actions` offers, in a phrase the floors' report prints ("an action of the task's
+    #: own expert trajectory"); empty where the env has no candidates
+    candidate_description: ClassVar[str] = ""
+
     def legal_actions(self) -> list[str] | None:
         """Every action the env would accept in the current state, one canonical text each, or None when the
         env cannot enumerate them (free text, code, tool calls with open arguments). Optional: the evaluation's
         floors read it (the random-legal-action baseline, the share of states where the verifier credits two
         or more distinct actions) and the likelihood scores (the probability mass a model puts on legal and on
         credited actions). The default, None, leaves those rows out for the env."""
+        return None
+
+    def candidate_actions(self) -> list[str] | None:
+        """A finite set of plausible actions for the current state, for an env whose :meth:`legal_actions` is
+        None (tool calls with open arguments, free text), or None. Optional: the floors judge these in place of
+        the legal actions, so a domain with no finite action set still gets a naive-policy floor (a uniformly
+        random candidate) and the share of states where two or more candidates are credited; the report names
+        the set from :attr:`candidate_description`. Never used for likelihood scores (they need every legal
+        action)."""
         return None
 
     def progress(self) -> float | None:

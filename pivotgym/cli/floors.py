@@ -31,10 +31,19 @@ def _cell(value: float | None, pct: bool) -> str:
     return f"{100 * value:.1f}%" if pct else f"{value:.2f}"
 
 
-def _rows(metrics: dict[str, dict[str, Any]]) -> list[list[str]]:
+#: the labels that change where the floors judged the env's candidate actions instead of its legal ones
+CANDIDATE_LABELS: dict[str, str] = {
+    "random_legal": "random candidate action (floor)",
+    "legal": "candidate actions per state",
+}
+
+
+def _rows(metrics: dict[str, dict[str, Any]], action_set: str = "legal") -> list[list[str]]:
     rows = []
     for name, interval in metrics.items():
         label, pct = LABELS.get(name, (name, True))
+        if action_set == "candidate":
+            label = CANDIDATE_LABELS.get(name, label)
         low, high = interval["low"], interval["high"]
         ci = f"[{_cell(low, pct)}, {_cell(high, pct)}]" if low is not None and high is not None else "-"
         rows.append([label, _cell(interval["mean"], pct), ci, str(interval["n"])])
@@ -82,9 +91,12 @@ def floors_cmd(
         for env_id in envs:
             measured = floors(env_id, split, limit, executor=pool, verifier=verifier, timeout=timeout)
             out = measured.to_dict(states=states, method=interval)
-            if backend is not None and measured.judged:
+            if backend is not None and measured.judged and measured.action_set == "legal":
                 scored = likelihood_scores(backend, measured)
                 out["likelihood"] = scored.to_dict(states=states, method=interval)
+            elif backend is not None and measured.judged:
+                out["likelihood_skipped"] = f"{env_id} has candidate actions, not legal ones: no likelihood scores"
+                typer.echo(out["likelihood_skipped"], err=True)
             if not measured.judged:
                 empty.append(env_id)
             results.append(out)
@@ -110,7 +122,9 @@ def _print(out: dict[str, Any]) -> None:
     )
     metrics = out["metrics"]
     method = next(iter(metrics.values()))["method"] if metrics else "t"
-    rows = _rows(metrics)
+    rows = _rows(metrics, out.get("action_set", "legal"))
+    if out.get("action_set_description"):
+        typer.echo(f"candidate actions (no finite legal set): {out['action_set_description']}")
     if "likelihood" in out:
         rows += _rows(out["likelihood"]["metrics"])
     typer.echo(table(rows, ["metric", "mean over problems", f"95% CI ({method})", "problems"]))

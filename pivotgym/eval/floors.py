@@ -6,8 +6,11 @@ three legal actions and one of them is right gives a random policy ~33%; a verif
 expert's own action turns "functional reward" into exact match. So at every state of the split's expert
 trajectories (every assistant turn, the states turn accuracy measures) this module:
 
-* asks the env for its legal actions (:meth:`~pivotgym.env.AgentEnv.legal_actions`; a state where the env
-  answers None, or no action at all, is counted and left out);
+* asks the env for its legal actions (:meth:`~pivotgym.env.AgentEnv.legal_actions`), or, where it cannot
+  enumerate them, for its candidate actions (:meth:`~pivotgym.env.AgentEnv.candidate_actions`: a finite set of
+  plausible actions, e.g. for tau2 every action of the task's own expert trajectory); a state where the env
+  answers None to both, or offers no action at all, is counted and left out. The result names the set it
+  judged (``action_set``): over candidates the floor is that naive policy's, not a random legal action's;
 * judges each legal action, and the expert's own action, with the env's verifier through the same path the
   profiler uses (:class:`~pivotgym.pivot.profile.VerifyTask` and :func:`~pivotgym.pivot.profile.verify_candidate`
   fanned out over an :class:`~pivotgym.execution.Executor`), so a verdict here is the verdict turn accuracy
@@ -59,6 +62,8 @@ class StateFloor:
     failed_reasons: list[str] = field(default_factory=list)
     #: the expert state itself, for scorers that need the prompt; not serialised
     state: ExpertState | None = field(default=None, repr=False, compare=False)
+    #: ``legal`` (the env's legal actions) or ``candidate`` (its candidate actions)
+    action_set: str = "legal"
 
     @property
     def judged(self) -> bool:
@@ -103,6 +108,7 @@ class StateFloor:
             "turn": self.turn,
             "legal": list(self.legal),
             "rewards": list(self.rewards),
+            "action_set": self.action_set,
             "n_legal": self.n_legal,
             "n_credited": self.n_credited,
             "expert_reward": self.expert_reward,
@@ -133,6 +139,10 @@ class FloorsResult:
     no_legal: int
     failed: int
     elapsed_s: float = 0.0
+    #: the action set the judged states offered: ``legal``, ``candidate`` (the env's candidate actions, described
+    #: by :attr:`action_set_description`) or ``mixed``
+    action_set: str = "legal"
+    action_set_description: str = ""
 
     @property
     def judged(self) -> int:
@@ -179,6 +189,8 @@ class FloorsResult:
             "judged_states": self.judged,
             "no_legal": self.no_legal,
             "failed": self.failed,
+            "action_set": self.action_set,
+            "action_set_description": self.action_set_description,
             "elapsed_s": round(self.elapsed_s, 3),
             "metrics": {m: self.interval(m, method).to_dict() for m in METRICS},
             "task_ids": list(self.task_ids),
@@ -189,16 +201,22 @@ class FloorsResult:
         return out
 
 
-def legal_states(env: Any, trajectories: Iterable[Trajectory]) -> Iterable[tuple[ExpertState, list[str] | None]]:
-    """Every expert state of ``trajectories`` with the env's legal actions there (None where it cannot
-    enumerate them), distinct and in the env's order. The env walks each trajectory once: reset to its task,
-    then at each turn read the legal actions and step the expert's action, the replay :meth:`AgentEnv.goto`
-    does (the expert trajectories are the env's own history, so the states are the same)."""
+def legal_states(env: Any, trajectories: Iterable[Trajectory]) -> Iterable[tuple[ExpertState, list[str] | None, str]]:
+    """Every expert state of ``trajectories`` with the actions the floors judge there and which set they are:
+    the env's legal actions (``"legal"``), else its candidate actions (``"candidate"``), else None (``""``),
+    distinct and in the env's order. The env walks each trajectory once: reset to its task, then at each turn
+    read the actions and step the expert's action, the replay :meth:`AgentEnv.goto` does (the expert
+    trajectories are the env's own history, so the states are the same)."""
     for trajectory in trajectories:
         env.reset(options={"task_id": trajectory.task_id})
         for state in expert_states([trajectory]):
-            legal = env.legal_actions()
-            yield state, (list(dict.fromkeys(str(a) for a in legal)) if legal is not None else None)
+            actions, kind = env.legal_actions(), "legal"
+            if actions is None:
+                actions, kind = env.candidate_actions(), "candidate"
+            if actions is None:
+                yield state, None, ""
+            else:
+                yield state, list(dict.fromkeys(str(a) for a in actions)), kind
             env.step(env.render_action(state.turn.expert))
 
 
@@ -256,9 +274,19 @@ def floors(
         for group in chunks(legal_states(env, trajectories), max(1, chunk)):
             tasks: list[VerifyTask] = []
             owners: list[StateFloor] = []
-            for state, legal in group:
+            for state, legal, kind in group:
                 turn = state.turn
-                row = StateFloor(turn.task_id, turn.trajectory_id, turn.turn, legal or [], [], 0.0, credit, state=state)
+                row = StateFloor(
+                    turn.task_id,
+                    turn.trajectory_id,
+                    turn.turn,
+                    legal or [],
+                    [],
+                    0.0,
+                    credit,
+                    state=state,
+                    action_set=kind or "legal",
+                )
                 rows.append(row)
                 if not legal:  # None: the env cannot enumerate; []: nothing to choose from
                     no_legal += 1
@@ -308,4 +336,12 @@ def floors(
         no_legal=no_legal,
         failed=sum(r.failed > 0 for r in rows),
         elapsed_s=time.perf_counter() - start,
+        action_set=_action_set(rows),
+        action_set_description=env.candidate_description if any(r.action_set == "candidate" for r in rows) else "",
     )
+
+
+def _action_set(rows: Sequence[StateFloor]) -> str:
+    """``legal``, ``candidate`` or ``mixed``: the sets the judged states offered."""
+    kinds = {row.action_set for row in rows if row.judged}
+    return kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else "legal")

@@ -158,7 +158,13 @@ def likelihood_scores(
     if env is None:
         env = get_registry().make(floors.env_id)
     limit = generation_cap(env, cap)
-    judged = [s for s in floors.states if s.judged]
+    judged = [s for s in floors.states if s.judged and s.action_set == "legal"]
+    if not judged and any(s.judged for s in floors.states):
+        raise RecordError(
+            f"{floors.env_id} offers candidate actions, not legal ones: a probability of a credited action needs "
+            "every legal action",
+            hint="leave likelihood scoring out for this env (eval.likelihood: false; pivotgym floors without --model)",
+        )
     missing = [s for s in judged if s.state is None]
     if missing:
         raise RecordError(

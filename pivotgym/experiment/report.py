@@ -395,10 +395,12 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
             "per_seed_ood": ood_v,
         }
     floors = _read(layout.floors) if turns else None
+    candidates = bool(floors and floors.get("action_set") == "candidate")
     if floors and "metrics" in floors:
         summary["floors"] = floors["metrics"]
         width = len(rows[0]) if rows else 0
-        for key, label in (("random_legal", "random legal action (floor)"), ("expert", "expert action (ceiling)")):
+        floor_label = "random candidate action (floor)" if candidates else "random legal action (floor)"
+        for key, label in (("random_legal", floor_label), ("expert", "expert action (ceiling)")):
             value = floors["metrics"][key]["mean"]
             rows.append([label, pct(value)] + ["-"] * (width - 2))
     in_domain_label = "in-domain turn accuracy" if turns else "in-domain"
@@ -421,18 +423,27 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
     if floors and "metrics" in floors:
         fm = floors["metrics"]
 
+        kind = "candidate" if candidates else "legal"
+
         def ci(key: str) -> str:
             low, high = fm[key]["low"], fm[key]["high"]
             return "" if low is None else f" [{pct(low)}, {pct(high)}]"
 
         lines += [
             f"Floors on the same {floors['judged_states']} held-out states of {floors['problems']} problems "
-            f"(`eval/floors.json`): a uniformly random legal action scores **{pct(fm['random_legal']['mean'])}%**"
+            f"(`eval/floors.json`): a uniformly random {kind} action scores **{pct(fm['random_legal']['mean'])}%**"
             f"{ci('random_legal')}, the expert's own action {pct(fm['expert']['mean'])}%; the verifier credits "
-            f"two or more distinct actions at {pct(fm['multi_credit']['mean'])}%{ci('multi_credit')} of states "
-            f"({fm['legal']['mean']:.2f} legal and {fm['credited']['mean']:.2f} credited actions per state on "
-            "average; 95% t intervals over problems). Where that share is near 0, the functional verifier "
-            "credits what exact match credits and cannot show its value.",
+            f"two or more distinct {kind} actions at {pct(fm['multi_credit']['mean'])}%{ci('multi_credit')} of "
+            f"states ({fm['legal']['mean']:.2f} {kind} and {fm['credited']['mean']:.2f} credited actions per state "
+            "on average; 95% t intervals over problems). Where that share is near 0, the functional verifier "
+            "credits what exact match credits and cannot show its value."
+            + (
+                f" The env has no finite set of legal actions, so these floors judge its candidate actions "
+                f"({floors.get('action_set_description') or 'the env names them'}): the floor is that naive "
+                "policy's score, not a random legal action's."
+                if candidates
+                else ""
+            ),
             "",
         ]
     elif floors:

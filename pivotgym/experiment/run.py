@@ -150,11 +150,14 @@ class Run:
     def floors(self) -> dict[str, Any]:
         """The floors of turn accuracy on the held-out states (:func:`pivotgym.eval.floors.floors`): the score
         of a uniformly random legal action, of the expert's own action, and the share of states where the
-        verifier credits two or more distinct actions, each over the same problems as turn accuracy; or
-        ``{"unsupported": ...}`` when the env cannot enumerate its legal actions."""
+        verifier credits two or more distinct actions, each over the same problems as turn accuracy (over the
+        env's candidate actions where it has no legal ones); or ``{"unsupported": ...}`` when it has neither."""
         result = self.floors_result()
         if not result.judged:
-            return {"env_id": self.config.env, "unsupported": f"{self.config.env} does not enumerate legal actions"}
+            return {
+                "env_id": self.config.env,
+                "unsupported": f"{self.config.env} enumerates neither legal nor candidate actions",
+            }
         return result.to_dict()
 
     def floors_result(self) -> Any:

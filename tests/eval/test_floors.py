@@ -15,6 +15,7 @@ from pivotgym.types import message
 
 ENV_ID = "floors-toy/climb-v0"
 FLAKY_ID = "floors-toy/flaky-v0"
+CANDIDATE_ID = "floors-toy/candidates-v0"
 
 
 def optimal(left: int, k: int) -> bool:
@@ -87,12 +88,25 @@ class FlakyVerifier(ClimbVerifier):
         return super().verify(context, candidate)
 
 
+class CandidateClimbEnv(ClimbEnv):
+    """ClimbEnv without a finite legal set (as if K were open): it offers the task's own expert actions instead."""
+
+    candidate_description = "an action of the task's own expert trajectory"
+
+    def legal_actions(self):
+        return None
+
+    def candidate_actions(self):
+        return [m["content"] for m in self.expert_actions(self.active_task)]
+
+
 def _plugin() -> types.ModuleType:
     mod = types.ModuleType("floors_toy_plugin")
     mod.register_environments = pivotgym.hookimpl(
         lambda register: (
             register(ENV_ID, ClimbEnv, verifier=ClimbVerifier.name),
             register(FLAKY_ID, ClimbEnv, verifier=FlakyVerifier.name),
+            register(CANDIDATE_ID, CandidateClimbEnv, verifier=ClimbVerifier.name),
         )
     )
     mod.register_verifiers = pivotgym.hookimpl(
@@ -142,6 +156,28 @@ def test_floors_count_legal_and_credited_actions_per_state_and_average_per_probl
     assert result.per_task["legal"] == [3.0, 3.0, 3.0]
     assert result.per_task["credited"] == pytest.approx([2.0, 1.5, 1.0])
     assert result.per_item("random_legal")["test-t5"] == pytest.approx(0.5)
+
+
+def test_floors_judge_the_candidate_actions_of_an_env_without_legal_ones_and_say_so(toy_registry, capsys):
+    from pivotgym.cli import main
+    from pivotgym.eval.floors import floors
+
+    result = floors(CANDIDATE_ID, "test", executor="serial", progress=False)
+    # candidates = the expert's distinct actions: t4 {add 3, add 1}: left 4 both credited, left 1 add 1 only;
+    # t5 {add 3, add 2}: left 5 both, left 2 add 2; t3 {add 3}; t7 {add 3, add 1}: left 7 both, 4 both, 1 add 1
+    assert result.no_legal == 0 and result.judged == 8
+    assert result.action_set == "candidate" and {s.action_set for s in result.states} == {"candidate"}
+    assert result.per_task["random_legal"] == pytest.approx([0.75, 0.75, 1.0, 5 / 6])
+    assert result.per_task["multi_credit"] == pytest.approx([0.5, 0.5, 0.0, 2 / 3])
+    out = result.to_dict()
+    assert out["action_set_description"] == "an action of the task's own expert trajectory"
+    # an env with legal actions keeps them (and no description)
+    legal = floors(ENV_ID, "test", executor="serial", progress=False)
+    assert legal.action_set == "legal" and legal.action_set_description == "" and legal.no_legal == 3
+    assert main(["floors", CANDIDATE_ID, "--executor", "serial"]) == 0
+    printed = capsys.readouterr().out
+    assert "random candidate action (floor)" in printed and "random legal action" not in printed
+    assert "candidate actions (no finite legal set): an action of the task's own expert trajectory" in printed
 
 
 def test_floors_leave_out_a_state_with_an_undecided_verification_and_count_it(toy_registry):

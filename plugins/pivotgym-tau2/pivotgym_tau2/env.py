@@ -231,6 +231,16 @@ class Tau2Env(McpEnv):
             info["undecided"] = f"{len(assertions)} natural-language assertion(s) need a judge"
         return reward, info
 
+    candidate_description = "an action of the task's own expert trajectory, from any of its turns"
+
+    def candidate_actions(self) -> list[str] | None:
+        """Every action of the active task's expert trajectory (its tool calls, confirmation requests and closing
+        message), wherever it comes in the trajectory: the floors' naive policy knows what the expert does but
+        not when, and the share of states crediting two or more of them shows where order does not matter (a
+        read the expert makes later, with the verifier's ``later_reads`` option)."""
+        actions = self.expert_actions(self.active_task)
+        return None if actions is None else [self.render_action(a) for a in actions]
+
     def expert_actions(self, task: Task) -> list[Message] | None:
         """The gold calls in order, each write preceded by a request for confirmation (the policy requires
         it; the user answers it), then a closing message with the information to communicate. A task with
