@@ -46,10 +46,13 @@ def register_sandboxes(register: Register) -> None:
 @hookimpl
 def register_environments(register: Register) -> None:
     """The YAML envs shipped in pivotgym/data/envs and found in $PIVOTGYM_ENV_PATH (see pivotgym.declarative)."""
-    from pivotgym.declarative import ConfigError, EnvConfig, discover
+    from pivotgym.declarative import ConfigError, EnvConfig, EnvVariant, discover
 
     errors: list[ConfigError] = []
     for config in discover(errors=errors)[0]:
+        if isinstance(config, EnvVariant):  # the registry takes the base env's factory once every plugin registered
+            register(config.id, None, **config.register_kwargs())
+            continue
         factory = "pivotgym.declarative:DeclarativeEnv" if isinstance(config, EnvConfig) else "pivotgym.mcp:McpEnv"
         register(config.id, factory, **config.register_kwargs())
     if errors:

@@ -27,6 +27,17 @@ A suite file has a ``suite`` key instead::
       general/navigate-v0: ood
       tooluse/bfcl-v0@test_java: ood         # ENV_ID@SPLIT evaluates a held-out split of a domain env
 
+A variant file has a ``base`` key: another registered env with some of its constructor's keyword arguments
+fixed, as ``gymnasium.register(..., kwargs=...)`` does; it keeps the base env's verifier and splits::
+
+    id: my/retail-llm-user-v0
+    base: tau2/retail-v0
+    description: tau2 retail with a served user model
+    kwargs: {user: llm, user_options: {sampler: openai, model: Qwen/Qwen3-8B, base_url: http://localhost:8000/v1}}
+
+An experiment (or ``pivotgym eval``, ``profile``, ...) that names ``my/retail-llm-user-v0`` then runs the base
+env that way everywhere, worker processes included (they read the same folders).
+
 Why single-turn: these are the out-of-domain side of the paper's retention measurement; the multi-turn
 domains stay plugins with their own solvers and verifiers.
 """
@@ -145,15 +156,16 @@ def parse_suite(data: dict[str, Any], path: Path | None = None, source: Source |
 
 def discover(
     dirs: Sequence[Path] | None = None, errors: list[ConfigError] | None = None
-) -> tuple[list[EnvConfig | McpEnvConfig], list[SuiteConfig]]:
+) -> tuple[list[EnvConfig | McpEnvConfig | EnvVariant], list[SuiteConfig]]:
     """Parse every YAML env and suite under ``dirs`` (default: :func:`search_dirs`); a file with a ``server:``
-    key is an MCP env (:class:`pivotgym.mcp.config.McpEnvConfig`, listed with the envs).
+    key is an MCP env (:class:`pivotgym.mcp.config.McpEnvConfig`), one with a ``base:`` key a variant of a
+    registered env (:class:`EnvVariant`), both listed with the envs.
 
     Only the files themselves are validated here (no data is loaded), so plugin loading stays cheap. A bad
     file raises :class:`ConfigError`, or, when an ``errors`` list is given, is appended to it and skipped so
     the other files still load (the builtins plugin then reports them in ``pivotgym plugins``).
     """
-    envs: list[EnvConfig | McpEnvConfig] = []
+    envs: list[EnvConfig | McpEnvConfig | EnvVariant] = []
     suites: list[SuiteConfig] = []
     for path in yaml_files(dirs):
         try:
@@ -164,6 +176,8 @@ def discover(
                 from pivotgym.mcp.config import McpEnvConfig
 
                 envs.append(McpEnvConfig.parse(data, path, source))
+            elif isinstance(data, dict) and "base" in data:  # another env with some keyword arguments fixed
+                envs.append(EnvVariant.parse(data, path, source))
             else:
                 envs.append(EnvConfig.parse(data, path, source))
         except ConfigError as exc:
@@ -174,6 +188,45 @@ def discover(
 
 
 # ----------------------------------------------------------------------------------------- config
+@dataclass
+class _VariantFile:
+    """The keys a variant file may have."""
+
+    id: str
+    base: str
+    kwargs: dict[str, Any] | None = None
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class EnvVariant:
+    """A registered env (``base``) with some of its constructor's keyword arguments fixed, under its own id: the
+    user simulator of a tau2 domain, a server's options. The registry builds it as the base env with
+    ``kwargs`` (keyword arguments given to ``make`` still win) and judges it with the base env's verifier."""
+
+    id: str
+    base: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+    path: Path | None = None
+
+    @classmethod
+    def parse(cls, data: dict[str, Any], path: Path | None = None, source: Source | None = None) -> EnvVariant:
+        where: Source = source or Source(path)
+        check_section(_VariantFile, data, where)
+        for key in ("id", "base"):
+            value = data.get(key)
+            if not isinstance(value, str) or "/" not in value or not value.rsplit("-v", 1)[-1].isdigit():
+                raise where.error((key,), f"must look like 'domain/name-v0', got {value!r}")
+        if data["id"] == data["base"]:
+            raise where.error(("base",), "names the variant itself; give the variant an id of its own")
+        return cls(data["id"], data["base"], dict(data.get("kwargs") or {}), str(data.get("description", "")), path)
+
+    def register_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for the registry's ``register_environments`` callback: the base and the fixed ones."""
+        return {"base": self.base, "description": self.description, **self.kwargs}
+
+
 @dataclass
 class _SourceSection:
     """``source:`` of a YAML env: where the rows come from."""

@@ -54,6 +54,8 @@ class EnvSpec:
     kwargs: dict[str, Any] = field(default_factory=dict)
     #: why the env cannot be used (its plugin lost its verifier id to another plugin), else None
     problem: str | None = None
+    #: the env this one is a variant of (its factory, verifier and splits, with :attr:`kwargs` fixed), else None
+    base: str | None = None
 
     def resolved_splits(self) -> tuple[str, ...]:
         """The declared splits, else the ``splits`` attribute of the factory (imported on demand)."""
@@ -131,8 +133,37 @@ class Registry:
         registry = cls(plugins)
         for kind in KINDS:
             registry._collect(kind)
+        registry._resolve_variants()
         registry._check_verifier_owners()
         return registry
+
+    def _resolve_variants(self) -> None:
+        """Give every variant (an env registered with ``base=``) its base env's factory, verifiers, splits and
+        keyword arguments (its own win), once every plugin has registered: a variant may name any plugin's
+        env, a variant's included. A base that is missing, or a chain that loops, makes the variant unusable
+        with a problem that says so."""
+        pending = [spec for spec in self.envs.values() if spec.base is not None and spec.factory is None]
+        while pending:
+            ready = [s for s in pending if s.base in self.envs and self.envs[s.base].factory is not None]
+            for spec in ready:
+                base = self.envs[spec.base]  # type: ignore[index]
+                spec.factory = base.factory
+                spec.kwargs = {**base.kwargs, **spec.kwargs}
+                spec.verifier = spec.verifier or base.verifier
+                spec.exact_verifier = base.exact_verifier
+                spec.splits = spec.splits or base.splits
+                spec.description = spec.description or f"{base.id} with {sorted(spec.kwargs)} set"
+                spec.problem = spec.problem or base.problem
+            if not ready:
+                for spec in pending:
+                    missing = spec.base not in self.envs
+                    spec.factory = _unusable
+                    spec.problem = f"env {spec.id!r} is a variant of {spec.base!r}, which " + (
+                        "no plugin registers (`pivotgym envs` lists the ids)" if missing else "is a variant loop"
+                    )
+                    self._info(spec.plugin).record(spec.problem)
+                return
+            pending = [s for s in pending if s not in ready]
 
     def _collect(self, kind: str) -> None:
         """Call every plugin's ``register_<kind>`` hook (pluggy's call order) with a ``register`` that knows
@@ -223,16 +254,27 @@ class Registry:
         exact_verifier: str = "exact",
         splits: tuple[str, ...] | list[str] | None = None,
         description: str = "",
+        base: str | None = None,
         **kwargs: Any,
     ) -> None:
         if not isinstance(id, str) or "/" not in id or not id.rsplit("-v", 1)[-1].isdigit():
             raise RegistryError(f"env id {id!r} must look like 'domain/name-v0'")
+        if factory is None and base is None:
+            raise RegistryError(f"env {id!r}: give a factory, or base= the id of the env it is a variant of")
         if not self._claim(self.envs, id, owner, "env"):
             return
         if splits is None and isinstance(factory, type):
             splits = getattr(factory, "splits", None)
         self.envs[id] = EnvSpec(
-            id, factory, owner, verifier, exact_verifier, tuple(splits) if splits else None, description, dict(kwargs)
+            id,
+            None if base is not None else factory,  # type: ignore[arg-type]  # a variant's: set by _resolve_variants
+            owner,
+            verifier,
+            exact_verifier,
+            tuple(splits) if splits else None,
+            description,
+            dict(kwargs),
+            base=base,
         )
 
     def _register_named(
@@ -388,6 +430,11 @@ def _short(reason: str, limit: int = 160) -> str:
     """The first line of a failure message, cut to ``limit`` characters."""
     first = reason.splitlines()[0] if reason else ""
     return first if len(first) <= limit else first[: limit - 3] + "..."
+
+
+def _unusable(**_: Any) -> Any:
+    """The factory of an env that cannot be built (its :attr:`EnvSpec.problem` says why; ``make`` raises that)."""
+    raise RegistryError("this env cannot be built: `pivotgym plugins` says why")
 
 
 def _load_factory(what: str, name: str, plugin: str, factory: Factory) -> Callable[..., Any]:

@@ -19,7 +19,7 @@ from pivotgym.declarative import (
     normalize_answer,
     read_choice,
 )
-from pivotgym.registry import get_registry, reset_registry
+from pivotgym.registry import RegistryError, get_registry, reset_registry
 from pivotgym.types import Trajectory
 from pivotgym.verify import VerifyContext
 
@@ -98,6 +98,48 @@ def test_user_envs_from_env_path(env_path: Path):
     assert get_registry().suite("trivia").members == {"trivia/capitals-v0@test": "in_domain", "trivia/colors-v0": "ood"}
     check_env("trivia/capitals-v0").raise_for_failures()
     check_env("trivia/colors-v0").raise_for_failures()
+
+
+def test_a_variant_file_fixes_keyword_arguments_of_another_env(env_path: Path):
+    """`base:` + `kwargs:` registers another env with its constructor's arguments set (gymnasium's registration
+    kwargs as a file): same factory, verifier and splits; `make`'s own keyword arguments still win. A variant of
+    an env nobody registers is unusable with a problem naming it, and the other envs still load."""
+    (env_path / "short.yaml").write_text(
+        "id: trivia/capitals-short-v0\nbase: trivia/capitals-v0\nkwargs: {max_new_tokens: 7, max_turns: 1}\n"
+    )
+    (env_path / "chain.yaml").write_text("id: trivia/capitals-chain-v0\nbase: trivia/capitals-short-v0\n")
+    (env_path / "orphan.yaml").write_text("id: trivia/orphan-v0\nbase: trivia/nowhere-v0\n")
+    reset_registry()
+    registry = get_registry()
+    spec, base = registry.envs["trivia/capitals-short-v0"], registry.envs["trivia/capitals-v0"]
+    assert (spec.base, spec.factory, spec.verifier, spec.splits) == (
+        "trivia/capitals-v0",
+        base.factory,
+        "declarative/answer",
+        base.splits,
+    )
+    env = pivotgym.make("trivia/capitals-short-v0")
+    assert (env.env_id, env.max_new_tokens, env.max_turns) == ("trivia/capitals-short-v0", 7, 1)
+    assert pivotgym.make("trivia/capitals-short-v0", max_new_tokens=9).max_new_tokens == 9
+    assert pivotgym.make("trivia/capitals-chain-v0").max_new_tokens == 7  # a variant of a variant
+    assert registry.verifier_name_for("trivia/capitals-short-v0") == "declarative/answer"
+    with pytest.raises(RegistryError, match="variant of 'trivia/nowhere-v0', which no plugin registers"):
+        pivotgym.make("trivia/orphan-v0")
+    assert pivotgym.make("trivia/capitals-v0").max_new_tokens != 7  # the base is untouched
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("id: a/b-v0\nbase: a/c-v0\nkwargz: {}\n", r"kwargz: unknown key"),
+        ("id: a/b-v0\nbase: nope\n", r"base: must look like 'domain/name-v0'"),
+        ("id: a/b-v0\nbase: a/b-v0\n", r"base: names the variant itself"),
+    ],
+)
+def test_a_variant_file_is_checked_whole(tmp_path, text, message):
+    (tmp_path / "v.yaml").write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        discover([tmp_path])
 
 
 def test_gymnasium_make_reaches_yaml_envs(env_path: Path):

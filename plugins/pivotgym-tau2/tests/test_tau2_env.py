@@ -317,3 +317,41 @@ def test_a_later_read_is_credited_only_with_the_option(retail):
     assert Tau2Verifier().verify(first, ahead).reward == 0.0
     assert Tau2Verifier(later_reads=True).verify(first, ahead).reason.startswith("later_read")
     assert Tau2Verifier(later_reads=True).verify(first, elsewhere).reward == 0.0
+
+
+def test_the_floors_judge_the_tasks_own_expert_actions(retail):
+    """τ² has no finite legal set: the floors judge its candidate actions (every action of the task's expert
+    trajectory, at any turn). The expert's own action is credited at every state, and a position-blind pick
+    of the expert's actions scores well below it."""
+    from pivotgym.eval.floors import floors
+
+    trajectories = list(retail.expert_trajectories("test", limit=1))
+    result = floors(retail, trajectories=trajectories, executor="serial", progress=False)
+    assert result.action_set == "candidate" and result.no_legal == 0 and result.failed == 0
+    assert result.judged == len(trajectories[0].turns()) and result.expert == 1.0
+    assert 0.0 < result.random_legal < 0.5
+    assert all(s.n_legal == len(set(s.legal)) >= 2 for s in result.states)
+
+
+def test_a_variant_file_chooses_the_user_simulator(tmp_path, monkeypatch):
+    """The user simulator per experiment: a variant file (`base: tau2/retail-v0` + `kwargs`) that any command
+    or experiment names by its id, worker processes included."""
+    from pivotgym.registry import get_registry, reset_registry
+
+    (tmp_path / "patient.yaml").write_text(
+        "id: tau2x/retail-patient-v0\nbase: tau2/retail-v0\nkwargs: {user: scripted, user_options: {max_turns: 3}}\n"
+    )
+    monkeypatch.setenv("PIVOTGYM_ENV_PATH", str(tmp_path))
+    reset_registry()
+    try:
+        env = pivotgym.make("tau2x/retail-patient-v0")
+        try:
+            assert isinstance(env, Tau2Env) and isinstance(env.user, ScriptedUser) and env.user.max_turns == 3
+            assert env.env_id == "tau2x/retail-patient-v0"
+            assert get_registry().verifier_name_for(env.env_id) == "tau2/functional"
+            assert env.tasks("test")[0].id == "5"  # τ²'s own split
+        finally:
+            env.close()
+    finally:
+        monkeypatch.delenv("PIVOTGYM_ENV_PATH")
+        reset_registry()
