@@ -195,7 +195,7 @@ class McpEnv(AgentEnv):
         try:
             parsed = parse_action(action)
         except ParseError as exc:
-            raise InvalidAction(f"{exc} {FORMAT_HINT}", code="parse_error") from None
+            raise InvalidAction(str(exc), code="parse_error") from None  # the message carries the format hint
         return list(parsed.calls), parsed.content
 
     def apply_action(self, action: str) -> StepOutcome:

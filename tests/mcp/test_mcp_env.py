@@ -72,6 +72,7 @@ def test_bad_calls_are_observations_naming_the_cause_and_the_episode_goes_on():
         assert "unknown tool 'crash'" in obs[0]["content"]
         obs, reward, terminated, _, info = env.step('<tool_call>{"name": "add", "arguments": {"n": ')
         assert info["error"] == "parse_error" and not terminated
+        assert obs[0]["content"].count("Write each call as") == 1  # the fix, said once
         obs, *_ = env.step(call("add", n=2))
         assert obs[0]["content"] == "2"  # the refused calls changed nothing
     finally:
