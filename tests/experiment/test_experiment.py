@@ -14,13 +14,24 @@ from pivotgym.experiment.layout import ABLATION_TAGS
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "configs"
 
 
-def test_shipped_configs_parse():
+def test_shipped_configs_parse(monkeypatch):
+    from pivotgym.registry import reset_registry
+
     shipped = sorted(EXAMPLES.glob("*.yaml"))
-    assert {"quickstart.yaml", "study.yaml", "paper.yaml"} <= {p.name for p in shipped}
-    for path in shipped:
-        config = load_experiment(path)
-        assert config.in_domain and config.seeds
-        check_ids(config)
+    assert {"quickstart.yaml", "study.yaml", "paper.yaml", "quickstart-tau2.yaml", "paper-tau2.yaml"} <= {
+        p.name for p in shipped
+    }
+    monkeypatch.setenv("PIVOTGYM_ENV_PATH", str(EXAMPLES.parent / "tau2"))  # paper-tau2's served-user variant
+    reset_registry()
+    try:
+        for path in shipped:
+            config = load_experiment(path)
+            assert config.in_domain and config.seeds
+            check_ids(config)
+        assert load_experiment(EXAMPLES / "paper-tau2.yaml").env == "tau2-served/retail-v0"
+    finally:
+        monkeypatch.delenv("PIVOTGYM_ENV_PATH")
+        reset_registry()
     paper = load_experiment(EXAMPLES / "paper.yaml")
     assert paper.sampler == "vllm" and paper.sampler_options["gpu_memory_utilization"] < 1
     check_ids(paper)  # vllm is registered and can follow the trained weights
