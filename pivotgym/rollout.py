@@ -49,6 +49,9 @@ class Episode:
     messages: list[dict[str, Any]] = field(default_factory=list)
     progress: float | None = None
     start: int = 0
+    #: why the env could not score the episode (its final ``info["undecided"]``: a τ² task whose reward needs
+    #: natural-language assertions judged), else None; evaluation leaves such an episode out and counts it
+    undecided: str | None = None
 
     @property
     def reward(self) -> float:
@@ -66,14 +69,17 @@ class Episode:
         return len(self.rewards)
 
     def row(self, transcripts: bool = False) -> dict[str, Any]:
-        """The episode as a suite item's fields: ``reward`` (the score), ``return``, ``turns``, ``terminated``
-        and, with ``transcripts``, ``transcript: {"messages", "steps"}``."""
+        """The episode as a suite item's fields: ``reward`` (the score), ``return``, ``turns``, ``terminated``,
+        ``undecided`` where the env could not score it and, with ``transcripts``, ``transcript: {"messages",
+        "steps"}``."""
         out: dict[str, Any] = {
             "reward": self.score,
             "return": self.reward,
             "turns": self.num_turns,
             "terminated": self.terminated,
         }
+        if self.undecided:
+            out["undecided"] = self.undecided
         if transcripts:
             out["transcript"] = {"messages": list(self.messages), "steps": list(self.steps)}
         return out
@@ -226,6 +232,7 @@ def _run_group(
                     episode.steps.append(step_record(completion, reward, terminated, truncated, info))
                 episode.terminated, episode.truncated = bool(terminated), bool(truncated)
                 episode.done = episode.terminated or episode.truncated
+                episode.undecided = str(info["undecided"]) if episode.done and info.get("undecided") else None
                 if episode.done:
                     bar.update(1)
         turn += 1

@@ -1,10 +1,12 @@
 """Scoring the tasks of one suite member: greedy replies judged by a YAML env's scorer, log-likelihood of
-multiple-choice options, greedy episodes (:mod:`pivotgym.rollout`), or turn accuracy on the tasks'
-expert states (:mod:`pivotgym.eval.turns`). Every one of them caps each turn by
+multiple-choice options, greedy episodes (:mod:`pivotgym.rollout`), turn accuracy on the tasks' expert states
+(:mod:`pivotgym.eval.turns`), or pass^k over k sampled episodes per task. Every one of them caps each turn by
 :func:`pivotgym.env.generation_cap` (re-exported here)."""
 
 from __future__ import annotations
 
+import re
+import zlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,6 +16,65 @@ from pivotgym.sampling.base import SamplingParams
 
 #: what a suite member may ask to be measured by (``ENV_ID[@SPLIT]:MEASURE``) and the metric each reports
 MEASURES = {"episodes": "success", "turns": "turn_accuracy"}
+#: ``pass^K`` (K >= 1), the measure that takes a number: K episodes per task sampled at temperature 1, each
+#: task's item 1 when all K succeed (τ²-bench's pass^k with n = k), with pass^1..pass^K from the same episodes
+PASS_HAT = re.compile(r"pass\^([1-9][0-9]*)")
+#: the sampling temperature of pass^k's episodes: with a greedy policy and a deterministic user (the scripted one)
+#: the k episodes of a task would be one episode k times, so pass^k would equal pass^1 by construction
+PASS_HAT_TEMPERATURE = 1.0
+
+
+def measure_metric(measure: str) -> str | None:
+    """The metric a member's ``:MEASURE`` reports, or None when it is not a measure (:data:`MEASURES`,
+    ``pass^K``)."""
+    if measure in MEASURES:
+        return MEASURES[measure]
+    return measure if PASS_HAT.fullmatch(measure) else None
+
+
+def pass_hat_rows(
+    env_id: str,
+    tasks: Sequence[Any],
+    sampler: Any,
+    k: int,
+    tokens: int,
+    *,
+    seed: int = 0,
+    batch_size: int = 8,
+    progress: bool = False,
+    desc: str = "",
+) -> list[dict[str, Any] | None]:
+    """One row per task from ``k`` episodes sampled at :data:`PASS_HAT_TEMPERATURE`: ``reward`` 1 when all
+    ``k`` succeeded, ``successes`` and ``episodes``; ``undecided`` when the env could not score one of them.
+    Each task's episodes are seeded from ``seed`` and the task id, so a task draws the same episodes whatever
+    else is evaluated beside it (and on a resumed run)."""
+    from pivotgym.registry import make
+    from pivotgym.rollout import run_episodes
+
+    ids = [str(getattr(t, "id", t)) for t in tasks]
+    if not ids:
+        return []
+    params = SamplingParams(temperature=PASS_HAT_TEMPERATURE, max_new_tokens=tokens)
+    groups = run_episodes(
+        sampler,
+        lambda: make(env_id),
+        ids,
+        params,
+        n=k,
+        seeds=lambda task, turn, slot: zlib.crc32(f"{seed}/{ids[task]}/{turn}/{slot}".encode()),
+        batch_size=batch_size,
+        progress=progress,
+        desc=desc,
+    )
+    rows: list[dict[str, Any] | None] = []
+    for episodes in groups:
+        undecided = next((e.undecided for e in episodes if e.undecided), None)
+        successes = sum(e.score >= 1.0 for e in episodes)
+        row: dict[str, Any] = {"reward": float(successes == k), "successes": successes, "episodes": k}
+        if undecided:
+            row["undecided"] = undecided
+        rows.append(row)
+    return rows
 
 
 def loglik_scores(
@@ -110,7 +171,8 @@ def score_member(
     """(metric, one row per task) of one member's ``tasks`` on ``env`` (an instance of ``env_id``).
 
     ``measure`` is the member's choice (:data:`MEASURES`): ``"episodes"`` (greedy episodes, metric
-    ``success``), ``"turns"`` (:func:`turn_accuracy_rows`, metric ``turn_accuracy``), or None for the env's
+    ``success``), ``"turns"`` (:func:`turn_accuracy_rows`, metric ``turn_accuracy``), ``"pass^K"``
+    (:func:`pass_hat_rows`, metric ``pass^K``), or None for the env's
     default (a YAML env's own scorer, else episodes). ``tokens`` is the per-turn cap from
     :func:`generation_cap` (unused by log-likelihood scoring). Each row has ``reward`` (the task's score) and
     the scorer's own fields; a row is None for a task that cannot be measured (turn accuracy of a task without
@@ -121,6 +183,12 @@ def score_member(
     from pivotgym.registry import make
 
     params = SamplingParams(temperature=0.0, max_new_tokens=tokens, seed=seed)
+    pass_hat = PASS_HAT.fullmatch(measure or "")
+    if pass_hat:
+        k = int(pass_hat.group(1))
+        return str(measure), pass_hat_rows(
+            env_id, tasks, sampler, k, tokens, seed=seed, batch_size=batch_size, progress=progress, desc=desc
+        )
     if measure == "turns":
         return MEASURES["turns"], turn_accuracy_rows(
             env, tasks, sampler, params, chunk=max(16, batch_size), progress=progress
@@ -184,4 +252,14 @@ def turn_accuracy_rows(
     ]
 
 
-__all__ = ["MEASURES", "generate_single", "generation_cap", "loglik_scores", "score_member", "turn_accuracy_rows"]
+__all__ = [
+    "MEASURES",
+    "PASS_HAT",
+    "generate_single",
+    "generation_cap",
+    "loglik_scores",
+    "measure_metric",
+    "pass_hat_rows",
+    "score_member",
+    "turn_accuracy_rows",
+]

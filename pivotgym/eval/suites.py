@@ -28,7 +28,10 @@ A member key may end in ``:MEASURE`` to choose the measurement instead (:data:`~
   once greedily, and the env's functional verifier judges the answer against the expert's action
   (:mod:`pivotgym.eval.turns`). An item's score is the share of its task's states that pass; items also carry
   ``states`` and ``failed`` (failed verifications, left out of the share), and the member's score sums them;
-* ``ENV_ID[@SPLIT]:episodes`` - greedy episodes (metric ``success``) even for an env that scores otherwise.
+* ``ENV_ID[@SPLIT]:episodes`` - greedy episodes (metric ``success``) even for an env that scores otherwise;
+* ``ENV_ID[@SPLIT]:pass^K`` - τ²-bench's **pass^k** (metric ``pass^K``): K episodes per task sampled at
+  temperature 1 (seeded by the task id), an item 1 when all K succeed; the score also carries ``pass_hat``,
+  pass^1..pass^K from the same episodes (:func:`pivotgym.eval.stats.pass_hat_k`).
 
 So one suite can hold ``planning/blocks-v0@test: in_domain`` and ``planning/blocks-v0@test:turns: in_domain``
 side by side: two members, two metrics, on the same tasks.
@@ -41,6 +44,10 @@ settings skips the items already there, so an interrupted evaluation resumes whe
 per assistant turn, its ``reward``, ``terminated``, ``truncated``, ``finish_reason``, ``tokens`` and the env's
 ``info`` (e.g. ``error``), so a failed episode can be read back. Readers must treat ``transcript`` (and
 ``max_new_tokens``) as optional: older files and loglik members have none.
+
+An item the env could not score (an episode whose final ``info`` says ``undecided``: a τ² task whose reward needs
+natural-language assertions judged) is kept in the items file but left out of the member's score, and counted in
+the score's ``undecided``.
 
 Each member's score in the result is ``{"metric", "value", "n", "ci95", "per_item", "parse_rate", "seconds"}``:
 ``per_item`` maps each task id to its score, so two results can be checked for the same items and compared
@@ -61,7 +68,7 @@ from typing import Any
 
 from pivotgym.errors import ConfigError
 from pivotgym.eval.io import write_json
-from pivotgym.eval.scoring import MEASURES, generation_cap, score_member
+from pivotgym.eval.scoring import MEASURES, generation_cap, measure_metric, score_member
 from pivotgym.eval.stats import role_averages, summarize
 from pivotgym.jsonl import JsonlAppender, iter_jsonl
 from pivotgym.types import content_hash
@@ -84,10 +91,10 @@ class Member:
         name, measure = key, None
         if ":" in key:
             name, _, measure = key.rpartition(":")
-            if measure not in MEASURES:
+            if measure_metric(measure) is None:
                 raise ConfigError(
                     f"suite member {key!r}: unknown measure {measure!r} after ':'; use one of "
-                    f"{', '.join(':' + m for m in MEASURES)}"
+                    f"{', '.join(':' + m for m in MEASURES)} or :pass^K (K episodes per task, e.g. :pass^4)"
                 )
         env_id, _, split = name.partition("@")
         return cls(key, env_id, split or None, role, measure)
@@ -201,11 +208,14 @@ def evaluate_suite(
                 done[(member.key, task.id)] = record
                 if appender:
                     appender.write(record)
-            scored = [done[(member.key, t.id)] for t in tasks if (member.key, t.id) in done]
+            rows_done = [done[(member.key, t.id)] for t in tasks if (member.key, t.id) in done]
+            scored = [r for r in rows_done if not r.get("undecided")]
             score = summarize([float(r["reward"]) for r in scored], metric, [r["task_id"] for r in scored])
             scores[member.key] = {**score, **_totals(scored), "seconds": round(time.perf_counter() - started, 2)}
-            if len(scored) < len(tasks):
-                scores[member.key]["skipped"] = len(tasks) - len(scored)
+            if len(rows_done) < len(tasks):
+                scores[member.key]["skipped"] = len(tasks) - len(rows_done)
+            if len(scored) < len(rows_done):  # the env could not score them (a τ² task that needs a judge)
+                scores[member.key]["undecided"] = len(rows_done) - len(scored)
             roles[member.key] = member.role
     finally:
         if appender:
@@ -228,13 +238,22 @@ def evaluate_suite(
 def _totals(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """A member score's extra fields from its items: ``parse_rate`` (the share of items whose reply gave an
     answer; None unless every item records ``parsed``), the mean ``acc_norm`` of loglik items, the summed
-    ``states`` and ``failed`` of turn-accuracy items (each only when every item has it)."""
+    ``states`` and ``failed`` of turn-accuracy items (each only when every item has it), and ``pass_hat``
+    (``{"1": pass^1, ..., "K": pass^K}``) of pass^K items."""
     out: dict[str, Any] = {"parse_rate": parse_rate(rows)}
     if rows and all(r.get("acc_norm") is not None for r in rows):
         out["acc_norm"] = sum(float(r["acc_norm"]) for r in rows) / len(rows)
     for key in ("states", "failed"):
         if rows and all(r.get(key) is not None for r in rows):
             out[key] = sum(int(r[key]) for r in rows)
+    if rows and all(r.get("episodes") for r in rows):  # pass^K items: pass^1..pass^K from the same episodes
+        from pivotgym.eval.stats import pass_hat_k
+
+        runs = {
+            str(i): [True] * int(r["successes"]) + [False] * (int(r["episodes"]) - int(r["successes"]))
+            for i, r in enumerate(rows)
+        }
+        out["pass_hat"] = {str(k): pass_hat_k(runs, k) for k in range(1, min(int(r["episodes"]) for r in rows) + 1)}
     return out
 
 

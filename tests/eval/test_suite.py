@@ -8,6 +8,7 @@ import math
 import pytest
 
 from pivotgym.cli import main
+from pivotgym.errors import ConfigError
 from pivotgym.eval import ci95, compare, evaluate_suite, format_comparison, loglik_scores, summarize
 from pivotgym.jsonl import read_jsonl
 
@@ -214,3 +215,64 @@ def test_a_suite_wide_generation_cap_never_lengthens_a_short_answer_env(tmp_path
     rec.caps.clear()
     evaluate_suite({"general/word-sorting-v0": "ood"}, rec, None, limit=2, max_new_tokens=16, progress=False)
     assert rec.caps == [16]
+
+
+def _coin_env():
+    """One turn; the reply scores 1 when its length is even, so a sampled model lands on either side. Task
+    `judge` cannot be scored without a judge (its final info says undecided)."""
+    from pivotgym import AgentEnv, StepOutcome, Task
+    from pivotgym.types import message
+
+    class Coin(AgentEnv):
+        splits = ("test",)
+        max_turns = 1
+        max_new_tokens = 6
+
+        def load_tasks(self, split):
+            return [Task(name, split, {}) for name in ("a", "b", "c", "judge")]
+
+        def initial_messages(self, task):
+            return [message("user", "Flip a coin.")]
+
+        def apply_action(self, action):
+            info = {"undecided": "needs a judge"} if self.task.id == "judge" else {}
+            return StepOutcome([], reward=float(len(action) % 2 == 0), terminated=True, info=info)
+
+    return Coin
+
+
+def test_pass_hat_k_members_sample_k_episodes_per_task_seeded_by_the_task(tiny_sampler, tmp_path):
+    """`:pass^K` runs K sampled episodes per task: an item is 1 when all K succeed, the score carries
+    pass^1..pass^K, a task draws the same episodes alone or beside others, and a task the env cannot score is
+    left out and counted."""
+    import pivotgym
+    from pivotgym.registry import reset_registry
+
+    reset_registry()
+    try:
+        pivotgym.register("coin/flip-v0", _coin_env(), verifier="exact")
+        result = evaluate_suite(
+            {"coin/flip-v0@test:pass^4": "in_domain"}, tiny_sampler, tmp_path / "s.json", progress=False
+        )
+        score = result["scores"]["coin/flip-v0@test:pass^4"]
+        items = {row["task_id"]: row for row in read_jsonl(tmp_path / "s.json.items.jsonl")}
+        assert score["metric"] == "pass^4" and score["n"] == 3 and score["undecided"] == 1
+        assert items["judge"]["undecided"] == "needs a judge"
+        scored = [items[t] for t in ("a", "b", "c")]
+        assert all(r["episodes"] == 4 and r["reward"] == float(r["successes"] == 4) for r in scored)
+        assert score["pass_hat"]["1"] == pytest.approx(sum(r["successes"] for r in scored) / 12)
+        assert score["pass_hat"]["4"] == pytest.approx(score["value"])
+        assert score["pass_hat"]["1"] >= score["pass_hat"]["2"] >= score["pass_hat"]["4"]
+        assert 0 < sum(r["successes"] for r in scored) < 12  # the sampled episodes differ: not every flip alike
+        alone = evaluate_suite(
+            {"coin/flip-v0@test:pass^4": "in_domain"}, tiny_sampler, tmp_path / "b.json", progress=False, limit=2
+        )
+        assert alone["scores"]["coin/flip-v0@test:pass^4"]["per_item"]["b"] == score["per_item"]["b"]
+        assert [r["successes"] for r in read_jsonl(tmp_path / "b.json.items.jsonl")] == [
+            items["a"]["successes"],
+            items["b"]["successes"],
+        ]
+        with pytest.raises(ConfigError, match=r"unknown measure 'pass\^0'.*:pass\^K"):
+            evaluate_suite({"coin/flip-v0@test:pass^0": "in_domain"}, tiny_sampler, None, progress=False)
+    finally:
+        reset_registry()
