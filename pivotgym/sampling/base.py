@@ -125,6 +125,33 @@ def window_overflow(prompt_tokens: int, max_new_tokens: int, window: int | None)
     )
 
 
+def sample_within_window(
+    sampler: Any,
+    encoded: Sequence[list[int]],
+    n: int,
+    params: SamplingParams,
+    seeds: Sequence[int] | None,
+    window: int | None,
+) -> list[list[Completion]] | None:
+    """For a sampler whose model has a context ``window``: None when every prompt of ``encoded`` fits with its
+    new tokens (the caller samples them as usual); otherwise the call's whole answer, the prompts that fit
+    sampled by ``sampler.sample`` (with ``seeds`` exactly as they would be; with ``params.seed`` alone, as a
+    call without the others) and each prompt that does not given ``n`` error completions naming the cause
+    (:func:`window_overflow`), so the episode loop ends that episode instead of the engine failing the batch."""
+    overflow = [window_overflow(len(ids), params.max_new_tokens, window) for ids in encoded]
+    if not any(overflow):
+        return None
+    fits = [i for i, why in enumerate(overflow) if why is None]
+    chosen = [seeds[i] for i in fits] if seeds is not None else None
+    sampled = iter(sampler.sample([encoded[i] for i in fits], n, params, seeds=chosen) if fits else [])
+    return [
+        [Completion(text=why, finish_reason="error", prompt_token_ids=list(encoded[i])) for _ in range(n)]
+        if why
+        else next(sampled)
+        for i, why in enumerate(overflow)
+    ]
+
+
 def cut_at_stop(text: str, stop: Sequence[str]) -> str:
     """The text before the earliest stop string (the stop string itself is dropped, as in the OpenAI API)."""
     cut = min((i for i in (text.find(s) for s in stop if s) if i >= 0), default=-1)

@@ -29,7 +29,7 @@ from pivotgym.sampling.base import (
     check_prompt_seeds,
     cut_at_stop,
     encode_prompt,
-    window_overflow,
+    sample_within_window,
 )
 from pivotgym.sampling.logprobs import positions_from_mask, token_logprobs
 from pivotgym.sampling.models import BUNDLED_MODELS, DEFAULT_MODEL, cast_parameters, load_model_and_tokenizer
@@ -304,23 +304,9 @@ class HFSampler:
             raise ValueError(f"n must be >= 1, got {n}")
         encoded = [self.encode(p) for p in prompts]
         window = getattr(self.model.config, "max_position_embeddings", None)
-        overflow = [window_overflow(len(ids), params.max_new_tokens, window) for ids in encoded]
-        if any(overflow):  # those prompts get error completions naming the cause; the others are sampled (with
-            # ``seeds`` exactly as they would be; with ``params.seed`` alone, as a call without the others)
-            fits = [i for i, why in enumerate(overflow) if why is None]
-            sampled = iter(
-                self.sample(
-                    [encoded[i] for i in fits], n, params, seeds=[seeds[i] for i in fits] if seeds is not None else None
-                )
-                if fits
-                else []
-            )
-            return [
-                [Completion(text=why, finish_reason="error", prompt_token_ids=list(encoded[i])) for _ in range(n)]
-                if why
-                else next(sampled)
-                for i, why in enumerate(overflow)
-            ]
+        answered = sample_within_window(self, encoded, n, params, seeds, window)
+        if answered is not None:  # a prompt past the window: error completions for it, the others sampled
+            return answered
         if seeds is not None:
             check_prompt_seeds(seeds, len(encoded))
             noise = GumbelNoise.per_prompt([int(s) for s in seeds], n, self.device)

@@ -29,6 +29,7 @@ from pivotgym.sampling.base import (
     cut_at_stop,
     encode_prompt,
     finish_reason,
+    sample_within_window,
 )
 from pivotgym.sampling.models import BUNDLED_MODELS, DEFAULT_MODEL, model_dir
 from pivotgym.types import Completion
@@ -71,6 +72,8 @@ class OpenAISampler:
         self.dtype = dtype
         self.warm_prefixes = warm_prefixes
         self._served_models: list[str] | None = None
+        #: served name -> the server's context window, where ``/v1/models`` says it (vLLM's ``max_model_len``)
+        self._windows: dict[str, int] = {}
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
         key = api_key or os.environ.get("OPENAI_API_KEY")
         headers = {"Authorization": f"Bearer {key}"} if key else {}
@@ -140,7 +143,9 @@ class OpenAISampler:
 
         try:
             response = self.client.get(self.base_url + "/models")
-            served = [str(m["id"]) for m in response.json()["data"]] if response.status_code == 200 else []
+            listed = response.json()["data"] if response.status_code == 200 else []
+            served = [str(m["id"]) for m in listed]
+            self._windows = {str(m["id"]): int(m["max_model_len"]) for m in listed if m.get("max_model_len")}
         except (httpx.HTTPError, ValueError, KeyError, TypeError):
             served = []  # not an API that lists models: send the name as given
         self._served_models = served
@@ -213,6 +218,10 @@ class OpenAISampler:
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
         encoded = [self.encode(p) for p in prompts]
+        served = self.served_name()  # first: it reads /v1/models, windows included
+        answered = sample_within_window(self, encoded, n, params, seeds, self._windows.get(served))
+        if answered is not None:  # the server's window, where /v1/models says it: a 400 would fail the call
+            return answered
         if seeds is not None:
             check_prompt_seeds(seeds, len(encoded))
             per_prompt = [replace(params, seed=int(s)) for s in seeds]

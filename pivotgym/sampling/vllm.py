@@ -35,6 +35,7 @@ from pivotgym.sampling.base import (
     check_prompt_seeds,
     encode_prompt,
     finish_reason,
+    sample_within_window,
 )
 from pivotgym.sampling.models import DEFAULT_MODEL, resolve_model
 from pivotgym.types import Completion
@@ -252,6 +253,10 @@ class VLLMSampler:
             raise ValueError(f"n must be >= 1, got {n}")
         asked = 1 if params.temperature == 0 else n
         encoded = [self.encode(p) for p in prompts]
+        window = getattr(self.llm.llm_engine.model_config, "max_model_len", None)
+        answered = sample_within_window(self, encoded, n, params, seeds, window)
+        if answered is not None:  # vLLM would refuse the whole batch for one prompt past max_model_len
+            return answered
         if seeds is not None:
             check_prompt_seeds(seeds, len(encoded))
             per_request: Any = [self.sampling_params(asked, replace(params, seed=int(s))) for s in seeds]

@@ -29,6 +29,7 @@ class FakeServer:
         self.requests: list[dict[str, Any]] = []
         self.served = "tiny"  # the model name the server answers to (GET /v1/models lists it)
         self.finish_override: str | None = None  # e.g. "abort": every choice ends so
+        self.max_model_len: int | None = None  # listed by GET /v1/models when set, as vLLM lists it
         self.lock = threading.Lock()
         owner = self
 
@@ -39,7 +40,10 @@ class FakeServer:
             def do_GET(self) -> None:
                 owner.requests.append({"path": self.path, "body": None, "auth": self.headers.get("Authorization")})
                 if self.path == "/v1/models":
-                    self.answer(200, {"object": "list", "data": [{"id": owner.served, "object": "model"}]})
+                    model: dict[str, Any] = {"id": owner.served, "object": "model"}
+                    if owner.max_model_len:
+                        model["max_model_len"] = owner.max_model_len
+                    self.answer(200, {"object": "list", "data": [model]})
                 else:
                     self.answer(404, {"error": f"no route {self.path}"})
 
@@ -237,3 +241,19 @@ def test_prompts_that_extend_others_warm_the_cache_with_their_longest_first(tiny
     before = len(server.requests)
     plain.sample([turn1, turn2], params=SamplingParams(max_new_tokens=2, seed=0))
     assert sum(r["path"] == "/v1/completions" for r in server.requests[before:]) == 2
+
+
+def test_a_prompt_past_the_servers_window_gets_error_completions_without_a_request(tiny, server):
+    """Where /v1/models lists the model's max_model_len (vLLM), a prompt that cannot fit with its new tokens is
+    answered with error completions naming the cause and never sent (the server would fail the request)."""
+    server.max_model_len = 40
+    client = OpenAISampler("tiny", base_url=server.url, tokenizer=tiny[1])
+    long_prompt, short_prompt = list(range(100, 140)), list(range(100, 110))
+    params = SamplingParams(temperature=1.0, max_new_tokens=8, seed=3)
+    long_out, short_out = client.sample([long_prompt, short_prompt], n=2, params=params, seeds=[1, 2])
+    assert [c.finish_reason for c in long_out] == ["error", "error"]
+    assert long_out[0].text.startswith("context_window: the prompt has 40 tokens")
+    assert all(c.finish_reason in ("stop", "length") for c in short_out)
+    sent = [r["body"]["prompt"] for r in server.requests if r["path"] == "/v1/completions"]
+    assert long_prompt not in sent and short_prompt in sent
+    assert short_out == client.sample([short_prompt], n=2, params=params, seeds=[2])[0:1][0]  # as if alone

@@ -44,6 +44,7 @@ MODEL = "smollm2-135m"
 HI = [{"role": "user", "content": "Say hi"}]
 SUM = [{"role": "user", "content": "What is 2+2? Answer with just the number."}]  # greedy ends with EOS
 EOS = 2  # SmolLM2's <|im_end|>
+PAST_WINDOW = [{"role": "user", "content": "word " * 9000}]  # ~9k tokens: past SmolLM2's 8192
 
 #: (name, prompts, n, params, seeds): the calls both vLLM backends make
 CALLS: list[tuple[str, list[Any], int, SamplingParams, list[int] | None]] = [
@@ -51,7 +52,16 @@ CALLS: list[tuple[str, list[Any], int, SamplingParams, list[int] | None]] = [
     ("stop", [HI], 1, SamplingParams(temperature=0.0, max_new_tokens=10, stop=[","]), None),
     ("seeded", [HI, SUM], 4, SamplingParams(temperature=1.0, max_new_tokens=6), [5, 6]),
     ("seeded_again", [HI, SUM], 4, SamplingParams(temperature=1.0, max_new_tokens=6), [5, 6]),
+    ("overflow", [PAST_WINDOW, HI], 2, SamplingParams(temperature=1.0, max_new_tokens=4), [7, 8]),
 ]
+
+
+def check_overflow(results: dict[str, list[list[Completion]]]) -> None:
+    """A prompt past the model's 8192-token window gets error completions naming the cause (vLLM would refuse
+    the whole batch); the prompt beside it is sampled."""
+    past, fits = results["overflow"]
+    assert [c.finish_reason for c in past] == ["error", "error"] and past[0].text.startswith("context_window:")
+    assert all(c.finish_reason in ("stop", "length") and c.token_ids for c in fits)
 
 
 @pytest.mark.skipif(HAS_VLLM, reason="vLLM is installed; the missing-package error cannot be observed")
@@ -155,6 +165,7 @@ def in_process(tmp_path_factory) -> dict[str, Any]:
 @needs_vllm
 def test_in_process_vllm_matches_the_transformers_sampler(in_process, reference, smollm2):
     check_against_hf(in_process["results"], reference, smollm2)
+    check_overflow(in_process["results"])
 
 
 @needs_vllm
@@ -196,6 +207,7 @@ def test_openai_backend_on_a_vllm_server_matches_the_transformers_sampler(server
         else:  # the profiler's route: one concurrent request per prompt, each with its own seed
             results[name] = sample_seeded(client, prompts, n, params, seeds)
     check_against_hf(results, reference, smollm2)
+    check_overflow(results)  # the window read from the server's /v1/models
     assert client.served_name() == MODEL
 
 
