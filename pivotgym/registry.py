@@ -146,14 +146,7 @@ class Registry:
         while pending:
             ready = [s for s in pending if s.base in self.envs and self.envs[s.base].factory is not None]
             for spec in ready:
-                base = self.envs[spec.base]  # type: ignore[index]
-                spec.factory = base.factory
-                spec.kwargs = {**base.kwargs, **spec.kwargs}
-                spec.verifier = spec.verifier or base.verifier
-                spec.exact_verifier = base.exact_verifier
-                spec.splits = spec.splits or base.splits
-                spec.description = spec.description or f"{base.id} with {sorted(spec.kwargs)} set"
-                spec.problem = spec.problem or base.problem
+                _adopt_base(spec, self.envs[spec.base])  # type: ignore[index]
             if not ready:
                 for spec in pending:
                     missing = spec.base not in self.envs
@@ -276,6 +269,9 @@ class Registry:
             dict(kwargs),
             base=base,
         )
+        known = self.envs.get(base) if base is not None else None
+        if known is not None and known.factory is not None:  # user code registering after the plugins
+            _adopt_base(self.envs[id], known)
 
     def _register_named(
         self, table: dict[str, Entry], what: str, owner: str, name: str, factory: Factory, *, description: str = ""
@@ -432,6 +428,17 @@ def _short(reason: str, limit: int = 160) -> str:
     return first if len(first) <= limit else first[: limit - 3] + "..."
 
 
+def _adopt_base(spec: EnvSpec, base: EnvSpec) -> None:
+    """Make the variant ``spec`` build as ``base`` with its own keyword arguments winning, judged like it."""
+    spec.factory = base.factory
+    spec.kwargs = {**base.kwargs, **spec.kwargs}
+    spec.verifier = spec.verifier or base.verifier
+    spec.exact_verifier = base.exact_verifier
+    spec.splits = spec.splits or base.splits
+    spec.description = spec.description or f"{base.id} with {', '.join(sorted(spec.kwargs))} set"
+    spec.problem = spec.problem or base.problem
+
+
 def _unusable(**_: Any) -> Any:
     """The factory of an env that cannot be built (its :attr:`EnvSpec.problem` says why; ``make`` raises that)."""
     raise RegistryError("this env cannot be built: `pivotgym plugins` says why")
@@ -546,7 +553,7 @@ USER_PLUGIN = "__main__"
 
 def register(
     env_id: str,
-    factory: Factory,
+    factory: Factory | None,
     *,
     verifier: str | Any = None,
     exact_verifier: str = "exact",
@@ -559,11 +566,12 @@ def register(
     find it, under the plugin name ``__main__``.
 
     ``verifier`` is a registered verifier's name, or a verifier itself (an object with ``verify``) or a
-    callable that makes one, which is registered under ``env_id``'s own name. Registering the same id again
-    replaces what user code registered before (re-running a notebook cell); an id a plugin owns is an error.
-    What is registered lives in this process's registry: worker processes (the ``process`` and ``ray``
-    executors) start without it, so judge with ``executor="serial"`` here, or ship the env as a plugin
-    (docs/plugins.md) to fan out."""
+    callable that makes one, which is registered under ``env_id``'s own name. ``factory=None, base=ENV_ID`` and
+    keyword arguments register a variant of a registered env (its factory and verifier, those arguments fixed),
+    as a variant file does. Registering the same id again replaces what user code registered before
+    (re-running a notebook cell); an id a plugin owns is an error. What is registered lives in this process's
+    registry: worker processes (the ``process`` and ``ray`` executors) start without it, so judge with
+    ``executor="serial"`` here, or ship the env as a plugin or a variant file (docs/plugins.md) to fan out."""
     registry = get_registry()
     _refuse_plugin_id(registry.envs, env_id, "env")
     if verifier is not None and not isinstance(verifier, str):
@@ -578,6 +586,9 @@ def register(
         registry.verifiers.pop(env_id, None)
         registry._register_verifiers(USER_PLUGIN, env_id, maker, description=f"the verifier of {env_id}")
         verifier = env_id
+    base = kwargs.get("base")
+    if base is not None and base not in registry.envs:
+        raise RegistryError(f"register({env_id!r}, base={base!r}): no env {base!r} is registered (`pivotgym envs`)")
     registry.envs.pop(env_id, None)
     registry._register_environments(
         USER_PLUGIN,

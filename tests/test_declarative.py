@@ -126,6 +126,10 @@ def test_a_variant_file_fixes_keyword_arguments_of_another_env(env_path: Path):
     with pytest.raises(RegistryError, match="variant of 'trivia/nowhere-v0', which no plugin registers"):
         pivotgym.make("trivia/orphan-v0")
     assert pivotgym.make("trivia/capitals-v0").max_new_tokens != 7  # the base is untouched
+    pivotgym.register("notebook/capitals-v0", None, base="trivia/capitals-v0", max_new_tokens=5)  # from code
+    assert pivotgym.make("notebook/capitals-v0").max_new_tokens == 5
+    with pytest.raises(RegistryError, match="no env 'trivia/nowhere-v0' is registered"):
+        pivotgym.register("notebook/orphan-v0", None, base="trivia/nowhere-v0")
 
 
 @pytest.mark.parametrize(
