@@ -66,11 +66,13 @@ class CrossedDesign:
         return self.df_at(self.seeds, self.problems)
 
     def interval(self, level: float = 0.95) -> tuple[float, float]:
-        """The ``level`` t interval of the difference (NaN ends when no interval can be formed)."""
+        """The ``level`` t interval of the difference (NaN ends when no interval can be formed, including a
+        table without any spread: every cell the same difference, e.g. two models that score 0 everywhere,
+        which estimates a variance of 0 from too little to say so)."""
         se, df = self.se, self.df
-        if not (math.isfinite(se) and math.isfinite(df) and df > 0):
+        if not (math.isfinite(se) and math.isfinite(df) and df > 0 and se > 0):
             return math.nan, math.nan
-        half = t_quantile(1 - (1 - level) / 2, df) * se if se > 0 else 0.0
+        half = t_quantile(1 - (1 - level) / 2, df) * se
         return self.mean - half, self.mean + half
 
     @property
@@ -119,8 +121,8 @@ class CrossedDesign:
         ``(t(1 - alpha/2, df) + t(power, df)) * se``. More problems never take it below the seed term's
         ``(t + t) * sqrt(seed / seeds)``."""
         se, df = self.se_at(seeds, problems), self.df_at(seeds, problems)
-        if not (math.isfinite(se) and math.isfinite(df) and df > 0):
-            return math.nan
+        if not (math.isfinite(se) and math.isfinite(df) and df > 0 and se > 0):
+            return math.nan  # no spread in the table: no variance to size a design from (not "any difference")
         return (t_quantile(1 - alpha / 2, df) + t_quantile(power, df)) * se
 
     @property

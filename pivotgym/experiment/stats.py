@@ -210,9 +210,14 @@ def difference_text(result: Mapping[str, Any], unit: str = "items", verdict: boo
         "crossed": "seeds and " + unit + " random",
         "paired-t": "one seed: the seed effect is not estimable" if seeds == 1 else "paired t",
     }.get(result.get("method", ""), result.get("method", ""))
+    flat = result.get("low") is None and result.get("se") == 0  # every cell the same difference: no spread
+    detectable = (
+        "not estimable (every item and seed gave the same difference: no spread to size the design from)"
+        if mdd is None and flat
+        else f"{'-' if mdd is None else f'{100 * mdd:.1f}'} points"
+    )
     return (
         f"{pts(result['diff'])} points, {level:.0f}% CI [{pts(result['low'])}, {pts(result['high'])}] "
         f"over {result.get('items', result.get('tasks'))} {unit} x {seeds} seed(s) ({how}), smallest difference "
-        f"detectable (80% power) {'-' if mdd is None else f'{100 * mdd:.1f}'} points"
-        + (f": **{result['verdict']}**" if verdict else "")
+        f"detectable (80% power) {detectable}" + (f": **{result['verdict']}**" if verdict else "")
     )

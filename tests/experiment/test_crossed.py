@@ -49,6 +49,17 @@ def test_one_seed_is_the_paired_t_interval_and_says_the_seed_effect_is_not_estim
     assert out["df"] == pytest.approx(19) and out["low"] < out["diff"] < out["high"]
 
 
+def test_a_table_without_spread_has_no_interval_and_no_mdd():
+    """Two models that score 0 on every problem (a 135M model on tau2): the difference is 0, but a variance of
+    0 estimated from such a table is no evidence that any difference would be seen - the interval and the
+    MDD are not estimable (None), never [0, 0] and 0 points."""
+    zeros = [{"t5": 0.0, "t9": 0.0}]
+    out = item_difference(zeros, zeros)
+    assert out["diff"] == 0.0 and (out["low"], out["high"], out["mdd"]) == (None, None, None)
+    same = item_difference([{"a": 0.5, "b": 0.5, "c": 0.5}], [{"a": 0.25, "b": 0.25, "c": 0.25}])
+    assert same["diff"] == pytest.approx(0.25) and same["mdd"] is None  # a constant gap: no spread either
+
+
 def test_a_seed_that_is_better_everywhere_widens_the_interval_and_more_problems_cannot_remove_it():
     rng = random.Random(0)
     problem = [rng.gauss(0, 0.1) for _ in range(40)]
@@ -101,3 +112,11 @@ def test_the_crossed_interval_keeps_its_coverage_with_a_seed_effect(seeds):
 def test_the_old_per_problem_interval_undercovers_with_the_same_seed_effect():
     # its SE leaves out seed/S: sqrt(0.000282 / 0.000462) = 0.78 of the true one, so it covers P(|Z| < 1.53) = 0.87
     assert _coverage(5, 600, crossed=False) < 0.90
+
+
+def test_the_report_says_why_a_flat_table_has_no_mdd():
+    from pivotgym.experiment.stats import difference_text
+
+    text = difference_text(item_difference([{"t5": 0.0, "t9": 0.0}], [{"t5": 0.0, "t9": 0.0}]), unit="test tasks")
+    assert "CI [-, -]" in text and "not estimable (every item and seed gave the same difference" in text
+    assert "0.0 points" not in text.split("detectable")[1]
