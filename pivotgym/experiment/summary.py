@@ -294,9 +294,11 @@ def claims(summary: Mapping[str, Any]) -> list[str]:
                 if (paired := summary.get("differences", {}).get("pivot-vs-placebo-in_domain"))
                 else ""
             )
-            + "; on non-pivot training states "
-            + ", ".join(
-                f"{METHOD_LABELS[tag]} {100 * h['delta']:+.1f} points" for tag, h in summary.get("harm", {}).items()
+            + (
+                "; on non-pivot training states "
+                + ", ".join(f"{METHOD_LABELS[tag]} {100 * h['delta']:+.1f} points" for tag, h in harm.items())
+                if (harm := summary.get("harm") or {})
+                else "; not measured on non-pivot training states (`pivot.non_pivot_eval: 0`)"
             )
             + "."
         )

@@ -104,3 +104,15 @@ def test_the_summary_file_is_versioned_and_another_version_is_refused_with_the_f
     path.write_text(json.dumps({"name": "old", "methods": {}}))  # written before summaries had a version
     with pytest.raises(ConfigError, match="--stages report"):
         read_summary(path)
+
+
+def test_the_placebo_claim_says_when_non_pivot_states_were_not_measured():
+    summary = _ood_summary((-0.01, -0.08, 0.06), (0.01, -0.05, 0.07))
+    summary["ablation"] = {"pivot": {"in_domain": 0.1}, "placebo": {"in_domain": 0.1}}
+    line = next(c for c in claims(summary) if "placebo changes less" in c)
+    assert line.endswith("; not measured on non-pivot training states (`pivot.non_pivot_eval: 0`).")
+    summary["harm"] = {"pivot": {"delta": -0.05}, "placebo": {"delta": 0.0}}
+    line = next(c for c in claims(summary) if "placebo changes less" in c)
+    assert line.endswith(
+        "; on non-pivot training states PivotRL -5.0 points, placebo (shuffled advantages) +0.0 points."
+    )
