@@ -241,7 +241,7 @@ class Registry:
         self,
         owner: str,
         id: str,
-        factory: Factory,
+        factory: Factory | None,
         *,
         verifier: str | None = None,
         exact_verifier: str = "exact",
