@@ -88,9 +88,7 @@ def measure(model_name: str, domain: str, short: int, repeats: int) -> dict[str,
         "short_tokens": short,
         **{key: round(value, 1) for key, value in rates.items()},
         "prefill_ratio_opening_vs_short": round(rates["prefill_opening_tok_s"] / rates["prefill_short_tok_s"], 3),
-        "train_ratio_conversation_vs_short": round(
-            rates["train_conversation_tok_s"] / rates["train_short_tok_s"], 3
-        ),
+        "train_ratio_conversation_vs_short": round(rates["train_conversation_tok_s"] / rates["train_short_tok_s"], 3),
         "seconds_prefill_opening": round(prefill["opening"], 2),
         "seconds_sft_one_conversation": round(train["conversation"], 2),
     }
