@@ -11,10 +11,11 @@ import typer
 from pivotgym.cli.checks import check_envs
 from pivotgym.cli.eval import SAMPLER_OPTION_HELP, cli_sampler, parse_sampler_options
 from pivotgym.cli.output import CLIError, emit_json, table
+from pivotgym.eval.floors import floor_label
 
 #: how each metric is labelled and printed (``pct``: as a percentage; else a count)
 LABELS: dict[str, tuple[str, bool]] = {
-    "random_legal": ("random legal action (floor)", True),
+    "random_legal": (floor_label("legal"), True),
     "expert": ("always expert (ceiling)", True),
     "multi_credit": ("states crediting >= 2 actions", True),
     "legal": ("legal actions per state", False),
@@ -33,7 +34,7 @@ def _cell(value: float | None, pct: bool) -> str:
 
 #: the labels that change where the floors judged the env's candidate actions instead of its legal ones
 CANDIDATE_LABELS: dict[str, str] = {
-    "random_legal": "random candidate action (floor)",
+    "random_legal": floor_label("candidate"),
     "legal": "candidate actions per state",
 }
 

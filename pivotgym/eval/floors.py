@@ -35,7 +35,7 @@ from pivotgym.eval.stats import MeanInterval, mean_interval_over
 from pivotgym.states import expert_states
 from pivotgym.types import ExpertState, Trajectory
 
-__all__ = ["METRICS", "FloorsResult", "StateFloor", "floors", "legal_states"]
+__all__ = ["METRICS", "FloorsResult", "StateFloor", "floor_label", "floors", "legal_states"]
 
 #: the per-problem metrics of :class:`FloorsResult`, in report order
 METRICS = ("random_legal", "expert", "multi_credit", "legal", "credited")
@@ -339,6 +339,11 @@ def floors(
         action_set=_action_set(rows),
         action_set_description=env.candidate_description if any(r.action_set == "candidate" for r in rows) else "",
     )
+
+
+def floor_label(action_set: str) -> str:
+    """How the floor row is labelled for a result over ``action_set`` (``legal``, ``candidate`` or ``mixed``)."""
+    return f"random {'candidate' if action_set == 'candidate' else 'legal'} action (floor)"
 
 
 def _action_set(rows: Sequence[StateFloor]) -> str:

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pivotgym.eval.floors import floor_label
 from pivotgym.experiment.accounting import accounting_table
 from pivotgym.experiment.config import ExperimentConfig, parse_comparison
 from pivotgym.experiment.fingerprint import StageRecord, stage_plan
@@ -399,8 +400,8 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
     if floors and "metrics" in floors:
         summary["floors"] = floors["metrics"]
         width = len(rows[0]) if rows else 0
-        floor_label = "random candidate action (floor)" if candidates else "random legal action (floor)"
-        for key, label in (("random_legal", floor_label), ("expert", "expert action (ceiling)")):
+        floor = floor_label(floors.get("action_set", "legal"))
+        for key, label in (("random_legal", floor), ("expert", "expert action (ceiling)")):
             value = floors["metrics"][key]["mean"]
             rows.append([label, pct(value)] + ["-"] * (width - 2))
     in_domain_label = "in-domain turn accuracy" if turns else "in-domain"

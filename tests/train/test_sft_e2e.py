@@ -18,6 +18,12 @@ def arith_data(arith_registry, tmp_path):
     return tmp_path / "data"
 
 
+def _sft_config(arith_data, tmp_path, **fields) -> SFTConfig:
+    """An SFT config on the arith expert trajectories, quiet, writing under ``tmp_path``."""
+    base = {"output_dir": str(tmp_path / "sft"), "trajectories": str(arith_data / "expert.jsonl")}
+    return SFTConfig(**base, report_to=["none"], progress=False, **fields)
+
+
 def test_sft_masks_exactly_the_assistant_turns(arith_data):
     from pivotgym.registry import make
     from pivotgym.sampling.testing import smollm2_tokenizer
@@ -52,14 +58,7 @@ def test_sft_refuses_a_max_length_that_leaves_nothing_to_train_on(arith_data, tm
     from pivotgym.sampling.testing import tiny_llama
 
     model, tokenizer = tiny_llama(seed=5)
-    config = SFTConfig(
-        output_dir=str(tmp_path / "sft"),
-        trajectories=str(arith_data / "expert.jsonl"),
-        steps=1,
-        max_length=8,
-        report_to=["none"],
-        progress=False,
-    )
+    config = _sft_config(arith_data, tmp_path, steps=1, max_length=8)
     with pytest.raises(ConfigError, match="max_length 8 cuts every assistant token"):
         SFTTrainer(config, model=model, tokenizer=tokenizer).fit()
     from pivotgym.registry import make
@@ -77,16 +76,7 @@ def test_sft_lowers_the_loss_on_expert_turns(arith_data, tmp_path):
     from pivotgym.sampling.testing import tiny_llama
 
     model, tokenizer = tiny_llama(seed=5)
-    config = SFTConfig(
-        output_dir=str(tmp_path / "sft"),
-        trajectories=str(arith_data / "expert.jsonl"),
-        steps=6,
-        trajectories_per_step=2,
-        learning_rate=1e-2,
-        micro_batch_size=1,
-        report_to=["none"],
-        progress=False,
-    )
+    config = _sft_config(arith_data, tmp_path, steps=6, trajectories_per_step=2, learning_rate=1e-2, micro_batch_size=1)
     trainer = SFTTrainer(config, model=model, tokenizer=tokenizer)
     summary = trainer.fit()
     losses = [r["loss"] for r in trainer.history if r["kind"] == "train"]
