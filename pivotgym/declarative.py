@@ -70,7 +70,7 @@ from pivotgym.parsing.answers import (
     python_problem,
     read_choice,
 )
-from pivotgym.types import Message, Task, Verdict, message
+from pivotgym.types import Message, Task, Verdict, is_env_id, message
 from pivotgym.verify import VerifyContext
 
 if TYPE_CHECKING:
@@ -216,7 +216,7 @@ class EnvVariant:
         check_section(_VariantFile, data, where)
         for key in ("id", "base"):
             value = data.get(key)
-            if not isinstance(value, str) or "/" not in value or not value.rsplit("-v", 1)[-1].isdigit():
+            if not is_env_id(value):
                 raise where.error((key,), f"must look like 'domain/name-v0', got {value!r}")
         if data["id"] == data["base"]:
             raise where.error(("base",), "names the variant itself; give the variant an id of its own")
@@ -324,7 +324,7 @@ class EnvConfig:
                 )
 
         env_id = data.get("id")
-        if not isinstance(env_id, str) or "/" not in env_id or not env_id.rsplit("-v", 1)[-1].isdigit():
+        if not is_env_id(env_id):
             raise where.error(("id",), f"must look like 'domain/name-v0', got {env_id!r}")
         src = dict(data.get("source") or {})
         choose(("source", "type"), src.get("type"), SOURCE_TYPES)

@@ -22,6 +22,7 @@ from pivotgym.errors import RegistryError
 from pivotgym.execution import set_plugins_changed_hook
 from pivotgym.plugins import PluginInfo, PluginManager
 from pivotgym.sandbox import set_sandbox_maker
+from pivotgym.types import is_env_id
 from pivotgym.verify import set_env_maker
 
 Factory = Callable[..., Any] | str
@@ -250,7 +251,7 @@ class Registry:
         base: str | None = None,
         **kwargs: Any,
     ) -> None:
-        if not isinstance(id, str) or "/" not in id or not id.rsplit("-v", 1)[-1].isdigit():
+        if not is_env_id(id):
             raise RegistryError(f"env id {id!r} must look like 'domain/name-v0'")
         if factory is None and base is None:
             raise RegistryError(f"env {id!r}: give a factory, or base= the id of the env it is a variant of")

@@ -16,7 +16,7 @@ import types
 import typing
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict, TypeGuard
 
 from pivotgym.errors import RecordError
 
@@ -193,6 +193,11 @@ def _init_fields(cls: type) -> tuple[list[dataclasses.Field[Any]], dict[str, Any
     """The init fields of dataclass ``cls`` and its resolved annotations, computed once per class (records are
     checked on every JSONL row read)."""
     return [f for f in dataclasses.fields(cls) if f.init], typing.get_type_hints(cls)
+
+
+def is_env_id(value: Any) -> TypeGuard[str]:
+    """Whether ``value`` is an env id as every registry and env file writes it: ``domain/name-vN``."""
+    return isinstance(value, str) and "/" in value and value.rsplit("-v", 1)[-1].isdigit()
 
 
 def check_fields(cls: type, data: dict[str, Any], *, required: bool = True, deep: bool = True) -> None:

@@ -34,6 +34,7 @@ from typing import Any, ClassVar
 from pivotgym.config import Source, check_section, read_yaml
 from pivotgym.jsonl import iter_jsonl
 from pivotgym.mcp.session import McpServer
+from pivotgym.types import is_env_id
 
 __all__ = ["McpEnvConfig"]
 
@@ -114,7 +115,7 @@ class McpEnvConfig:
             data["server"] = {}
         check_section(_McpFile, data, where)
         env_id = data.get("id")
-        if not isinstance(env_id, str) or "/" not in env_id or not env_id.rsplit("-v", 1)[-1].isdigit():
+        if not is_env_id(env_id):
             raise where.error(("id",), f"must look like 'domain/name-v0', got {env_id!r}")
         folder = path.parent if path is not None else Path.cwd()
         if not isinstance(server, McpServer):
