@@ -16,7 +16,7 @@ VLLM_PY    := $(VLLM_VENV)/bin/python
 VLLM_PIP   := $(VLLM_PY) -m pip --disable-pip-version-check
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: install vllm nemo-gym demo check-envs test test-fast test-paper lint bench clean system-deps
+.PHONY: install vllm nemo-gym docker demo check-envs test test-fast test-paper lint bench clean system-deps
 
 install: $(STAMP)
 
@@ -53,6 +53,12 @@ nemo-gym:
 	@test -x $(NEMO_GYM_PY) || bash examples/integrations/nemo_gym_venv.sh \
 	  || echo "warning: no NeMo-Gym 0.7 venv (needs Python 3.13); its row-validation tests will skip"
 
+# The docker backend: the engine (Debian's docker.io) and debootstrap installed where missing, dockerd started when
+# no engine answers, and the base image built from Debian packages (no registry). Where the machine does not allow
+# it (no root, no apt) it says why and the docker tests skip; ~1.5 min the first time, then a check (docs/sandbox.md).
+docker: $(STAMP)
+	@bash scripts/docker_setup.sh $(VENV)/bin/pivotgym
+
 # bubblewrap is the default sandbox; installed from Debian when missing (needs root or sudo).
 system-deps:
 	@command -v bwrap >/dev/null 2>&1 || { \
@@ -73,7 +79,7 @@ check-envs: $(STAMP)
 	$(VENV)/bin/pivotgym check all
 
 # The vLLM tests (tests/sampling/test_vllm*.py) drive .venv-vllm through $$PIVOTGYM_VLLM_PYTHON.
-test: $(STAMP) $(VLLM_STAMP) nemo-gym
+test: $(STAMP) $(VLLM_STAMP) nemo-gym docker
 	PIVOTGYM_VLLM_PYTHON=$(abspath $(VLLM_PY)) $(PY) -m pytest -q
 
 # The quick loop: the suite without the `slow` tests (the real SmolLM2 model, long jobs, and every test that took

@@ -14,7 +14,7 @@ from typing import Any
 
 import typer
 
-from pivotgym.cli import calibrate, data, env, experiment, floors, model, pivot, plugins, serve, train, verify
+from pivotgym.cli import calibrate, data, env, experiment, floors, model, pivot, plugins, sandbox, serve, train, verify
 from pivotgym.cli import eval as evaluation
 from pivotgym.cli.output import error_line
 
@@ -39,6 +39,7 @@ COMMAND_GROUPS: tuple[ModuleType, ...] = (
     pivot,
     verify,
     calibrate,
+    sandbox,
     serve,
 )
 

@@ -32,7 +32,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
@@ -266,13 +266,15 @@ def run_process(
     watch: Path | None = None,
     pass_fds: Sequence[int] = (),
     shared_uid: bool = False,
+    on_stop: Callable[[], None] | None = None,
 ) -> RunResult:
     """Run ``argv`` in a new session under ``limits``; kill its process group at the deadline, when the
     memory cgroup OOM-kills, or when ``watch`` (the work dir) grows past ``limits.disk_bytes`` (or nests
     directories deeper than ``walk.MAX_DEPTH``: the deep part is deleted afterwards). ``pass_fds`` stay
     open in the child (bwrap reads its arguments and data files from them). ``shared_uid`` says other runs
     may run as the same user: then a pids cgroup, where there is one, replaces RLIMIT_NPROC (which would
-    count their processes against this run)."""
+    count their processes against this run). ``on_stop`` is called when the host stops the run (deadline,
+    disk): for processes outside the group, as a container the ``docker`` client only talks to."""
     from pivotgym.sandbox import cgroup
     from pivotgym.sandbox.disk import DiskWatch
     from pivotgym.sandbox.walk import MAX_DEPTH, prune
@@ -322,6 +324,8 @@ def run_process(
     def stop() -> None:
         """Kill the run now; its processes get CPU again to exit (what they used so far is kept)."""
         kill_group(proc)
+        if on_stop is not None:
+            on_stop()
         if group is not None:
             used_when_stopped.append(group.cpu_time())
             group.unthrottle()

@@ -94,28 +94,19 @@ def test_fork_dir_copies_a_tree(tmp_path, method):
         fork_dir(src, src)
 
 
-def test_docker_container_options_enforce_limits():
-    pytest.importorskip("docker")
+def test_docker_run_options_enforce_limits():
     from pivotgym.sandbox.docker import DockerSandbox
 
     box = DockerSandbox(
         limits=Limits(memory_bytes=1 << 30, max_processes=50, cpu_seconds=7, file_size_bytes=1 << 20, cpu_quota=1.5)
     )
-    opts = box.container_options(box.limits, {"A": "1"})
-    assert opts["network_disabled"] is True and opts["read_only"] is True
-    assert opts["mem_limit"] == 1 << 30 and opts["pids_limit"] == 50 and opts["nano_cpus"] == 1_500_000_000
-    assert {u["Name"]: u["Hard"] for u in opts["ulimits"]} == {"core": 0, "cpu": 7, "fsize": 1 << 20}
-    assert opts["environment"] == {"A": "1"}
-
-
-@pytest.mark.docker
-def test_docker_backend_runs_when_an_engine_exists(tmp_path):
-    from pivotgym.sandbox.docker import docker_available
-
-    if not docker_available():
-        pytest.skip("no reachable Docker engine")
-    result = get_sandbox("docker").run("echo hi", tmp_path)
-    assert result.stdout.strip() == "hi"
+    opts = box.run_options(box.limits)
+    pairs = dict(zip(opts, opts[1:]))
+    assert pairs["--network"] == "none" and "--read-only" in opts and pairs["--cap-drop"] == "ALL"
+    assert pairs["--memory"] == pairs["--memory-swap"] == str(1 << 30)  # no swap beyond the cap
+    assert pairs["--pids-limit"] == "50" and pairs["--cpus"] == "1.5"
+    ulimits = [opts[i + 1] for i, o in enumerate(opts) if o == "--ulimit"]
+    assert ulimits == ["core=0:0", "cpu=7:7", f"fsize={1 << 20}:{1 << 20}"]
 
 
 @needs_bwrap
