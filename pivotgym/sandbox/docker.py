@@ -5,9 +5,10 @@ What a command sees and may do:
 * the image's filesystem, read-only (``--read-only``), never the host's: the default image is
   :data:`~pivotgym.sandbox.images.BASE_IMAGE`, built from Debian packages on this machine (``make docker``);
   nothing is ever pulled (``--pull never``), and a missing image is an error naming the command that builds it;
-* the work dir bind-mounted read-write at ``/repo`` and a size-capped tmpfs at ``/tmp``; extra
-  :class:`~pivotgym.sandbox.base.Mount` s on top (read-only unless marked); a shell command too long for an
-  argument is bound read-only at ``/.pivotgym-command.sh`` and sourced from there;
+* the work dir bind-mounted read-write at ``/repo`` and a size-capped tmpfs at ``/tmp``; ``python_roots`` (host
+  trees such as a Python runtime built on the host, bound read-only at their own path, as bubblewrap shows
+  them); extra :class:`~pivotgym.sandbox.base.Mount` s on top (read-only unless marked); a shell command too
+  long for an argument is bound read-only at ``/.pivotgym-command.sh`` and sourced from there;
 * no network (``--network none``), no capabilities, ``no-new-privileges``;
 * a uid of its own on a root host (the same pool as bubblewrap, :mod:`pivotgym.sandbox.uids`; the work dir is
   handed to it), so its files and processes are no other run's;
@@ -51,7 +52,17 @@ from pivotgym.sandbox.base import (
     script_argv,
     script_of,
 )
-from pivotgym.sandbox.images import BASE_IMAGE, docker, docker_cli, engine_problem, image_exists, missing_image_message
+from pivotgym.sandbox.images import (
+    BASE_IMAGE,
+    BUILD_COMMAND,
+    BaseRecipe,
+    docker,
+    docker_cli,
+    engine_problem,
+    image_exists,
+    image_label,
+    missing_image_message,
+)
 
 MOUNT_POINT = "/repo"
 SCRIPT_PATH = "/.pivotgym-command.sh"
@@ -69,6 +80,8 @@ def unavailable_reason(image: str = BASE_IMAGE) -> str | None:
     problem = engine_problem()
     if problem is None and not image_exists(image):
         problem = missing_image_message(image)
+    elif problem is None and image == BASE_IMAGE and image_label(image) != BaseRecipe().digest:
+        problem = f"the Docker image {image} was built from an older recipe; rebuild it with `{BUILD_COMMAND}`"
     return problem
 
 
@@ -85,6 +98,8 @@ class DockerSandbox(Sandbox):
     image: str = BASE_IMAGE
     network: bool = False
     uid_pool: bool = True  # on a root host, each run gets a uid of its own (else the image's user)
+    #: host trees bound read-only at their own path (a Python runtime built on the host); None binds none
+    python_roots: Sequence[str] | None = None
     name = "docker"
 
     def __post_init__(self) -> None:
@@ -157,8 +172,9 @@ class DockerSandbox(Sandbox):
         mounts: Sequence[Mount] = (),
         hide: Sequence[str] = (),
     ) -> RunResult:
+        roots = [Mount(root, root) for root in self.python_roots or ()]
         return self._container(
-            self.image, cmd, limits, env, stdin, mounts, workdir=MOUNT_POINT, read_only=True, host=workdir
+            self.image, cmd, limits, env, stdin, [*roots, *mounts], workdir=MOUNT_POINT, read_only=True, host=workdir
         )
 
     def _container(

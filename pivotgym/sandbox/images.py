@@ -113,7 +113,9 @@ def missing_image_message(tag: str) -> str:
 # ------------------------------------------------------------------------------------------ the base image
 @dataclass(frozen=True)
 class BaseRecipe:
-    """How the base image is made: ``debootstrap --variant=minbase --include=PACKAGES SUITE``."""
+    """How the base image is made: ``debootstrap --variant=minbase --include=PACKAGES SUITE``, with ``/root``
+    traversable (mode 0755, empty), so a host tree under it bound at its own path is reachable by a sandbox
+    uid."""
 
     suite: str = BASE_SUITE
     packages: tuple[str, ...] = BASE_PACKAGES
@@ -121,7 +123,7 @@ class BaseRecipe:
 
     @property
     def digest(self) -> str:
-        text = f"debootstrap minbase {self.suite} {','.join(sorted(self.packages))}"
+        text = f"debootstrap minbase {self.suite} {','.join(sorted(self.packages))}; /root 0755"
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -160,6 +162,7 @@ def ensure_base_image(recipe: BaseRecipe | None = None, *, log: Log = print, mir
     if problems:
         raise SandboxUnavailable(f"cannot build the base image {recipe.tag}: " + "; ".join(problems))
     mirror = mirror or apt_mirror()
+    superseded = docker("image", "inspect", "--format", "{{.Id}}", recipe.tag).stdout.decode().strip()
     log(f"building {recipe.tag}: debootstrap {recipe.suite} from {mirror} ...")
     with tempfile.TemporaryDirectory(prefix="pivotgym-rootfs-", dir="/var/tmp") as tmp:
         root = Path(tmp) / "rootfs"
@@ -168,6 +171,8 @@ def ensure_base_image(recipe: BaseRecipe | None = None, *, log: Log = print, mir
         done = subprocess.run(argv, capture_output=True, text=True)
         if done.returncode != 0:
             raise ImageBuildError(f"debootstrap failed (exit {done.returncode}):\n{_tail(done.stdout + done.stderr)}")
+        # host trees bound at their own path (a pyenv interpreter under /root) must be reachable by any uid
+        (root / "root").chmod(0o755)
         log(f"importing {recipe.tag} ...")
         tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
         imported = subprocess.run(
@@ -179,6 +184,8 @@ def ensure_base_image(recipe: BaseRecipe | None = None, *, log: Log = print, mir
         tar.wait()
         if imported.returncode != 0 or tar.returncode != 0:
             raise ImageBuildError(f"docker import of {recipe.tag} failed:\n{_tail(imported.stderr)}")
+    if superseded:  # the image of the older recipe, untagged now: removed unless something still uses it
+        docker("rmi", superseded)
     log(f"built {recipe.tag}")
     return recipe.tag
 

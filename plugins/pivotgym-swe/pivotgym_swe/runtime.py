@@ -29,10 +29,12 @@ copied distribution's name, version and ``RECORD``), in a temporary directory re
 concurrent first uses are safe. Files are hard-linked when the cache shares a filesystem with
 the interpreter (mtimes kept, so cached bytecode stays valid), else copied.
 
-Backends: ``bwrap`` gets a copy with ``python_roots`` set (:func:`sandbox_for`); ``local`` isolates nothing
-and runs the runtime's interpreter on the host (its ``sys.path`` is the allow-list, the host's files are not
-hidden); ``docker`` sees its image, not the host, so the runtime does not apply there and commands use the
-image's ``python`` (:meth:`Runtime.python_for`).
+Backends: ``bwrap`` and ``docker`` get a copy with ``python_roots`` set (:func:`sandbox_for`): bubblewrap shows
+those trees instead of the host's interpreter, docker binds them read-only at their own path into its image
+(whose ``/usr`` supplies the system libraries), so the judge runs the same interpreter, standard library and
+pytest on both and the pristine tests' code digests agree; ``local`` isolates nothing and runs the runtime's
+interpreter on the host (its ``sys.path`` is the allow-list, the host's files are not hidden). A backend
+without ``python_roots`` (a plugin's) runs the ``python`` it finds (:meth:`Runtime.python_for`).
 """
 
 from __future__ import annotations
@@ -91,8 +93,8 @@ class Runtime:
         return str(Path(self.root) / "bin")
 
     def python_for(self, sandbox: Sandbox) -> str:
-        """The interpreter a command run by ``sandbox`` should start: this runtime's, except where the sandbox
-        cannot see host paths (docker: the image's ``python``)."""
+        """The interpreter a command run by ``sandbox`` should start: this runtime's where the sandbox shows it
+        (set up by :func:`sandbox_for`, or ``local``), else the ``python`` on the sandbox's ``PATH``."""
         return self.python if _shows_host(sandbox) else "python"
 
     def env_for(self, sandbox: Sandbox) -> dict[str, str]:
@@ -102,14 +104,15 @@ class Runtime:
 
 
 def _shows_host(sandbox: Sandbox) -> bool:
-    """Whether ``sandbox`` runs commands on the host's filesystem (bwrap, local), where the runtime's paths exist."""
-    return hasattr(sandbox, "python_roots") or sandbox.name == "local"
+    """Whether the runtime's paths exist inside ``sandbox``: it shows host trees (``python_roots`` set) or runs
+    on the host (``local``)."""
+    return getattr(sandbox, "python_roots", None) is not None or sandbox.name == "local"
 
 
 def sandbox_for(runtime: Runtime, base: Sandbox) -> Sandbox:
-    """``base`` set up to run on ``runtime``: a bwrap sandbox (any backend with ``python_roots``) becomes a copy
-    that shows only the runtime's trees; other backends are returned as they are (see the module docstring).
-    Idempotent: a sandbox already set up for ``runtime`` comes back equal."""
+    """``base`` set up to run on ``runtime``: a backend with ``python_roots`` (bwrap, docker) becomes a copy that
+    shows only the runtime's trees; others are returned as they are (see the module docstring). Idempotent: a
+    sandbox already set up for ``runtime`` comes back equal."""
     if hasattr(base, "python_roots"):
         return replace(base, python_roots=tuple(runtime.roots))  # type: ignore[call-arg]
     return base

@@ -7,12 +7,29 @@ from pathlib import Path
 import pytest
 
 from pivotgym.jsonl import write_jsonl
+from pivotgym.sandbox import BwrapSandbox, DockerSandbox, Sandbox
 from pivotgym.sandbox.bwrap import bwrap_available
+from pivotgym.sandbox.docker import unavailable_reason
 from pivotgym_swe.mutate import candidate_mutations
 from pivotgym_swe.sources import humaneval_files
 from pivotgym_swe.synth import fix_edit, unified_patch
 
 requires_bwrap = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed")
+#: why the docker backend cannot run here (no engine, no base image: `make docker`), or None
+DOCKER_PROBLEM = unavailable_reason()
+
+
+@pytest.fixture(params=["bwrap", "docker"])
+def isolating_sandbox(request) -> Sandbox:
+    """A fresh sandbox of each isolating backend the judge's guarantees must hold on, or a skip saying why that
+    backend cannot run here (no bubblewrap; no Docker engine or base image: ``make docker``)."""
+    if request.param == "bwrap":
+        if not bwrap_available():
+            pytest.skip("bubblewrap is not installed")
+        return BwrapSandbox()
+    if DOCKER_PROBLEM is not None:
+        pytest.skip(f"docker backend: {DOCKER_PROBLEM}")
+    return DockerSandbox()
 
 
 def humaneval_instance(task_id: str = "HumanEval/0", operator: str = "flip_comparison") -> dict:
@@ -47,9 +64,24 @@ def tiny_tasks(tmp_path_factory) -> Path:
 
 @pytest.fixture()
 def env(tiny_tasks):
+    """The tiny task set's env on the default sandbox (bubblewrap; skipped where it is not installed)."""
     from pivotgym_swe.env import SWEEnv
 
+    if not bwrap_available():
+        pytest.skip("bubblewrap is not installed")
+
     e = SWEEnv("tiny", tasks_path=str(tiny_tasks))
+    e.env_id = "swe/tiny-v0"
+    yield e
+    e.close()
+
+
+@pytest.fixture()
+def isolated_env(tiny_tasks, isolating_sandbox):
+    """The tiny task set's env on each isolating backend (``isolating_sandbox``)."""
+    from pivotgym_swe.env import SWEEnv
+
+    e = SWEEnv("tiny", tasks_path=str(tiny_tasks), sandbox=isolating_sandbox)
     e.env_id = "swe/tiny-v0"
     yield e
     e.close()

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from pivotgym.sandbox import Sandbox, SandboxError
-from pivotgym.sandbox.bwrap import bwrap_available
 
-pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed")
+# tests on ``env`` run on the default backend (bwrap; the fixture skips without it); those on ``isolated_env`` on
+# each isolating backend, bwrap and docker
 
 
 def call(name: str, **arguments) -> str:
@@ -34,7 +32,8 @@ def test_view_search_edit_and_errors(env):
     assert info["error"] == "unknown_tool"
 
 
-def test_expert_trajectory_solves(env):
+def test_expert_trajectory_solves(isolated_env):
+    env = isolated_env
     traj = next(env.expert_trajectories("train"))
     assert traj.reward == 1.0
     tools_used = [m["tool_calls"][0]["function"]["name"] for m in traj.messages if m["role"] == "assistant"]
@@ -44,13 +43,15 @@ def test_expert_trajectory_solves(env):
     # (check_env itself runs on a registered env in test_tasksets.py)
 
 
-def test_submitting_the_buggy_state_gets_no_reward(env):
+def test_submitting_the_buggy_state_gets_no_reward(isolated_env):
+    env = isolated_env
     env.reset(options={"task_id": "fixture__0"})
     obs, reward, terminated, _, info = env.step(call("submit"))
     assert terminated and reward == 0.0 and info["solved"] is False
 
 
-def test_fake_passed_output_and_test_edits_gain_nothing(env):
+def test_fake_passed_output_and_test_edits_gain_nothing(isolated_env):
+    env = isolated_env
     env.reset(options={"task_id": "fixture__0"})
     # print a fake PASSED report from the tests themselves, and make the check trivially pass
     env.step(
@@ -67,7 +68,8 @@ def test_fake_passed_output_and_test_edits_gain_nothing(env):
     assert terminated and reward == 0.0, obs
 
 
-def test_abuse_through_run_is_contained(env, tmp_path):
+def test_abuse_through_run_is_contained(isolated_env, tmp_path):
+    env = isolated_env
     secret = tmp_path / "host-secret.txt"
     secret.write_text("HOST")
     env.reset(options={"task_id": "fixture__0"})
@@ -127,7 +129,8 @@ def test_the_wrong_edit_applies_and_does_not_solve(env):
 
 
 # ------------------------------------------------------------------------------------------ runtime, episodes
-def test_run_uses_the_sources_runtime_not_the_training_venv(env):
+def test_run_uses_the_sources_runtime_not_the_training_venv(isolated_env):
+    env = isolated_env
     import sys
 
     env.reset(options={"task_id": "fixture__0"})

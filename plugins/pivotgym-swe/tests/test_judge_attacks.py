@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from pivotgym.sandbox import fork_dir
-from pivotgym.sandbox.bwrap import bwrap_available
 from pivotgym_swe.env import pristine_tree
 from pivotgym_swe.mutate import Mutation
 from pivotgym_swe.testing import judge
@@ -27,7 +26,7 @@ from pivotgym_swe.testing import judge
 sys.path.insert(0, str(Path(__file__).parent))
 from conftest import humaneval_instance
 
-pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed")
+# every test that judges runs on each isolating backend (the ``isolating_sandbox`` fixture: bwrap, docker)
 
 FRAME_WALK = """
 import sys, os, json
@@ -209,41 +208,49 @@ def state(task, tmp_path: Path, *, fixed: bool, extra: str = "", files: dict[str
 
 
 @pytest.mark.parametrize("fixed", [True, False], ids=["fixed", "unfixed"])
-def test_control_a_real_fix_scores_on_both_paths(task, tmp_path, fixed):
+def test_control_a_real_fix_scores_on_both_paths(task, tmp_path, fixed, isolating_sandbox):
     work = state(task, tmp_path, fixed=fixed)
     for patch_check in (True, False):
-        verdict = judge(work, task[0], task[1], patch_check=patch_check)
+        verdict = judge(work, task[0], task[1], patch_check=patch_check, sandbox=isolating_sandbox)
         assert verdict.solved is fixed, verdict.summary
 
 
-def test_control_a_fix_with_a_new_helper_function_is_not_refused(task, tmp_path):
+def test_control_a_fix_with_a_new_helper_function_is_not_refused(task, tmp_path, isolating_sandbox):
     helper = "def _helper_distance(a: float, b: float = 0.0) -> float:\n    return abs(a - b)\n"
     work = state(task, tmp_path, fixed=True, extra=helper)
-    verdict = judge(work, task[0], task[1])
+    verdict = judge(work, task[0], task[1], sandbox=isolating_sandbox)
     assert verdict.solved and not verdict.rejections, verdict.summary
 
 
 @pytest.mark.parametrize("name", ATTACKS)
-def test_the_patch_check_refuses_the_attack(task, tmp_path, name):
-    verdict = judge(state(task, tmp_path, fixed=False, extra=ATTACKS[name]), task[0], task[1])
+def test_the_patch_check_refuses_the_attack(task, tmp_path, name, isolating_sandbox):
+    verdict = judge(
+        state(task, tmp_path, fixed=False, extra=ATTACKS[name]), task[0], task[1], sandbox=isolating_sandbox
+    )
     assert not verdict.solved and verdict.rejections, verdict.summary
     assert "the patch check refused" in verdict.run.error
 
 
 @pytest.mark.parametrize("name", ATTACKS)
-def test_the_gatekeeper_holds_without_the_patch_check(task, tmp_path, name):
-    verdict = judge(state(task, tmp_path, fixed=False, extra=ATTACKS[name]), task[0], task[1], patch_check=False)
+def test_the_gatekeeper_holds_without_the_patch_check(task, tmp_path, name, isolating_sandbox):
+    verdict = judge(
+        state(task, tmp_path, fixed=False, extra=ATTACKS[name]),
+        task[0],
+        task[1],
+        patch_check=False,
+        sandbox=isolating_sandbox,
+    )
     assert not verdict.solved, verdict.summary
     assert not verdict.run.infrastructure_failure  # an attack is the code's doing, never a masked verdict
     if name in REFUSED:
         assert "the judge ended the run" in verdict.run.error and REFUSED[name] in verdict.run.error, verdict.summary
 
 
-def test_a_module_shadowing_the_standard_library_is_refused_and_not_imported(task, tmp_path):
+def test_a_module_shadowing_the_standard_library_is_refused_and_not_imported(task, tmp_path, isolating_sandbox):
     work = state(task, tmp_path, fixed=False, files=dict([STDLIB_SHADOW]))
-    verdict = judge(work, task[0], task[1])
+    verdict = judge(work, task[0], task[1], sandbox=isolating_sandbox)
     assert [r.code for r in verdict.rejections] == ["new_module"]
-    verdict = judge(work, task[0], task[1], patch_check=False)
+    verdict = judge(work, task[0], task[1], patch_check=False, sandbox=isolating_sandbox)
     assert not verdict.solved and verdict.run.outcomes, verdict.summary  # the tests ran; queue was the stdlib's
 
 
@@ -351,34 +358,35 @@ def toolz_state(tmp_path: Path, payload: str) -> tuple[Path, dict, Path]:
     [(PLANTED_LOADER, "not the pristine test code"), (PLUGIN_THROUGH_CONFIG, "a hook implementation of")],
     ids=["planted-loader", "plugin-through-config"],
 )
-def test_attacks_on_later_test_modules_are_caught(tmp_path, payload, evidence):
+def test_attacks_on_later_test_modules_are_caught(tmp_path, payload, evidence, isolating_sandbox):
     work, instance, pristine = toolz_state(tmp_path, payload)
-    assert judge(work, instance, pristine).rejections
-    verdict = judge(work, instance, pristine, patch_check=False)
+    assert judge(work, instance, pristine, sandbox=isolating_sandbox).rejections
+    verdict = judge(work, instance, pristine, patch_check=False, sandbox=isolating_sandbox)
     assert not verdict.solved and any(evidence in t for t in verdict.run.tampered), verdict.summary
 
 
 # ------------------------------------------------------------------------------------------ other episodes
-def test_a_fix_scores_while_another_episode_holds_its_process_limit(task, tmp_path):
+def test_a_fix_scores_while_another_episode_holds_its_process_limit(task, tmp_path, isolating_sandbox):
     """Process limits are per run (a pids cgroup, a uid per run): one episode's fork-happy code cannot make a
-    correct fix in another score 0, as it did when every sandbox shared one uid's RLIMIT_NPROC."""
+    correct fix in another score 0, as it did when every sandbox shared one uid's RLIMIT_NPROC. On both isolating
+    backends: bwrap (a pids cgroup and a uid per run) and docker (a container's pids limit and a uid per run)."""
     import threading
     import time
 
-    from pivotgym.sandbox import Limits, get_sandbox
+    from pivotgym.sandbox import Limits
 
     hog_dir = tmp_path / "hog"
     hog_dir.mkdir()
     limits = Limits(wall_seconds=20, max_processes=128)
     hog = threading.Thread(
-        target=get_sandbox().run,
+        target=isolating_sandbox.run,
         args=("for i in $(seq 126); do sleep 8 & done; wait", hog_dir),
         kwargs={"limits": limits},
         daemon=True,
     )
     hog.start()
     time.sleep(1.5)  # the hog holds its processes now
-    verdict = judge(state(task, tmp_path, fixed=True), task[0], task[1])
+    verdict = judge(state(task, tmp_path, fixed=True), task[0], task[1], sandbox=isolating_sandbox)
     assert verdict.solved, verdict.summary
     hog.join(30)
 
@@ -397,12 +405,12 @@ def has_close_elements(numbers: List[float], threshold: float) -> bool:
 """
 
 
-def test_an_always_equal_result_passes_no_layer(task, tmp_path):
+def test_an_always_equal_result_passes_no_layer(task, tmp_path, isolating_sandbox):
     """A redefinition returning an object equal to everything is plain code (the patch check lets it through)
     and fooled ``==`` checks (30/30 humanevalfix tasks); the generated checks now compare result types, and
     the differential check compares exact types with the reference's on the host."""
     work = state(task, tmp_path, fixed=False, extra=ALWAYS_EQUAL)
-    verdict = judge(work, task[0], task[1])
+    verdict = judge(work, task[0], task[1], sandbox=isolating_sandbox)
     assert not verdict.rejections and not verdict.solved, verdict.summary
-    verdict = judge(work, task[0], task[1], differential=False)
+    verdict = judge(work, task[0], task[1], differential=False, sandbox=isolating_sandbox)
     assert not verdict.solved, verdict.summary  # the tests alone catch it too

@@ -1,6 +1,7 @@
 """Reward hacking and host abuse through ``env.step`` alone, as a policy would try them.
 
-Every attack acts only through actions on a real SWE env with the default bubblewrap sandbox, judged with the
+Every attack acts only through actions on a real SWE env on each isolating sandbox (bubblewrap and docker: the
+``isolating_sandbox`` fixture, which skips a backend that cannot run here, saying why), judged with the
 static patch check switched off (it has its own tests; here the layers behind it must hold). Each asserts
 reward 0 on an unfixed repository, that the host path it aims at is unchanged, and that the step finishes
 within a bounded time; the controls assert that a real fix still scores 1 (through the env and through the
@@ -22,7 +23,7 @@ from pivotgym.jsonl import write_jsonl
 from pivotgym.sandbox.bwrap import bwrap_available
 from pivotgym.verify import VerifyContext
 
-pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed")
+requires_bwrap = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed")
 
 STEP_BOUND = 30.0  # seconds: no single step may take longer, whatever the action
 F2P = "test_solution.py::test_check"
@@ -82,9 +83,9 @@ def private_cache(tmp_path_factory, monkeypatch):
 
 
 @pytest.fixture()
-def humaneval(env):
-    env.reset(options={"task_id": "fixture__0"})
-    return env
+def humaneval(isolated_env):
+    isolated_env.reset(options={"task_id": "fixture__0"})
+    return isolated_env
 
 
 # ------------------------------------------------------------------------------------------ controls
@@ -238,7 +239,8 @@ def test_a_planted_bytecode_cache_of_the_tests_is_not_used(humaneval):
     assert submit(humaneval)[0] == 0.0
 
 
-def test_the_functional_verifier_does_not_credit_a_forging_edit(env):
+def test_the_functional_verifier_does_not_credit_a_forging_edit(isolated_env):
+    env = isolated_env
     from pivotgym_swe.verifier import FunctionalVerifier
 
     traj = next(env.expert_trajectories("train"))
@@ -367,6 +369,7 @@ def test_hostile_strings_give_error_observations(humaneval):
     assert obs[0]["content"].startswith("solution.py (lines 1-3")
 
 
+@requires_bwrap
 def test_hostile_strings_never_raise_in_the_verifiers(env):
     from pivotgym_swe.verifier import FunctionalVerifier, NameVerifier
 
@@ -381,7 +384,7 @@ def test_hostile_strings_never_raise_in_the_verifiers(env):
 
 # ------------------------------------------------------------------------------------------ toolz: tests dir
 @pytest.fixture()
-def toolz_env(tmp_path):
+def toolz_env(tmp_path, isolating_sandbox):
     from pivotgym_swe.env import SWEEnv
     from pivotgym_swe.tasks import load_task_set, task_file
 
@@ -389,7 +392,7 @@ def toolz_env(tmp_path):
     row = dict(row, PASS_TO_PASS=[n for n in row["PASS_TO_PASS"] if "test_dicttoolz" in n][:6], split="train")
     path = tmp_path / "toolz-one.jsonl"
     write_jsonl(path, [row])
-    env = SWEEnv("toolz-one", tasks_path=str(path))
+    env = SWEEnv("toolz-one", tasks_path=str(path), sandbox=isolating_sandbox)
     env.reset(options={"task_id": row["instance_id"]})
     yield env
     env.close()
@@ -431,10 +434,11 @@ def test_deleting_the_package_does_not_fall_back_to_an_installed_copy(toolz_env)
 
 
 # ------------------------------------------------------------------------------------------ resources
-def test_disk_fill_is_capped_for_the_episode(tiny_tasks):
+def test_disk_fill_is_capped_for_the_episode(tiny_tasks, isolating_sandbox):
     from pivotgym_swe.env import RUN_LIMITS, SWEEnv
 
-    env = SWEEnv("tiny", tasks_path=str(tiny_tasks), run_limits=RUN_LIMITS.with_(disk_bytes=48 << 20))
+    limits = RUN_LIMITS.with_(disk_bytes=48 << 20)
+    env = SWEEnv("tiny", tasks_path=str(tiny_tasks), run_limits=limits, sandbox=isolating_sandbox)
     try:
         env.reset(options={"task_id": "fixture__0"})
         command = "for i in $(seq 1 20); do head -c 30000000 /dev/zero > f$i.bin; done; ls -la"  # 600 MB
@@ -447,13 +451,14 @@ def test_disk_fill_is_capped_for_the_episode(tiny_tasks):
         env.close()
 
 
-def test_memory_fill_is_capped_across_processes(tiny_tasks):
+def test_memory_fill_is_capped_across_processes(tiny_tasks, isolating_sandbox):
     from pivotgym.sandbox.cgroup import memory_cgroups_available
     from pivotgym_swe.env import RUN_LIMITS, SWEEnv
 
-    if not memory_cgroups_available():
+    if isolating_sandbox.name == "bwrap" and not memory_cgroups_available():
         pytest.skip("no writable memory cgroup here: only the per-process RLIMIT_AS applies")
-    env = SWEEnv("tiny", tasks_path=str(tiny_tasks), run_limits=RUN_LIMITS.with_(total_memory_bytes=256 << 20))
+    limits = RUN_LIMITS.with_(total_memory_bytes=256 << 20)
+    env = SWEEnv("tiny", tasks_path=str(tiny_tasks), run_limits=limits, sandbox=isolating_sandbox)
     try:
         env.reset(options={"task_id": "fixture__0"})
         grab = (
@@ -563,6 +568,7 @@ def test_no_other_copy_of_the_project_is_visible_in_the_sandbox(toolz_env):
     assert _leaked_copies(toolz_env, ["toolz", "tlz"]) == []
 
 
+@requires_bwrap
 def test_more_itertools_vendored_copies_are_invisible(tmp_path, monkeypatch):
     """more-itertools is not installed, but setuptools, pkg_resources and bundled wheels vendor older copies."""
     import shutil
