@@ -76,13 +76,49 @@ def eval_script(instance: dict[str, Any]) -> str:
 
 
 def grade(instance: dict[str, Any], log_path: str | Path, model_patch: str = "") -> dict[str, Any]:
-    """swebench's report for a test log of this instance: resolved or not, with per-test results."""
+    """swebench's report for a test log of this instance: resolved or not, with per-test results; never resolved
+    when the log gives a FAIL_TO_PASS or PASS_TO_PASS test both a passing and a failing status
+    (:func:`conflicting_tests`), which swebench's parsers settle by the last line."""
     grading = _harness("swebench.harness.grading")
     spec = test_spec(instance)
     prediction = {"instance_id": instance["instance_id"], "model_patch": model_patch, "model_name_or_path": "pivotgym"}
     report = grading.get_eval_report(spec, prediction, str(log_path), include_tests_status=True)
     entry = report.get(instance["instance_id"], {})
-    return {"instance_id": instance["instance_id"], "resolved": bool(entry.get("resolved")), "report": entry}
+    judged = set(instance["FAIL_TO_PASS"]) | set(instance["PASS_TO_PASS"])
+    conflicts = [t for t in conflicting_tests(instance, Path(log_path).read_text(errors="replace")) if t in judged]
+    return {
+        "instance_id": instance["instance_id"],
+        "resolved": bool(entry.get("resolved")) and not conflicts,
+        "report": entry,
+        "conflicts": conflicts,
+    }
+
+
+PASSING = ("PASSED", "XFAIL")
+FAILING = ("FAILED", "ERROR")
+
+
+def conflicting_tests(instance: dict[str, Any], log: str) -> list[str]:
+    """Tests the test output (between swebench's markers) reports both passing and failing, line by line.
+
+    Code under test can print a ``PASSED`` line for its failing test after pytest's summary and exit 0: the
+    parser keeps the last status it reads, and the exit code swebench cross-checks is the forger's. A real run
+    never reports one test both ways, so such a log resolves nothing. Parsers that need several lines for one
+    status find nothing line by line, and then only swebench's own checks apply."""
+    constants = _harness("swebench.harness.constants")
+    spec = test_spec(instance)
+    parser = _harness("swebench.harness.grading").PARSER_REGISTRY[spec.log_parser]
+    if constants.START_TEST_OUTPUT in log:
+        log = log.split(constants.START_TEST_OUTPUT, 1)[1].split(constants.END_TEST_OUTPUT, 1)[0]
+    seen: dict[str, set[str]] = {}
+    for line in log.splitlines():
+        try:
+            statuses = parser(line, spec)
+        except Exception:  # a parser that cannot read a lone line: no evidence either way
+            continue
+        for test, status in statuses.items():
+            seen.setdefault(test, set()).add(str(getattr(status, "value", status)))
+    return sorted(t for t, got in seen.items() if got & set(PASSING) and got & set(FAILING))
 
 
 APPLY_FAILED = ">>>>> Patch Apply Failed"  # swebench's marker: the grader then reports the patch as not applied
@@ -91,14 +127,15 @@ PATCH_END = "PIVOTGYM_PATCH_EOF"
 
 def prediction_script(instance: dict[str, Any], model_patch: str) -> str:
     """The bash script run in the instance's image: apply ``model_patch`` to /testbed (``git apply``, then
-    ``patch`` with fuzz), then the instance's eval script. A patch that applies neither way prints swebench's
-    apply-failure marker and stops."""
+    ``patch`` with fuzz), then the instance's eval script, as swebench runs it (``set -uxo pipefail``: the
+    test-output markers are traced commands) with stderr joined to stdout, so the log keeps the order of what
+    happened. A patch that applies neither way prints swebench's apply-failure marker and stops."""
     if PATCH_END in model_patch:
         raise ValueError(f"the patch contains the here-doc terminator {PATCH_END!r}")
     return (
-        f"cd /testbed\ncat > /tmp/patch.diff <<'{PATCH_END}'\n{model_patch.rstrip(chr(10))}\n{PATCH_END}\n"
+        f"exec 2>&1\ncd /testbed\ncat > /tmp/patch.diff <<'{PATCH_END}'\n{model_patch.rstrip(chr(10))}\n{PATCH_END}\n"
         "git apply -v /tmp/patch.diff || patch --batch --fuzz=5 -p1 -i /tmp/patch.diff "
-        f"|| {{ echo '{APPLY_FAILED}'; exit 1; }}\n" + eval_script(instance)
+        f"|| {{ echo '{APPLY_FAILED}'; exit 1; }}\nset -uxo pipefail\n" + eval_script(instance)
     )
 
 

@@ -11,6 +11,7 @@ pytest.importorskip("swebench")
 
 from pivotgym_swe import swebench as sb
 from pivotgym_swe.swebench import APPLY_FAILED, eval_script, grade, load_instances, prediction_script
+from pivotgym_swe.synth import unified_patch
 
 EVAL = """#!/bin/bash
 set -uxo pipefail
@@ -144,3 +145,99 @@ def test_evaluate_prediction_in_docker():
     first = load_instances(path)[0]
     report = sb.evaluate_prediction(first, first["patch"])
     assert report["resolved"], report
+
+
+# ------------------------------------------------------------------------------------------ a real instance
+# A small repository the test builds into a SWE-bench-style image on this engine (FROM the base image, the
+# repository committed at /testbed, git, patch and pytest from Debian), with an instance row in SWE-bench's
+# format: a test patch that adds the FAIL_TO_PASS test, an eval script with swebench's markers, graded by
+# swebench's log parser.
+MODULE = "def f(x):\n    return x - 1\n\n\ndef g():\n    return 2\n"
+TESTS = "from mod import f, g\n\n\ndef test_g():\n    assert g() == 2\n"
+FIXED = MODULE.replace("x - 1", "x + 1")
+TEST_PATCH = unified_patch("tests/test_mod.py", TESTS, TESTS + "\n\ndef test_f():\n    assert f(1) == 2\n")
+GOLD = unified_patch("mod.py", MODULE, FIXED)
+INSTANCE_DOCKERFILE = """FROM {base}
+RUN apt-get update -q && apt-get install -y -q --no-install-recommends git patch python3-pytest \\
+    && rm -rf /var/lib/apt/lists/*
+COPY testbed /testbed
+ENV GIT_AUTHOR_NAME=octo GIT_AUTHOR_EMAIL=octo@example.com GIT_AUTHOR_DATE=2024-01-01T00:00:00Z \\
+    GIT_COMMITTER_NAME=octo GIT_COMMITTER_EMAIL=octo@example.com GIT_COMMITTER_DATE=2024-01-01T00:00:00Z
+RUN cd /testbed && git init -q && git add -A && git commit -q -m base
+"""
+
+
+def forged(line: str) -> str:
+    """A patch that keeps the bug and makes the test process print ``line`` and exit 0 after pytest's summary."""
+    return (
+        "diff --git a/conftest.py b/conftest.py\nnew file mode 100644\n--- /dev/null\n"
+        "+++ b/conftest.py\n@@ -0,0 +1,2 @@\n+import atexit, os, sys\n"
+        f"+atexit.register(lambda: (sys.stdout.write({line!r} + chr(10)), sys.stdout.flush(), os._exit(0)))\n"
+    )
+
+
+@pytest.fixture(scope="module")
+def real_instance():
+    """The locally built instance: its image on this engine and its row (skipped, saying why, without one)."""
+    from pivotgym.sandbox import DockerSandbox
+    from pivotgym.sandbox.docker import unavailable_reason
+    from pivotgym.sandbox.images import BASE_IMAGE, ImageRecipe, ensure_image
+
+    problem = unavailable_reason()
+    if problem:
+        pytest.skip(f"docker backend: {problem}")
+    files = {"testbed/mod.py": MODULE.encode(), "testbed/tests/test_mod.py": TESTS.encode()}
+    recipe = ImageRecipe("swebench-octo-mod", INSTANCE_DOCKERFILE.format(base=BASE_IMAGE), files)
+    image = ensure_image(recipe, log=lambda _line: None)
+    head = DockerSandbox().run_in_image(image, ["git", "-C", "/testbed", "rev-parse", "HEAD"], read_only=True)
+    commit = head.stdout.strip()
+    assert head.returncode == 0 and len(commit) == 40, head.output
+    script = (
+        f"cd /testbed\ngit checkout {commit} tests/test_mod.py\n"
+        f"git apply -v - <<'EOF_114329324912'\n{TEST_PATCH}EOF_114329324912\n"
+        ": '>>>>> Start Test Output'\npython3 -m pytest -rA -p no:cacheprovider tests/test_mod.py\n"
+        f": '>>>>> End Test Output'\ngit checkout {commit} tests/test_mod.py\n"
+    )
+    return instance(
+        image=image,
+        base_commit=commit,
+        eval_script=script,
+        test_patch=TEST_PATCH,
+        patch=GOLD,
+        FAIL_TO_PASS=["tests/test_mod.py::test_f"],
+        PASS_TO_PASS=["tests/test_mod.py::test_g"],
+    )
+
+
+def test_a_real_instance_resolves_with_the_gold_patch_only(real_instance):
+    from pivotgym.sandbox.docker import running_sandbox_containers
+
+    gold = sb.evaluate_prediction(real_instance, GOLD)
+    assert gold["resolved"], gold
+    assert gold["report"]["tests_status"]["FAIL_TO_PASS"]["success"] == ["tests/test_mod.py::test_f"]
+    unfixed = sb.evaluate_prediction(real_instance, unified_patch("mod.py", MODULE, MODULE + "# fixed\n"))
+    assert unfixed["resolved"] is False
+    assert unfixed["report"]["tests_status"]["FAIL_TO_PASS"]["failure"] == ["tests/test_mod.py::test_f"]
+    broken = sb.evaluate_prediction(real_instance, unified_patch("mod.py", MODULE, FIXED.replace("2", "3")))
+    assert broken["resolved"] is False and broken["report"]["patch_successfully_applied"], broken
+    assert broken["report"]["tests_status"]["PASS_TO_PASS"]["failure"] == ["tests/test_mod.py::test_g"]
+    assert running_sandbox_containers() == []
+
+
+def test_a_patch_that_does_not_apply_is_not_resolved(real_instance):
+    stale = GOLD.replace("-    return x - 1", "-    return x * 7")
+    report = sb.evaluate_prediction(real_instance, stale)
+    assert report["resolved"] is False and report["report"]["patch_successfully_applied"] is False
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["PASSED tests/test_mod.py::test_f", "PASSED tests/test_mod.py::test_f\n===== 2 passed in 0.01s ====="],
+    ids=["one-line", "with-a-summary"],
+)
+def test_a_printed_pass_after_the_summary_is_not_a_resolve(real_instance, line):
+    """The code under test prints a passing line for the failing test after pytest's own summary and exits 0
+    (so swebench's exit-code cross-check sees success): the log then says both FAILED and PASSED for one test."""
+    report = sb.evaluate_prediction(real_instance, forged(line))
+    assert report["resolved"] is False and report["conflicts"] == ["tests/test_mod.py::test_f"], report
+    assert report["report"]["resolved"] is True  # swebench's grading alone is fooled
