@@ -10,7 +10,14 @@
    runner (audit-hook gatekeeper, MAC'd records) as a bare subprocess, the runner under bwrap, the static
    patch check alone, and the whole hardened ``judge()`` (fork, patch check, test restore, read-only test
    mounts, memory cgroup, disk watch, tamper checks) on the unfixed state and on the fixed one, where the
-   tests pass and the host-side differential check against the reference runs too.
+   tests pass and the host-side differential check against the reference runs too;
+5. the backends side by side in the same interleaved rounds, each against no isolation (a bare subprocess for
+   a command's start, the ``local`` backend for the rest): a command's start (``true``), an SWE env step (a
+   ``run`` of five tests on a real toolz task) and a judged submission (``judge()`` on the unfixed state),
+   under ``local``, ``bwrap`` and ``docker`` (a fresh container per command, the runtime's trees bound in), and
+   docker against bwrap; a backend that cannot run here is named with the reason and left out. (``local``
+   judges slower than bwrap: its test files' paths differ per fork, so the host compiles the pristine tests
+   again for every judgement, about 0.4 s, where the isolating backends always see them under ``/repo``.)
 """
 
 from __future__ import annotations
@@ -114,6 +121,7 @@ def main() -> None:
         f"vs a sandboxed test run: {t_fork / t_box * 100:.1f}% of it"
     )
     judge_costs(box, tmp)
+    backend_costs(tmp)
     remove_dir(tmp)
 
 
@@ -215,6 +223,76 @@ def judge_costs(box, tmp: Path) -> None:
         cost = medians[label] - base
         state = label.split(", ", 1)[1]
         print(f"  cost per judged submission ({state}): {cost * 1e3:+.0f} ms ({cost / base * 100:+.1f}%)")
+
+
+def backend_costs(tmp: Path) -> None:
+    """Section 5: local (bare subprocess) vs bwrap vs docker, per command start, per env step, per judgement."""
+    import json
+
+    from pivotgym.sandbox.docker import unavailable_reason
+    from pivotgym_swe.env import SWEEnv
+    from pivotgym_swe.tasks import load_task_set, materialize, pristine_tree, task_file
+    from pivotgym_swe.testing import judge
+
+    names = ["local", "bwrap"]
+    problem = unavailable_reason()
+    if problem:
+        print(f"docker: not measured ({problem})")
+    else:
+        names.append("docker")
+    boxes = {name: get_sandbox(name, warn=False) if name == "local" else get_sandbox(name) for name in names}
+    instance = next(r for r in load_task_set(str(task_file("toolz"))) if r["split"] == "train")
+    pristine = pristine_tree(instance)
+    work = materialize(instance, tmp / "backend-work")
+    empty = tmp / "empty"
+    empty.mkdir()
+    tests = " ".join(sorted(set(instance["FAIL_TO_PASS"] + instance["PASS_TO_PASS"]))[:5])
+    action = (
+        '<tool_call>{"name": "run", "arguments": '
+        + json.dumps({"command": f"python -m pytest -q -p no:cacheprovider {tests}"})
+        + "}</tool_call>"
+    )
+    envs = {name: SWEEnv("toolz", sandbox=box) for name, box in boxes.items()}
+    for env in envs.values():
+        env.reset(options={"task_id": instance["instance_id"]})
+
+    def start(name: str) -> None:
+        if name == "bare":  # the floor: no sandbox code at all
+            subprocess.run(["true"], check=True)
+            return
+        result = boxes[name].run(["true"], empty)
+        assert result.returncode == 0, result.output
+
+    def step(name: str) -> None:
+        obs, *_ = envs[name].step(action)
+        assert "failed" in obs[0]["content"] or "passed" in obs[0]["content"], obs[0]["content"][-300:]
+
+    def judged(name: str) -> None:
+        verdict = judge(work, instance, pristine, sandbox=boxes[name])
+        assert verdict.run.outcomes and not verdict.run.error, verdict.summary
+
+    for name in names:  # warm-ups: the runtime built, the image's pages cached
+        step(name)
+    repeat = rounds(7)
+    sections = (
+        ("command start (`true`)", start, ["bare", *names]),
+        ("env step (run 5 tests)", step, names),
+        ("judged submission", judged, names),
+    )
+    print(f"per backend, median of {repeat} interleaved rounds (ratio to the first: no isolation):")
+    for what, fn, variants in sections:
+        samples: dict[str, list[float]] = {name: [] for name in variants}
+        for _ in range(repeat):
+            for name in variants:
+                samples[name].append(timed(lambda name=name, fn=fn: fn(name), 1))
+        medians = {name: statistics.median(v) for name, v in samples.items()}
+        first = medians[variants[0]]
+        line = ", ".join(f"{n} {medians[n] * 1e3:.0f} ms ({medians[n] / first:.2f}x)" for n in variants)
+        if "docker" in medians:
+            line += f"; docker / bwrap {medians['docker'] / medians['bwrap']:.2f}x"
+        print(f"  {what}: {line}")
+    for env in envs.values():
+        env.close()
 
 
 if __name__ == "__main__":
