@@ -34,7 +34,7 @@ def register_sandboxes(register: Register) -> None:
     register(
         "docker",
         "pivotgym.sandbox.docker:DockerSandbox",
-        description="a fresh container per run (docker SDK + a reachable engine)",
+        description="a fresh container per run of a locally built image (docker client, engine, `make docker`)",
     )
     register(
         "local",

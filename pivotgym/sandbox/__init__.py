@@ -3,7 +3,8 @@
 Backends, registered through the ``register_sandboxes`` hook by the core's built-in plugin:
 
 * ``bwrap`` (default): bubblewrap namespaces, no network, read-only system, writes only in the work dir;
-* ``docker``: a fresh container per run (needs the docker SDK and a reachable engine);
+* ``docker``: a fresh container per run of a locally built image (needs the ``docker`` client, a reachable
+  engine and the base image: ``make docker``);
 * ``local``: no isolation, rlimits and a deadline only (explicit opt-in; warns).
 
 Runs cannot hurt each other or the host (see :mod:`pivotgym.sandbox.base`): a cgroup per run caps its memory,

@@ -19,7 +19,7 @@ requires_bwrap = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is
 DOCKER_PROBLEM = unavailable_reason()
 
 
-@pytest.fixture(params=["bwrap", "docker"])
+@pytest.fixture(params=["bwrap", pytest.param("docker", marks=pytest.mark.docker)])
 def isolating_sandbox(request) -> Sandbox:
     """A fresh sandbox of each isolating backend the judge's guarantees must hold on, or a skip saying why that
     backend cannot run here (no bubblewrap; no Docker engine or base image: ``make docker``)."""
