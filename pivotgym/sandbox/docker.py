@@ -265,8 +265,14 @@ class DockerSandbox(Sandbox):
             _remove(name)
             if result.limit_hit == "disk" or result.timed_out:
                 return result  # stopped by the host; what the engine did after that does not matter
-            if state is None or not state["started"]:
-                what = "could not start the container" if state else "lost the container (is the engine still up?)"
+            if state is None or not state["started"] or state["running"]:
+                what = (
+                    "lost the container (is the engine still up?)"
+                    if state is None
+                    else "could not start the container"
+                    if not state["started"]
+                    else "client lost the container while it ran, so its result is unknown"
+                )
                 raise SandboxError(
                     f"the Docker engine {what}; `docker run` exited {result.returncode}: "
                     + (result.stderr.strip()[-800:] or "no message")
@@ -299,15 +305,16 @@ def _client_env() -> dict[str, str]:
 
 
 def _inspect(name: str) -> dict[str, Any] | None:
-    """Whether container ``name`` started and whether the kernel OOM-killed in it (None: no such container)."""
+    """Whether container ``name`` started, whether the kernel OOM-killed in it and whether it still runs (None:
+    no such container, or no engine to ask)."""
     try:
-        done = docker("inspect", "--format", "{{.State.StartedAt}} {{.State.OOMKilled}}", name)
+        done = docker("inspect", "--format", "{{.State.StartedAt}} {{.State.OOMKilled}} {{.State.Running}}", name)
     except SandboxError:
         return None
     if done.returncode != 0:
         return None
-    started, _, oom = done.stdout.decode().strip().partition(" ")
-    return {"started": not started.startswith("0001-"), "oom": oom == "true"}
+    started, oom, running = (done.stdout.decode().split() + ["", "", ""])[:3]
+    return {"started": not started.startswith("0001-"), "oom": oom == "true", "running": running == "true"}
 
 
 def _kill(name: str) -> None:
@@ -343,8 +350,8 @@ def leftover_containers() -> list[str]:
 
 
 def running_sandbox_containers() -> list[str]:
-    """Every container on the engine that a docker sandbox made (any process), running or not."""
-    done = docker("ps", "--all", "--quiet", "--filter", f"label={CONTAINER_LABEL}")
+    """The names of every container on the engine that a docker sandbox made (any process), running or not."""
+    done = docker("ps", "--all", "--format", "{{.Names}}", "--filter", f"label={CONTAINER_LABEL}")
     if done.returncode != 0:
         raise SandboxUnavailable(done.stderr.decode(errors="replace").strip())
     return done.stdout.decode().split()

@@ -118,11 +118,17 @@ def test_a_missing_image_says_how_to_build_it(tmp_path):
 
 
 def test_an_unreachable_engine_is_a_sandbox_error(tmp_path, monkeypatch):
+    from pivotgym.sandbox import docker as backend
+
     box = DockerSandbox()
     box.check()  # the image is there
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
     with pytest.raises(SandboxError, match="Docker engine"):
         box.run("true", tmp_path)
+    assert len(leftover_containers()) == 1  # no engine to ask whether the container exists: retried at exit
+    monkeypatch.delenv("DOCKER_HOST")
+    backend._remove_leftovers()  # with the engine back, "no such container" settles it
+    assert leftover_containers() == []
 
 
 def test_a_recipe_that_fails_to_build_shows_the_log_and_leaves_no_layer():
@@ -153,3 +159,80 @@ def test_a_recipe_is_built_once_and_found_by_its_digest(tmp_path):
 
 def test_the_registry_builds_the_docker_backend(tmp_path):
     assert get_sandbox("docker").run("echo hi", tmp_path).stdout == "hi\n"
+
+
+class EngineLink:
+    """A unix socket that forwards to the real engine's, and can be cut: the engine "dies" for its clients
+    while the container it started runs on (what a crashed or restarted ``dockerd`` looks like to them)."""
+
+    def __init__(self, path: str, engine: str = "/var/run/docker.sock") -> None:
+        import socket
+        import threading
+
+        self.path, self.engine = path, engine
+        self.server = socket.socket(socket.AF_UNIX)
+        self.server.bind(path)
+        self.server.listen(16)
+        self.open: list = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            upstream = socket.socket(socket.AF_UNIX)
+            upstream.connect(self.engine)
+            self.open += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a, b) -> None:
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+
+    def cut(self) -> None:
+        import socket
+
+        os.unlink(self.path)  # new clients find no engine
+        self.server.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
+        self.server.close()
+        for sock in self.open:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+            except OSError:
+                pass
+
+
+def test_an_engine_lost_mid_run_is_a_sandbox_error_and_the_container_is_removed_later(tmp_path, monkeypatch):
+    import threading
+    import time
+
+    from pivotgym.sandbox import docker as backend
+
+    if not os.path.exists("/var/run/docker.sock"):
+        pytest.skip("the engine is not on /var/run/docker.sock")
+    before, remembered = set(running_sandbox_containers()), set(leftover_containers())
+    link = EngineLink(str(tmp_path / "engine.sock"))
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{link.path}")
+    box = DockerSandbox()
+    threading.Timer(3.0, link.cut).start()  # the container is running its sleep by then
+    started = time.monotonic()
+    with pytest.raises(SandboxError, match="lost the container"):
+        box.run("sleep 60", tmp_path, limits=Limits(wall_seconds=30))
+    assert time.monotonic() - started < 20  # the run ends when the engine goes, not at the deadline
+    lost = set(leftover_containers()) - remembered
+    assert len(lost) == 1  # remembered: the engine could not be asked to remove it
+    monkeypatch.delenv("DOCKER_HOST")  # the engine is back
+    assert set(running_sandbox_containers()) - before == lost  # and the container is still there
+    backend._remove_leftovers()  # what the process does at exit
+    assert leftover_containers() == [] and set(running_sandbox_containers()) <= before
