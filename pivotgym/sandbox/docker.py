@@ -265,14 +265,8 @@ class DockerSandbox(Sandbox):
             _remove(name)
             if result.limit_hit == "disk" or result.timed_out:
                 return result  # stopped by the host; what the engine did after that does not matter
-            if state is None or not state["started"] or state["running"]:
-                what = (
-                    "lost the container (is the engine still up?)"
-                    if state is None
-                    else "could not start the container"
-                    if not state["started"]
-                    else "client lost the container while it ran, so its result is unknown"
-                )
+            what = _not_a_result(state)
+            if what or state is None:
                 raise SandboxError(
                     f"the Docker engine {what}; `docker run` exited {result.returncode}: "
                     + (result.stderr.strip()[-800:] or "no message")
@@ -302,6 +296,18 @@ def _client_env() -> dict[str, str]:
     """What the ``docker`` client needs from our environment (the engine's address, its config), nothing else."""
     keep = ("PATH", "HOME", "DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_CONTEXT", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY")
     return {k: os.environ[k] for k in keep if k in os.environ}
+
+
+def _not_a_result(state: dict[str, Any] | None) -> str:
+    """What went wrong on the engine's side when ``docker run`` ended without the command's result (a
+    container never started, lost, or still running after its client ended), or "" when it ended normally."""
+    if state is None:
+        return "lost the container (is the engine still up?)"
+    if not state["started"]:
+        return "could not start the container"
+    if state["running"]:
+        return "client lost the container while it ran, so its result is unknown"
+    return ""
 
 
 def _inspect(name: str) -> dict[str, Any] | None:
