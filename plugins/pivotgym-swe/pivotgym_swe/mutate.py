@@ -220,8 +220,10 @@ def sample_mutations(files: dict[str, str], seed: int) -> list[Mutation]:
 
 
 def normalized_ast(text: str) -> str | None:
-    """A formatting- and comment-independent form of a Python file (None when it does not parse)."""
+    """A formatting- and comment-independent form of a Python file (None when it does not parse), parsed from its
+    UTF-8 bytes as the import system reads them: a coding declaration (``# coding: utf-7``) is honoured, so a
+    comment that the declared codec turns into code is code here too."""
     try:
-        return ast.dump(ast.parse(text), include_attributes=False)
+        return ast.dump(ast.parse(text.encode("utf-8", "surrogatepass")), include_attributes=False)
     except (SyntaxError, RecursionError, MemoryError, ValueError):  # deep nesting, NUL bytes: not comparable
         return None

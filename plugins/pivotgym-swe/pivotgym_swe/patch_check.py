@@ -13,14 +13,20 @@ Rules, each with the reason code a rejection carries:
 * ``new_module`` / ``removed_module``: a ``.py`` file outside the tests was added or deleted (tests and
   test configuration are restored from the pristine copy anyway), or a bytecode/extension file was added;
 * ``module_level_code``: a top-level statement (or a statement in a class body) that is not a ``def``/``class``,
-  a docstring or an import was added or changed, or a decorator or default value of a changed ``def`` was;
+  a docstring or an import was added or changed, or what runs when a ``def`` is executed changed: its
+  decorators, defaults, argument or return annotations, type parameters;
 * ``new_import``: a changed file imports a module its pristine version did not, and that module is one of the
   introspection/process/framework modules in :data:`FORBIDDEN_MODULES`;
 * ``introspection``: a changed function uses a forbidden builtin (:data:`FORBIDDEN_NAMES`), a dunder attribute
   outside :data:`ALLOWED_DUNDERS`, an attribute named like an escape hatch (``sys``, ``modules``,
   ``f_back``...), a string naming a forbidden dunder, or ``getattr``/``setattr``/``delattr`` with a name that is
   not a plain literal;
+* ``encoding``: a changed file declares a source encoding other than UTF-8 (PEP 263: ``# coding: utf-7`` turns
+  what a UTF-8 reader takes for a comment into code), or changes its declaration;
 * ``syntax``: a changed file does not parse; ``too_large``: it is over :data:`MAX_SOURCE_CHARS` characters.
+
+Every file is parsed from its bytes, as the import system reads it (declared encoding, BOM), never from a
+decoding of our own, so what the check compares is what Python will run.
 
 Only what changed is judged: code the pristine project already has is never a reason for rejection.
 """
@@ -28,8 +34,10 @@ Only what changed is judged: code the pristine project already has is never a re
 from __future__ import annotations
 
 import ast
+import io
 import os
 import re
+import tokenize
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,16 +117,22 @@ def check_patch(workdir: Path, pristine: Path, is_test_path) -> list[Rejection]:
     return rejections
 
 
-def check_source(rel: str, new: str, old: str) -> list[Rejection]:
-    """The rules above for one changed file: ``new`` is the submitted text, ``old`` the pristine one."""
+def check_source(rel: str, new: str | bytes, old: str | bytes) -> list[Rejection]:
+    """The rules above for one changed file: ``new`` is the submitted source, ``old`` the pristine one (bytes as
+    on disk, parsed as the import system decodes them; text is taken as UTF-8)."""
+    new, old = _as_bytes(new), _as_bytes(old)
     if len(new) > MAX_SOURCE_CHARS:  # parsing is the host's time and memory (1 MB of literal: 1.2 s, 330 MB)
-        return [Rejection("too_large", rel, 1, f"is {len(new):,} characters; the limit is {MAX_SOURCE_CHARS:,}")]
+        return [Rejection("too_large", rel, 1, f"is {len(new):,} bytes; the limit is {MAX_SOURCE_CHARS:,}")]
+    declared, was = declared_encoding(new), declared_encoding(old)
+    if declared not in ("utf-8", "utf-8-sig") or declared != was:
+        what = f"declares the source encoding {declared}" if declared != was else "changes its source encoding"
+        return [Rejection("encoding", rel, 1, f"{what}; a fix keeps the file UTF-8 as it was")]
     try:
-        new_tree = ast.parse(new)
+        new_tree = python_view(new)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         return [Rejection("syntax", rel, getattr(exc, "lineno", 1) or 1, f"does not parse ({type(exc).__name__})")]
     try:
-        old_tree = ast.parse(old)
+        old_tree = python_view(old)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         old_tree = ast.Module(body=[], type_ignores=[])
     out: list[Rejection] = []
@@ -162,12 +176,31 @@ def _python_files(root: Path, is_test_path) -> dict[str, str]:
     return found
 
 
-def _read(path: str) -> str:
+def _read(path: str) -> bytes:
     try:
         with open(path, "rb") as fh:
-            return fh.read(4 << 20).decode("utf-8", "replace")
+            return fh.read(MAX_SOURCE_CHARS + 1)
     except OSError:
-        return ""
+        return b""
+
+
+def _as_bytes(source: str | bytes) -> bytes:
+    return source if isinstance(source, bytes) else source.encode("utf-8", "surrogatepass")
+
+
+def python_view(source: bytes) -> ast.Module:
+    """The module's syntax tree as the interpreter builds it from the file's bytes (declared encoding and BOM
+    honoured): the check judges exactly the code that will run. Raises what ``compile`` raises."""
+    return ast.parse(source)
+
+
+def declared_encoding(source: bytes) -> str:
+    """The encoding Python decodes ``source`` with (PEP 263 declaration or BOM; ``utf-8`` without either), or
+    ``invalid`` for a declaration Python refuses."""
+    try:
+        return tokenize.detect_encoding(io.BytesIO(source).readline)[0]
+    except SyntaxError:
+        return "invalid"
 
 
 def _import_nodes(tree: ast.AST) -> list[tuple[ast.stmt, str]]:
@@ -186,13 +219,15 @@ def _imports(tree: ast.AST) -> set[str]:
 
 
 def _signature(node: ast.stmt) -> str:
-    """What of a ``def``/``class`` runs at import: decorators, defaults, bases (the body of a def does not)."""
+    """What of a ``def``/``class`` runs when it is executed: decorators, the arguments with their defaults and
+    annotations, the return annotation, type parameters, bases and keywords (the body of a def does not)."""
+    params = [ast.dump(p) for p in getattr(node, "type_params", ())]
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return ast.dump(ast.Module(body=[], type_ignores=[])) + repr(
-            [ast.dump(d) for d in node.decorator_list] + [ast.dump(node.args)]
-        )
+        returns = ast.dump(node.returns) if node.returns is not None else ""
+        return repr([ast.dump(d) for d in node.decorator_list] + [ast.dump(node.args), returns, *params])
     if isinstance(node, ast.ClassDef):
-        return repr([ast.dump(d) for d in node.decorator_list + node.bases] + [ast.dump(k) for k in node.keywords])
+        parts = node.decorator_list + node.bases
+        return repr([ast.dump(d) for d in parts] + [ast.dump(k) for k in node.keywords] + params)
     return ast.dump(node)
 
 

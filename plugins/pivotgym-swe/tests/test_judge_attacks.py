@@ -254,6 +254,37 @@ def test_a_module_shadowing_the_standard_library_is_refused_and_not_imported(tas
     assert not verdict.solved and verdict.run.outcomes, verdict.summary  # the tests ran; queue was the stdlib's
 
 
+# ------------------------------------------------------------------------------------------ code the check never saw
+def utf7_state(task, tmp_path: Path) -> Path:
+    """The unfixed module declared UTF-7, with a statement in a comment that UTF-7 decodes onto a line of its own
+    (``+AAo-`` is a newline): a UTF-8 reader sees a comment, Python runs ``_ran = True`` at import."""
+    instance, pristine = task
+    work = state(task, tmp_path, fixed=False)
+    module = work / Mutation(**instance["mutation"]).path
+    text = module.read_text()
+    assert "+" not in text
+    module.write_text("# coding: utf-7\n" + text + "# note +AAo-_ran = True\n")
+    return work
+
+
+def test_the_patch_check_reads_the_source_as_python_decodes_it(task, tmp_path, isolating_sandbox):
+    verdict = judge(utf7_state(task, tmp_path), task[0], task[1], sandbox=isolating_sandbox)
+    assert [r.code for r in verdict.rejections] == ["encoding"], verdict.summary
+
+
+def test_a_return_annotation_that_calls_code_is_refused(task, tmp_path, isolating_sandbox):
+    """A helper called from the return annotation of an existing ``def`` runs when the module is imported."""
+    instance, _ = task
+    work = state(task, tmp_path, fixed=False)
+    module = work / Mutation(**instance["mutation"]).path
+    text = module.read_text().replace(") -> bool:", ") -> _at_import():", 1)
+    assert "_at_import" in text
+    module.write_text(text + "\n\ndef _at_import():\n    return bool\n")
+    verdict = judge(work, task[0], task[1], sandbox=isolating_sandbox)
+    assert [r.code for r in verdict.rejections] == ["module_level_code"], verdict.summary
+    assert "has_close_elements" in verdict.rejections[0].message
+
+
 # ------------------------------------------------------------------------------------------ the channel
 def _records(key: bytes, *records: tuple[str, ...]) -> list[str]:
     """Lines as the runner writes them (sequence, kind, hex fields, keyed MAC)."""

@@ -112,3 +112,30 @@ def test_a_judge_that_cannot_run_is_a_verification_failure_not_a_wrong_action(tu
     monkeypatch.setattr(testing, "runtime_for", broken)
     verdict = FunctionalVerifier().verify(ctx(turns, "submit"), call("submit"))
     assert verdict.reason.startswith("judge_failed: ") and "pytest is missing" in verdict.undecided
+
+
+def test_a_coding_declaration_cannot_hide_code_from_the_ast_comparison(turns):
+    """`# coding: utf-7` makes Python decode `+AAo-` in a comment as a newline: the comment becomes a statement.
+    Read as UTF-8 the candidate's file is the expert's fix plus comments (equal normalised ASTs, credited without
+    a test run); read as Python reads it, it runs code the expert's does not."""
+    v = FunctionalVerifier()
+    c = ctx(turns, "edit")
+    args = json.loads(c.turn.expert["tool_calls"][0]["function"]["arguments"])
+    c.env()  # the state at the edit turn
+    text = (c.env().workdir / "solution.py").read_text()
+    assert "+" not in text  # (UTF-7 would read a '+' as the start of an encoded run)
+    head = text[: text.index(args["old"]) + len(args["old"])]
+    fixed_head = head.replace(args["old"], args["new"])
+    hidden = "# coding: utf-7\n" + fixed_head.rstrip("\n") + "  # ok +AAo-                has_close_elements = None\n"
+    assert "has_close_elements = None" not in normalized_view(hidden)
+    verdict = v.verify(c, call("edit", path="solution.py", old=head, new=hidden))
+    assert verdict.reward == 0.0 and verdict.reason != "ast_equivalent", verdict
+
+
+def normalized_view(text: str) -> str:
+    """What a UTF-8 reader sees as code: the source without its comments (the hidden statement is in one)."""
+    import io
+    import tokenize
+
+    tokens = tokenize.generate_tokens(io.StringIO(text).readline)
+    return tokenize.untokenize((t.type, t.string) for t in tokens if t.type != tokenize.COMMENT)
