@@ -52,10 +52,12 @@ from pivotgym.sandbox import Limits, Sandbox, fork_dir, get_sandbox, remove_dir
 from pivotgym_swe.leaks import answer_paths, package_names
 from pivotgym_swe.limits import JUDGE_LIMITS, RUNNER_ENV
 from pivotgym_swe.mutate import Mutation
+from pivotgym_swe.confine import prelude
 from pivotgym_swe.runtime import RuntimeBuildError, runtime_for, sandbox_for
 from pivotgym_swe.sources import SourceError, cache_root, tree_for
 
-HARNESS = Path(__file__).with_name("diff_harness.py").read_text(encoding="utf-8")
+#: the harness's text: the kernel-level confinement first (:mod:`pivotgym_swe.confine`), then the harness
+HARNESS = prelude() + Path(__file__).with_name("diff_harness.py").read_text(encoding="utf-8")
 #: bump when the input generation or the comparison changes, so cached references are rebuilt
 VERSION = "5"
 DIFF_LIMITS = JUDGE_LIMITS.with_(wall_seconds=90, cpu_seconds=90, output_bytes=4 << 20)

@@ -70,6 +70,7 @@ from pivotgym.sandbox import (
     remove_at,
     remove_dir,
 )
+from pivotgym_swe.confine import prelude
 from pivotgym_swe.judge_runner import code_digest
 from pivotgym_swe.leaks import answer_paths
 from pivotgym_swe.limits import JUDGE_LIMITS, RUNNER_ENV
@@ -89,7 +90,8 @@ CONFIG_FILES = (
     "usercustomize.py",
 )
 TEST_DIRS = ("tests", "test", "testing")
-RUNNER = (Path(__file__).with_name("judge_runner.py")).read_text(encoding="utf-8")
+#: the test process's text: the kernel-level confinement first (:mod:`pivotgym_swe.confine`), then the runner
+RUNNER = prelude() + (Path(__file__).with_name("judge_runner.py")).read_text(encoding="utf-8")
 
 
 @dataclass
