@@ -94,7 +94,7 @@ def _seccomp_program() -> bytes:
     denied = sorted(_DENIED)
     # classic BPF jumps only forward: the checks first, then clone's flag test, then the four returns
     clone3_at = 4 + len(denied)
-    clone_at, flags_at, thread_at = clone3_at + 1, clone3_at + 2, clone3_at + 3
+    clone_at, thread_at = clone3_at + 1, clone3_at + 3  # clone3_at + 2: load the flags
     allow_at, eperm_at, enosys_at, kill_at = thread_at + 1, thread_at + 2, thread_at + 3, thread_at + 4
 
     def to(target: int, here: int) -> int:

@@ -49,10 +49,10 @@ from typing import Any
 
 from pivotgym.errors import SandboxError
 from pivotgym.sandbox import Limits, Sandbox, fork_dir, get_sandbox, remove_dir
+from pivotgym_swe.confine import prelude
 from pivotgym_swe.leaks import answer_paths, package_names
 from pivotgym_swe.limits import JUDGE_LIMITS, RUNNER_ENV
 from pivotgym_swe.mutate import Mutation
-from pivotgym_swe.confine import prelude
 from pivotgym_swe.runtime import RuntimeBuildError, runtime_for, sandbox_for
 from pivotgym_swe.sources import SourceError, cache_root, tree_for
 
