@@ -127,6 +127,7 @@ def main() -> None:
 
 def judge_costs(box, tmp: Path) -> None:
     """Section 4: the hardened judge against plain pytest on the same targets, one real toolz task."""
+    from pivotgym_swe.confine import prelude
     from pivotgym_swe.patch_check import check_patch
     from pivotgym_swe.tasks import load_task_set, materialize, pristine_tree, task_file
     from pivotgym_swe.testing import RUNNER, RUNNER_ENV, is_test_path, judge, top_level_names
@@ -181,6 +182,12 @@ def judge_costs(box, tmp: Path) -> None:
         fork = fork_dir(work, tmp / f"rw{next(counter)}")
         box.run([sys.executable, "-I", "-c", RUNNER, "/repo", names, *targets], fork, stdin=KEY, env=RUNNER_ENV)
 
+    unconfined = RUNNER.removeprefix(prelude())
+
+    def runner_bwrap_unconfined() -> None:  # the same runner without the seccomp filter and Landlock ruleset
+        fork = fork_dir(work, tmp / f"ru{next(counter)}")
+        box.run([sys.executable, "-I", "-c", unconfined, "/repo", names, *targets], fork, stdin=KEY, env=RUNNER_ENV)
+
     def patch_check() -> None:
         check_patch(work, pristine, is_test_path)
 
@@ -202,7 +209,8 @@ def judge_costs(box, tmp: Path) -> None:
     variants = [
         ("pytest, same options, bare subprocess (baseline)", plain_pytest),
         ("trusted runner, bare subprocess", runner_bare),
-        ("trusted runner under bwrap", runner_bwrap),
+        ("trusted runner under bwrap, not confined", runner_bwrap_unconfined),
+        ("trusted runner under bwrap (seccomp + Landlock)", runner_bwrap),
         ("static patch check alone", patch_check),
         ("hardened judge() end to end, unfixed state", judge_unfixed),
         ("hardened judge(), fixed state (+ differential)", judge_fixed),

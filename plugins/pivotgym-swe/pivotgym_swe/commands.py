@@ -1,7 +1,8 @@
 """``pivotgym swe`` (and the ``pivotgym-swe`` script): rebuild the shipped task sets, evaluate SWE-bench predictions.
 
 ``pivotgym swe synth`` rebuilds ``pivotgym_swe/data/<set>.jsonl`` (seeded; the same seed gives the same
-instances). ``pivotgym swe swebench-eval`` runs real SWE-bench instances on the docker backend.
+instances). ``pivotgym swe audit`` judges every task's reference fix and bug (after a change to the judge or the
+sandbox). ``pivotgym swe swebench-eval`` runs real SWE-bench instances on the docker backend.
 """
 
 from __future__ import annotations
@@ -79,9 +80,46 @@ def swebench_eval_cmd(
             typer.echo(f"{r['instance_id']}: {'RESOLVED' if r['resolved'] else 'not resolved'}")
 
 
+@app.command("audit")
+def audit_cmd(
+    sets: list[str] = typer.Argument(None, help=f"Task sets to audit (default: all of {', '.join(TASK_SETS)})."),
+    tasks_path: Path | None = typer.Option(None, "--tasks", help="A task file (JSONL) instead of shipped sets."),
+    sandbox: str | None = typer.Option(None, help="Sandbox backend (default: PIVOTGYM_SANDBOX or bwrap)."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Judge every task's reference fix (must be solved) and its bug (must not be): exit 1 if any is wrong."""
+    import json
+
+    from pivotgym.sandbox import get_sandbox
+    from pivotgym_swe.audit import audit_tasks
+
+    for name in sets or []:
+        if name not in TASK_SETS:
+            raise typer.BadParameter(f"unknown set {name!r}; choose from {', '.join(TASK_SETS)}")
+    box = get_sandbox(sandbox)
+    results, seconds = audit_tasks(
+        list(sets or TASK_SETS), box, tasks_path=str(tasks_path) if tasks_path else None, progress=not as_json
+    )
+    wrong = [r for r in results if not r.ok]
+    if as_json:
+        typer.echo(
+            json.dumps(
+                {"sandbox": box.name, "tasks": len(results), "wrong": len(wrong), "seconds": round(seconds, 1),
+                 "results": [r.to_dict() for r in results]},
+                indent=2,
+            )
+        )  # fmt: skip
+    else:
+        for r in wrong:
+            typer.echo(f"WRONG {r.task_set}/{r.instance_id}: {r.detail}")
+        typer.echo(f"{len(results) - len(wrong)} of {len(results)} tasks judged right on {box.name} ({seconds:.0f} s)")
+    if wrong:
+        raise typer.Exit(1)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
-        app(args=argv, prog_name="pivotgym-swe", standalone_mode=False)
+        code = app(args=argv, prog_name="pivotgym-swe", standalone_mode=False)
     except Exception as exc:
         import click
 
@@ -92,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
             return exc.exit_code
         typer.echo(f"error: {exc}", err=True)
         return 1
-    return 0
+    return code if isinstance(code, int) else 0  # a command's `typer.Exit(n)` comes back as n here
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,68 @@
+"""Are the shipped tasks still judged right? Every task's reference fix must be solved and its unfixed state not.
+
+Run after a change to the judge, the sandbox or a runtime (``pivotgym swe audit``): each task's pristine tree
+(the reference fix) and its materialised bug are judged by the same :func:`~pivotgym_swe.testing.judge` the env
+uses, on the chosen backend. A fix that no longer scores 1 is a judge that now refuses something honest code
+does (a kernel limit a project's tests need, a patch-check rule); a bug that scores 1 is a judge that lost its
+teeth.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from pivotgym.sandbox import Sandbox, fork_dir, remove_dir
+from pivotgym_swe.tasks import load_task_set, materialize, pristine_tree, task_file
+
+
+@dataclass
+class TaskAudit:
+    """One task's two judgements: ``fixed`` (the reference fix) must be solved, ``unfixed`` must not."""
+
+    instance_id: str
+    task_set: str
+    fixed: bool
+    unfixed: bool
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.fixed and not self.unfixed
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "ok": self.ok}
+
+
+def audit_tasks(
+    task_sets: list[str], sandbox: Sandbox, *, tasks_path: str | None = None, progress: bool = True
+) -> tuple[list[TaskAudit], float]:
+    """Judge every task of ``task_sets`` (or of the JSONL file ``tasks_path``) fixed and unfixed on ``sandbox``;
+    the per-task results and the seconds it took."""
+    from tqdm import tqdm
+
+    from pivotgym_swe.testing import judge
+
+    rows = [
+        (name, row)
+        for name in ([tasks_path] if tasks_path else task_sets)
+        for row in load_task_set(str(Path(name) if tasks_path else task_file(name)))
+    ]
+    scratch = Path(tempfile.mkdtemp(prefix="pivotgym-swe-audit-"))
+    started = time.perf_counter()
+    results: list[TaskAudit] = []
+    try:
+        for i, (name, row) in enumerate(tqdm(rows, desc="audit", unit="task", disable=not progress or None)):
+            pristine = pristine_tree(row)
+            fixed = judge(fork_dir(pristine, scratch / f"{i}-fixed"), row, pristine, sandbox=sandbox)
+            unfixed = judge(materialize(row, scratch / f"{i}-unfixed"), row, pristine, sandbox=sandbox)
+            detail = "" if fixed.solved else f"reference fix: {fixed.summary}"
+            if unfixed.solved:
+                detail = (detail + "; " if detail else "") + "the unfixed state was solved"
+            results.append(TaskAudit(row["instance_id"], Path(name).stem, fixed.solved, unfixed.solved, detail))
+    finally:
+        remove_dir(scratch)
+    return results, time.perf_counter() - started
