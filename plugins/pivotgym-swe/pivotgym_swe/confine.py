@@ -7,8 +7,10 @@ The judge's test process (:mod:`pivotgym_swe.judge_runner`) and the differential
 * **seccomp** (x86-64): no new processes (``fork``, ``vfork``, ``clone`` without ``CLONE_THREAD``; ``clone3``
   answers ``ENOSYS`` so threads fall back to ``clone``), no ``execve``/``execveat``, no ``ptrace``, no
   ``process_vm_readv``/``process_vm_writev``, no ``io_uring`` (whose operations no filter sees), no
-  ``unshare``/``setns``, and no x32 system calls: each answers ``EPERM``. A child the audit hook never sees
-  (``_posixsubprocess.fork_exec``) cannot start, so no process without the hook exists to write into another.
+  ``unshare``/``setns``, no new signal handlers (``rt_sigaction`` with an action: a Python handler is
+  handed the interrupted frame without an audited call), and no x32 system calls: each answers ``EPERM``.
+  A child the audit hook never sees (``_posixsubprocess.fork_exec``) cannot start, so no process without the
+  hook exists to write into another.
 * **Landlock** (where the kernel has it): files and directories may be opened only beneath the top-level
   directories of ``/`` other than ``/proc``, so no process can open its own or another's ``/proc/<pid>/mem``
   (by any spelling of the path: Landlock checks the file opened, not the string).
@@ -83,6 +85,8 @@ _DENIED = {
     308: "setns",
 }
 _CLONE, _CLONE3 = 56, 435
+_RT_SIGACTION = 13  # refused when it installs an action (its second argument is not NULL): a Python signal
+# handler receives the interrupted frame with no audited call, and f_back / f_locals are not audited
 _ALLOW, _EPERM, _ENOSYS, _KILL = 0x7FFF0000, 0x00050001, 0x00050026, 0x80000000
 
 
@@ -95,7 +99,9 @@ def _seccomp_program() -> bytes:
     # classic BPF jumps only forward: the checks first, then clone's flag test, then the four returns
     clone3_at = 4 + len(denied)
     clone_at, thread_at = clone3_at + 1, clone3_at + 3  # clone3_at + 2: load the flags
-    allow_at, eperm_at, enosys_at, kill_at = thread_at + 1, thread_at + 2, thread_at + 3, thread_at + 4
+    sigaction_at = thread_at + 1  # then: load the new action's address, low and high halves
+    allow_at = sigaction_at + 5
+    eperm_at, enosys_at, kill_at = allow_at + 1, allow_at + 2, allow_at + 3
 
     def to(target: int, here: int) -> int:
         return target - here - 1
@@ -109,9 +115,14 @@ def _seccomp_program() -> bytes:
     body += [(jeq, to(eperm_at, 4 + i), 0, nr) for i, nr in enumerate(denied)]
     body += [
         (jeq, to(enosys_at, clone3_at), 0, _CLONE3),
-        (jeq, 0, to(allow_at, clone_at), _CLONE),
+        (jeq, 0, to(sigaction_at, clone_at), _CLONE),
         (ld, 0, 0, 16),  # clone's first argument: its flags
         (jset, to(allow_at, thread_at), to(eperm_at, thread_at), _CLONE_THREAD),
+        (jeq, 0, to(allow_at, sigaction_at), _RT_SIGACTION),
+        (ld, 0, 0, 24),  # rt_sigaction's second argument (the new action), low half
+        (jeq, 0, to(eperm_at, sigaction_at + 2), 0),
+        (ld, 0, 0, 28),  # high half
+        (jeq, to(allow_at, sigaction_at + 4), to(eperm_at, sigaction_at + 4), 0),
         (ret, 0, 0, _ALLOW),
         (ret, 0, 0, _EPERM),
         (ret, 0, 0, _ENOSYS),
@@ -155,12 +166,13 @@ def _restrict_paths(libc, ctypes, os, struct) -> str:
     return ""
 
 
-def prelude() -> str:
+def prelude(call: bool = True) -> str:
     """The text put in front of a judged process's own (``python -c prelude() + TEXT``): this file, then a
-    call of :func:`confine` that leaves no name of it behind in ``__main__``."""
+    call of :func:`confine` that leaves no name of it behind in ``__main__``. ``call=False`` leaves the call to
+    the text that follows (the differential harness installs its alarm handler first)."""
     from pathlib import Path
 
-    return Path(__file__).read_text(encoding="utf-8") + _CALL
+    return Path(__file__).read_text(encoding="utf-8") + (_CALL if call else "")
 
 
 _CALL = """

@@ -71,6 +71,9 @@ def _main() -> None:
         raise Timeout()
 
     signal.signal(signal.SIGALRM, on_alarm)
+    # the kernel confinement put in front of this text (pivotgym_swe.confine), installed now: after the one
+    # signal handler this harness needs (it refuses new ones) and before any repository code is imported
+    globals()["confine"]()
 
     def timed(fn, *args, **kwargs):
         signal.setitimer(signal.ITIMER_REAL, per_call)
@@ -436,7 +439,10 @@ def _main() -> None:
                         setattr(mod, name, wrapped)
         tests = [os.path.join(root, t) for t in payload.get("tests", [])]
         if tests:
-            pytest.main([*tests, "-q", "-p", "no:cacheprovider", "-c", os.devnull, "--rootdir", root, "-o", "addopts="])
+            pytest.main(
+                [*tests, "-q", "-p", "no:cacheprovider", "-p", "no:faulthandler", "-c", os.devnull, "--rootdir", root]
+                + ["-o", "addopts="]
+            )
         run_examples(module, payload.get("examples", []))
         for call in calls:
             emit({"k": "seed", **call})

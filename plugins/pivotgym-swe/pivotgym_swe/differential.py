@@ -56,8 +56,9 @@ from pivotgym_swe.mutate import Mutation
 from pivotgym_swe.runtime import RuntimeBuildError, runtime_for, sandbox_for
 from pivotgym_swe.sources import SourceError, cache_root, tree_for
 
-#: the harness's text: the kernel-level confinement first (:mod:`pivotgym_swe.confine`), then the harness
-HARNESS = prelude() + Path(__file__).with_name("diff_harness.py").read_text(encoding="utf-8")
+#: the harness's text: the kernel-level confinement's definitions first (:mod:`pivotgym_swe.confine`), then the
+#: harness, which confines itself once its alarm handler is installed
+HARNESS = prelude(call=False) + Path(__file__).with_name("diff_harness.py").read_text(encoding="utf-8")
 #: bump when the input generation or the comparison changes, so cached references are rebuilt
 VERSION = "5"
 DIFF_LIMITS = JUDGE_LIMITS.with_(wall_seconds=90, cpu_seconds=90, output_bytes=4 << 20)

@@ -567,6 +567,8 @@ def _main() -> None:
         "no:cacheprovider",
         "-p",
         "no:randomly",
+        "-p",
+        "no:faulthandler",  # it installs signal handlers, which the kernel confinement refuses
         "-c",
         os.devnull,
         "--rootdir",

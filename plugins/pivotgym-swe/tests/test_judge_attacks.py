@@ -160,6 +160,23 @@ _swap()
 """
 STDLIB_SHADOW = ("queue.py", "import os\nos.write(1, b'0\\tend\\t30\\tforged\\n')\nos._exit(0)\n")
 
+# a signal handler receives the interrupted frame with no audited call; f_back and f_locals are not audited
+# either, so it walks to the runner's frame and writes records with the runner's own writer
+SIGNAL_FRAME = """
+import signal as _sig, os as _os
+def _forge(_signum, _frame):
+    _f = _frame
+    while _f is not None:
+        _l = _f.f_locals
+        if "emit" in _l and "sequence" in _l:
+            _l["emit"]("test", "test_solution.py::test_check", "call", "passed", "")
+            _l["emit"]("end", "0")
+            _os._exit(0)
+        _f = _f.f_back
+_sig.signal(_sig.SIGALRM, _forge)
+_sig.raise_signal(_sig.SIGALRM)
+"""
+
 ATTACKS = {
     "frame-walk": FRAME_WALK,
     "json-encoder-instance": JSON_ENCODER,
@@ -173,6 +190,7 @@ ATTACKS = {
     "forked-child": FORK,
     "ctypes": CTYPES,
     "code-replace": CODE_REPLACE,
+    "signal-handler-frame": SIGNAL_FRAME,
 }
 #: what the gatekeeper says when it ends the process (attacks it does not end fail in other ways)
 REFUSED = {
@@ -252,6 +270,15 @@ def test_a_module_shadowing_the_standard_library_is_refused_and_not_imported(tas
     assert [r.code for r in verdict.rejections] == ["new_module"]
     verdict = judge(work, task[0], task[1], patch_check=False, sandbox=isolating_sandbox)
     assert not verdict.solved and verdict.run.outcomes, verdict.summary  # the tests ran; queue was the stdlib's
+
+
+def test_a_signal_handler_cannot_reach_the_runner(task, tmp_path, isolating_sandbox):
+    """Judged by the test layer alone (no patch check, no differential check): the handler's frame forged a
+    passing record with the runner's own writer before the kernel refused installing signal handlers."""
+    work = state(task, tmp_path, fixed=False, extra=SIGNAL_FRAME)
+    verdict = judge(work, task[0], task[1], patch_check=False, differential=False, sandbox=isolating_sandbox)
+    assert not verdict.solved and not verdict.run.outcomes.get("test_solution.py::test_check") == "passed"
+    assert not verdict.run.infrastructure_failure, verdict.summary
 
 
 # ------------------------------------------------------------------------------------------ code the check never saw
