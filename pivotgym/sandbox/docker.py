@@ -191,7 +191,7 @@ class DockerSandbox(Sandbox):
         host: Path | None,
     ) -> RunResult:
         self.check(image)
-        name = f"pivotgym-{os.getpid()}-{secrets.token_hex(6)}"
+        name = _name_prefix() + secrets.token_hex(6)
         argv = [docker_cli(), "run", "--name", name, "--label", f"{CONTAINER_LABEL}=1", "--pull", "never"]
         argv += ["--log-driver", "none", "--init"]
         if stdin is not None:
@@ -355,12 +355,18 @@ def leftover_containers() -> list[str]:
     return sorted(_UNREMOVED)
 
 
-def running_sandbox_containers() -> list[str]:
-    """The names of every container on the engine that a docker sandbox made (any process), running or not."""
+def running_sandbox_containers(this_process: bool = False) -> list[str]:
+    """The names of the containers on the engine that a docker sandbox made, running or not: every process's,
+    or with ``this_process`` only this one's (other processes may be running sandboxes meanwhile)."""
     done = docker("ps", "--all", "--format", "{{.Names}}", "--filter", f"label={CONTAINER_LABEL}")
     if done.returncode != 0:
         raise SandboxUnavailable(done.stderr.decode(errors="replace").strip())
-    return done.stdout.decode().split()
+    names = done.stdout.decode().split()
+    return [n for n in names if n.startswith(_name_prefix())] if this_process else names
+
+
+def _name_prefix() -> str:
+    return f"pivotgym-{os.getpid()}-"
 
 
 __all__ = [

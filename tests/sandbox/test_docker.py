@@ -28,9 +28,9 @@ pytestmark = [pytest.mark.docker, pytest.mark.skipif(REASON is not None, reason=
 
 @pytest.fixture()
 def box():
-    before = set(running_sandbox_containers())
+    before = set(running_sandbox_containers(this_process=True))
     yield DockerSandbox()
-    assert set(running_sandbox_containers()) <= before, "a container outlived its run"
+    assert set(running_sandbox_containers(this_process=True)) <= before, "a container outlived its run"
     assert not leftover_containers()
 
 
@@ -221,7 +221,7 @@ def test_an_engine_lost_mid_run_is_a_sandbox_error_and_the_container_is_removed_
 
     if not os.path.exists("/var/run/docker.sock"):
         pytest.skip("the engine is not on /var/run/docker.sock")
-    before, remembered = set(running_sandbox_containers()), set(leftover_containers())
+    before, remembered = set(running_sandbox_containers(this_process=True)), set(leftover_containers())
     link = EngineLink(str(tmp_path / "engine.sock"))
     monkeypatch.setenv("DOCKER_HOST", f"unix://{link.path}")
     box = DockerSandbox()
@@ -233,6 +233,6 @@ def test_an_engine_lost_mid_run_is_a_sandbox_error_and_the_container_is_removed_
     lost = set(leftover_containers()) - remembered
     assert len(lost) == 1  # remembered: the engine could not be asked to remove it
     monkeypatch.delenv("DOCKER_HOST")  # the engine is back
-    assert set(running_sandbox_containers()) - before == lost  # and the container is still there
+    assert set(running_sandbox_containers(this_process=True)) - before == lost  # and the container is still there
     backend._remove_leftovers()  # what the process does at exit
-    assert leftover_containers() == [] and set(running_sandbox_containers()) <= before
+    assert leftover_containers() == [] and set(running_sandbox_containers(this_process=True)) <= before

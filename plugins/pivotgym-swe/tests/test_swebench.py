@@ -221,7 +221,7 @@ def test_a_real_instance_resolves_with_the_gold_patch_only(real_instance):
     broken = sb.evaluate_prediction(real_instance, unified_patch("mod.py", MODULE, FIXED.replace("2", "3")))
     assert broken["resolved"] is False and broken["report"]["patch_successfully_applied"], broken
     assert broken["report"]["tests_status"]["PASS_TO_PASS"]["failure"] == ["tests/test_mod.py::test_g"]
-    assert running_sandbox_containers() == []
+    assert running_sandbox_containers(this_process=True) == []
 
 
 def test_a_patch_that_does_not_apply_is_not_resolved(real_instance):
