@@ -227,12 +227,15 @@ def test_an_engine_lost_mid_run_is_a_sandbox_error_and_the_container_is_removed_
     box = DockerSandbox()
     threading.Timer(3.0, link.cut).start()  # the container is running its sleep by then
     started = time.monotonic()
-    with pytest.raises(SandboxError, match="lost the container"):
-        box.run("sleep 60", tmp_path, limits=Limits(wall_seconds=30))
-    assert time.monotonic() - started < 20  # the run ends when the engine goes, not at the deadline
-    lost = set(leftover_containers()) - remembered
-    assert len(lost) == 1  # remembered: the engine could not be asked to remove it
-    monkeypatch.delenv("DOCKER_HOST")  # the engine is back
-    assert set(running_sandbox_containers(this_process=True)) - before == lost  # and the container is still there
-    backend._remove_leftovers()  # what the process does at exit
+    try:
+        with pytest.raises(SandboxError, match="lost the container"):
+            box.run("sleep 60", tmp_path, limits=Limits(wall_seconds=30))
+        assert time.monotonic() - started < 20  # the run ends when the engine goes, not at the deadline
+        lost = set(leftover_containers()) - remembered
+        assert len(lost) == 1  # remembered: the engine could not be asked to remove it
+        monkeypatch.delenv("DOCKER_HOST")  # the engine is back
+        assert set(running_sandbox_containers(this_process=True)) - before == lost  # and it is still there
+    finally:
+        monkeypatch.delenv("DOCKER_HOST", raising=False)
+        backend._remove_leftovers()  # what the process does at exit (and no container outlives a failure here)
     assert leftover_containers() == [] and set(running_sandbox_containers(this_process=True)) <= before
