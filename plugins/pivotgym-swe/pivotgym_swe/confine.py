@@ -2,7 +2,8 @@
 
 The judge's test process (:mod:`pivotgym_swe.judge_runner`) and the differential harness
 (:mod:`pivotgym_swe.diff_harness`) run as ``python -c TEXT``; this file's text is put in front of theirs
-(:data:`PRELUDE`), so the first thing either process does is confine itself, whatever sandbox backend runs it:
+(:func:`prelude`), so either process confines itself before it runs repository code, whatever sandbox backend
+runs it (the runner first thing, the harness once its alarm handler is installed):
 
 * **seccomp** (x86-64): no new processes (``fork``, ``vfork``, ``clone`` without ``CLONE_THREAD``; ``clone3``
   answers ``ENOSYS`` so threads fall back to ``clone``), no ``execve``/``execveat``, no ``ptrace``, no
@@ -16,8 +17,9 @@ The judge's test process (:mod:`pivotgym_swe.judge_runner`) and the differential
   (by any spelling of the path: Landlock checks the file opened, not the string).
 
 Both are one-way: nothing the process does later can lift them. ``PR_SET_NO_NEW_PRIVS`` is set first, as the
-kernel requires. The module that installs them (``ctypes``) is dropped from ``sys.modules`` afterwards, and
-the functions and names are deleted from ``__main__``, so the repository's code finds nothing of it.
+kernel requires. The module that installs them (``ctypes``) is dropped from ``sys.modules`` afterwards (a new
+``import ctypes`` is an audited event the runner refuses), and in the runner this file's names are deleted
+from ``__main__``.
 
 Where a layer cannot be installed (seccomp on another architecture, a kernel without Landlock), the process
 goes on with what it has and writes one line ``pivotgym-confine: ...`` to stderr saying what is missing; an
@@ -26,7 +28,7 @@ unconfined where it should not. :func:`confine` returns the missing layers for t
 """
 
 
-def confine(_landlock: bool = True) -> list[str]:
+def confine() -> list[str]:
     """Install the seccomp filter and the Landlock ruleset on this process; the layers that could not be
     installed (``[]``: both are in place)."""
     import ctypes
@@ -55,10 +57,9 @@ def confine(_landlock: bool = True) -> list[str]:
     else:
         missing.append(f"seccomp (no filter for {platform.machine()})")
 
-    if _landlock:
-        reason = _restrict_paths(libc, ctypes, os, struct)
-        if reason:
-            missing.append(f"landlock ({reason})")
+    reason = _restrict_paths(libc, ctypes, os, struct)
+    if reason:
+        missing.append(f"landlock ({reason})")
     for name in [m for m in sys.modules if m == "ctypes" or m.startswith("ctypes.")]:
         del sys.modules[name]
     if missing:
