@@ -281,6 +281,67 @@ def test_a_signal_handler_cannot_reach_the_runner(task, tmp_path, isolating_sand
     assert not verdict.run.infrastructure_failure, verdict.summary
 
 
+# Other routes to a frame of the runner, tried against the kernel-confined judge (the signal route is closed):
+# each would hand the payload the runner's record writer; each is refused by the gatekeeper, by name.
+FORGE_FROM_LOCALS = """
+def _forge_from(_l):
+    if "emit" in _l and "sequence" in _l:
+        _l["emit"]("test", "test_solution.py::test_check", "call", "passed", "")
+        _l["emit"]("end", "0")
+        __import__("os")._exit(0)
+"""
+FRAME_ROUTES = {
+    "traceback-walk-stack": (
+        "import traceback as _tb\nfor _f, _n in _tb.walk_stack(None):\n    _forge_from(_f.f_locals)\n",
+        "sys._getframe",
+    ),
+    "logging-currentframe": (
+        "import logging as _lg\n_f = _lg.currentframe()\nwhile _f is not None:\n"
+        "    _forge_from(_f.f_locals)\n    _f = _f.f_back\n",
+        "sys._getframe",
+    ),
+    "own-exception-traceback": (
+        "try:\n    raise ValueError()\nexcept ValueError as _e:\n    _f = _e.__traceback__.tb_frame\n"
+        "    while _f is not None:\n        _forge_from(_f.f_locals)\n        _f = _f.f_back\n",
+        ".tb_frame",
+    ),
+    "thread-excepthook-traceback": (
+        "import threading as _th\n_got = []\n_th.excepthook = lambda a: _got.append(a.exc_traceback)\n"
+        "_t = _th.Thread(target=lambda: 1 / 0)\n_t.start()\n_t.join()\n_f = _got[0].tb_frame\n"
+        "while _f is not None:\n    _forge_from(_f.f_locals)\n    _f = _f.f_back\n",
+        ".tb_frame",
+    ),
+    "generator-frame": (
+        "def _g():\n    yield 1\n_f = _g().gi_frame\nwhile _f is not None:\n"
+        "    _forge_from(_f.f_locals)\n    _f = _f.f_back\n",
+        ".gi_frame",
+    ),
+    "coroutine-frame": (
+        "async def _c():\n    pass\n_co = _c()\n_f = _co.cr_frame\nwhile _f is not None:\n"
+        "    _forge_from(_f.f_locals)\n    _f = _f.f_back\n",
+        ".cr_frame",
+    ),
+}
+
+
+@pytest.mark.parametrize("route", FRAME_ROUTES)
+def test_other_routes_to_the_runners_frame_are_refused(task, tmp_path, route, isolating_sandbox):
+    payload, evidence = FRAME_ROUTES[route]
+    work = state(task, tmp_path, fixed=False, extra=FORGE_FROM_LOCALS + payload)
+    verdict = judge(work, task[0], task[1], patch_check=False, differential=False, sandbox=isolating_sandbox)
+    assert not verdict.solved, verdict.summary
+    assert "the judge ended the run" in verdict.run.error and evidence in verdict.run.error, verdict.run.error
+
+
+def test_a_faked_infrastructure_failure_is_judged_not_excused(task, tmp_path, isolating_sandbox):
+    """Code that writes what a sandbox that could not fork writes, and exits before any record, would turn its
+    0 into an undecided turn if the host believed it: pytest's fd capture keeps it from the host's stderr."""
+    payload = 'import os as _o\n_o.write(2, b"Cannot fork\\nResource temporarily unavailable\\n")\n_o._exit(1)\n'
+    work = state(task, tmp_path, fixed=False, extra=payload)
+    verdict = judge(work, task[0], task[1], patch_check=False, sandbox=isolating_sandbox)
+    assert not verdict.solved and not verdict.run.infrastructure_failure, verdict.run.error
+
+
 # ------------------------------------------------------------------------------------------ code the check never saw
 def utf7_state(task, tmp_path: Path) -> Path:
     """The unfixed module declared UTF-7, with a statement in a comment that UTF-7 decodes onto a line of its own
