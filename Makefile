@@ -55,7 +55,7 @@ nemo-gym:
 
 # The docker backend: the engine (Debian's docker.io) and debootstrap installed where missing, dockerd started when
 # no engine answers, and the base image built from Debian packages (no registry). Where the machine does not allow
-# it (no root, no apt) it says why and the docker tests skip; ~1.5 min the first time, then a check (docs/architecture.md, "Sandboxes").
+# it (no root, no apt) it says why and the docker tests skip; ~1.5 min the first time, then a check (docs/architecture.md, "Untrusted code").
 docker: $(STAMP)
 	@bash scripts/docker_setup.sh $(VENV)/bin/pivotgym
 

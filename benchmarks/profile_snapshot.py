@@ -14,16 +14,18 @@ edits at its last turn with ``swe/functional`` both ways, per isolating backend,
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 from _smoke import parse_args, skip, smoke
 
+from pivotgym.parsing import render_calls
+from pivotgym.types import ToolCall
 from pivotgym.verify import VerifyContext
 
 
 def call(name: str, **arguments) -> str:
-    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
+    """An action as a policy writes it (the core's ``<tool_call>`` codec)."""
+    return render_calls([ToolCall(name, arguments)])
 
 
 def exploration(expert: list[dict], turns: int) -> list[str]:

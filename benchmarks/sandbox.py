@@ -235,9 +235,9 @@ def judge_costs(box, tmp: Path) -> None:
 
 def backend_costs(tmp: Path) -> None:
     """Section 5: local (bare subprocess) vs bwrap vs docker, per command start, per env step, per judgement."""
-    import json
-
+    from pivotgym.parsing import render_calls
     from pivotgym.sandbox.docker import unavailable_reason
+    from pivotgym.types import ToolCall
     from pivotgym_swe.env import SWEEnv
     from pivotgym_swe.tasks import load_task_set, materialize, pristine_tree, task_file
     from pivotgym_swe.testing import judge
@@ -255,11 +255,7 @@ def backend_costs(tmp: Path) -> None:
     empty = tmp / "empty"
     empty.mkdir()
     tests = " ".join(sorted(set(instance["FAIL_TO_PASS"] + instance["PASS_TO_PASS"]))[:5])
-    action = (
-        '<tool_call>{"name": "run", "arguments": '
-        + json.dumps({"command": f"python -m pytest -q -p no:cacheprovider {tests}"})
-        + "}</tool_call>"
-    )
+    action = render_calls([ToolCall("run", {"command": f"python -m pytest -q -p no:cacheprovider {tests}"})])
     envs = {name: SWEEnv("toolz", sandbox=box) for name, box in boxes.items()}
     for env in envs.values():
         env.reset(options={"task_id": instance["instance_id"]})

@@ -266,11 +266,12 @@ class DockerSandbox(Sandbox):
             if result.limit_hit == "disk" or result.timed_out:
                 return result  # stopped by the host; what the engine did after that does not matter
             what = _not_a_result(state)
-            if what or state is None:
+            if what:
                 raise SandboxError(
                     f"the Docker engine {what}; `docker run` exited {result.returncode}: "
                     + (result.stderr.strip()[-800:] or "no message")
                 )
+            assert state is not None  # a missing state is a reason above
             if state.get("oom") and not result.limit_hit:
                 memory = limits.total_memory_bytes or limits.memory_bytes or 0
                 result.limit_hit = "memory"

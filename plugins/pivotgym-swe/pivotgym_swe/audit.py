@@ -46,11 +46,8 @@ def audit_tasks(
 
     from pivotgym_swe.testing import judge
 
-    rows = [
-        (name, row)
-        for name in ([tasks_path] if tasks_path else task_sets)
-        for row in load_task_set(str(Path(name) if tasks_path else task_file(name)))
-    ]
+    files = [Path(tasks_path)] if tasks_path else [task_file(name) for name in task_sets]
+    rows = [(path.stem, row) for path in files for row in load_task_set(str(path))]
     scratch = Path(tempfile.mkdtemp(prefix="pivotgym-swe-audit-"))
     started = time.perf_counter()
     results: list[TaskAudit] = []
@@ -62,7 +59,7 @@ def audit_tasks(
             detail = "" if fixed.solved else f"reference fix: {fixed.summary}"
             if unfixed.solved:
                 detail = (detail + "; " if detail else "") + "the unfixed state was solved"
-            results.append(TaskAudit(row["instance_id"], Path(name).stem, fixed.solved, unfixed.solved, detail))
+            results.append(TaskAudit(row["instance_id"], name, fixed.solved, unfixed.solved, detail))
     finally:
         remove_dir(scratch)
     return results, time.perf_counter() - started

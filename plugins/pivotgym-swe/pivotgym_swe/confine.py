@@ -146,7 +146,7 @@ def _restrict_paths(libc, ctypes, os, struct) -> str:
         return f"landlock_create_ruleset failed (errno {ctypes.get_errno()})"
     try:
         for name in sorted(os.listdir("/")):
-            if name in ("proc",):
+            if name == "proc":
                 continue
             path = "/" + name
             try:
