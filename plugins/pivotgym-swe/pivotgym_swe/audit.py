@@ -5,6 +5,11 @@ Run after a change to the judge, the sandbox or a runtime (``pivotgym swe audit`
 uses, on the chosen backend. A fix that no longer scores 1 is a judge that now refuses something honest code
 does (a kernel limit a project's tests need, a patch-check rule); a bug that scores 1 is a judge that lost its
 teeth.
+
+Each bug is also put to the host-observed oracle alone (:func:`~pivotgym_swe.differential.check_differential`:
+generated calls and docstring examples, original and changed, against the reference's outcomes held on the
+host). ``host_rejects`` says whether it rejects the bug without the tests: where it does not, the verdict on
+that task rests on the tests run inside the judged process (docs/architecture.md, "Residual risk").
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ class TaskAudit:
     fixed: bool
     unfixed: bool
     detail: str = ""
+    #: the host-observed oracle alone (no tests) rejects the unfixed state
+    host_rejects: bool = False
 
     @property
     def ok(self) -> bool:
@@ -44,6 +51,7 @@ def audit_tasks(
     the per-task results and the seconds it took."""
     from tqdm import tqdm
 
+    from pivotgym_swe.differential import check_differential
     from pivotgym_swe.testing import judge
 
     files = [Path(tasks_path)] if tasks_path else [task_file(name) for name in task_sets]
@@ -55,11 +63,14 @@ def audit_tasks(
         for i, (name, row) in enumerate(tqdm(rows, desc="audit", unit="task", disable=not progress or None)):
             pristine = pristine_tree(row)
             fixed = judge(fork_dir(pristine, scratch / f"{i}-fixed"), row, pristine, sandbox=sandbox)
-            unfixed = judge(materialize(row, scratch / f"{i}-unfixed"), row, pristine, sandbox=sandbox)
+            bug = materialize(row, scratch / f"{i}-unfixed")
+            unfixed = judge(bug, row, pristine, sandbox=sandbox)
+            oracle = check_differential(bug, row, sandbox=sandbox, pristine=pristine)
             detail = "" if fixed.solved else f"reference fix: {fixed.summary}"
             if unfixed.solved:
                 detail = (detail + "; " if detail else "") + "the unfixed state was solved"
-            results.append(TaskAudit(row["instance_id"], name, fixed.solved, unfixed.solved, detail))
+            rejects = not oracle.ok and not oracle.infra
+            results.append(TaskAudit(row["instance_id"], name, fixed.solved, unfixed.solved, detail, rejects))
     finally:
         remove_dir(scratch)
     return results, time.perf_counter() - started

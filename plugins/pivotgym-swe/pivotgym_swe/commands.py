@@ -101,11 +101,12 @@ def audit_cmd(
         list(sets or TASK_SETS), box, tasks_path=str(tasks_path) if tasks_path else None, progress=not as_json
     )
     wrong = [r for r in results if not r.ok]
+    tests_only = [r for r in results if not r.host_rejects]
     if as_json:
         typer.echo(
             json.dumps(
                 {"sandbox": box.name, "tasks": len(results), "wrong": len(wrong), "seconds": round(seconds, 1),
-                 "results": [r.to_dict() for r in results]},
+                 "host_rejects": len(results) - len(tests_only), "results": [r.to_dict() for r in results]},
                 indent=2,
             )
         )  # fmt: skip
@@ -113,6 +114,10 @@ def audit_cmd(
         for r in wrong:
             typer.echo(f"WRONG {r.task_set}/{r.instance_id}: {r.detail}")
         typer.echo(f"{len(results) - len(wrong)} of {len(results)} tasks judged right on {box.name} ({seconds:.0f} s)")
+        typer.echo(
+            f"the host-observed oracle alone rejects {len(results) - len(tests_only)} of {len(results)} bugs"
+            + (f"; the tests decide alone on: {', '.join(r.instance_id for r in tests_only)}" if tests_only else "")
+        )
     if wrong:
         raise typer.Exit(1)
 

@@ -14,8 +14,8 @@ writes one bounded JSON line per observation, each prefixed by the payload's non
 * ``run``: imports the module from the repository copy it runs in, calls each target on each input (built
   from its spec), and writes, per call, a digest of the canonical form of the result (exact type names,
   container element types and values, iterators drained up to a cap, exceptions by type) together with the
-  state of mutable arguments after the call and what the call printed; then runs each docstring example and
-  writes what it printed or raised.
+  state of mutable arguments after the call and what the call printed; then runs each docstring example (the
+  host sends the originals and copies with changed literals alike) and writes what it printed or raised.
 
 Nothing here decides a verdict. The host compares the lines of a candidate's run with those of the reference
 run (which the candidate's process never sees): code under test that rewrites this harness can change what is
@@ -258,6 +258,7 @@ def _main() -> None:
                 buf = io.StringIO()
                 sys.stdout = buf
                 exc_line = None
+                started = clock()
                 try:
                     code = compile(example["source"], "<doctest>", "single", dont_inherit=True)
                     timed(exec, code, globs)
@@ -276,6 +277,7 @@ def _main() -> None:
                         "id": example["id"],
                         "got": buf.getvalue()[:cap_text],
                         "exc": exc_line and exc_line[:cap_text],
+                        "ms": int((clock() - started) * 1000),
                     }
                 )
 

@@ -6,29 +6,36 @@ object that compares equal to everything, passes them. This check runs, besides 
 * **a differential comparison** of the function the reference fix changes (the task's mutated function) with
   the reference on generated inputs: the arguments the task's own tests pass to it (recorded once by running
   those tests on the pristine tree; lambdas and helpers of the tests travel by value) plus their edge cases
-  (other iterable kinds, empty and one-element containers, 0, 1, -1...) and seeded, type-directed mutations
-  (ints shifted, strings cut, containers shortened, reordered, emptied, arguments dropped or repeated).
-  Each call's result is compared in canonical form: exact type names (an ``int`` is not a ``bool``, an
-  always-equal object is not a ``list``), container contents with their element types, iterators drained up
-  to a cap, exceptions by type, mutable arguments after the call, and what the call printed;
-* **the docstring examples** of every function and class of the changed module, taken from the reference
-  (pristine) source on the host and checked like ``doctest`` does (more-itertools runs its docstrings through
-  a ``load_tests`` hook that pytest ignores).
+  (other iterable kinds, empty and one-element containers, 0, 1, -1...) and type-directed mutations (ints
+  shifted, strings cut, containers shortened, reordered, emptied, arguments dropped or repeated) drawn from a
+  random stream seeded by a secret the host draws when it builds the reference and never writes anywhere a
+  sandbox can read. Each judgement sends the candidate a fresh secret draw of :data:`MAX_INPUTS` calls from
+  that pool of :data:`POOL_INPUTS`. Each call's result is compared in canonical form: exact type names (an
+  ``int`` is not a ``bool``, an always-equal object is not a ``list``), container contents with their element
+  types, iterators drained up to a cap, exceptions by type, mutable arguments after the call, and what the call
+  printed;
+* **the docstring examples** of every function and class of the changed module (more-itertools runs its
+  docstrings through a ``load_tests`` hook that pytest ignores), taken from the reference (pristine) source on
+  the host, and for each docstring :data:`EXAMPLE_VARIANTS` copies of its examples with their number and
+  sequence literals changed by the same secret stream. The expected outcome of every example, original or
+  changed, is what the reference printed or raised when the host ran it, never the text written in the
+  docstring.
 
 **Where the verdict is made.** Only on the host. The candidate's code runs in the sandbox under
-:mod:`pivotgym_swe.diff_harness`, which prints one bounded line per call; the same harness runs on the
-pristine tree (the reference fix) in separate sandboxed processes, and its lines are cached on the host, in a
-directory every sandboxed command of the task has hidden. The candidate's process never sees the reference
-source or its outputs; it sees only the inputs. Code under test may rewrite the harness and print anything,
-but a line that does not carry the digest the reference produced, a missing line, a duplicate or a malformed
-one is a mismatch. What it cannot reach is what it would have to print to be credited.
+:mod:`pivotgym_swe.diff_harness`, which prints one bounded line per call and example; the same harness runs on
+the pristine tree (the reference fix) in separate sandboxed processes, and its lines are cached on the host, in
+a directory every sandboxed command of the task has hidden. The candidate's process never sees the reference
+source or its outputs; it sees only the inputs of its own run, which it could not predict. Code under test may
+rewrite the harness and print anything, but a line that does not carry the outcome the reference produced, a
+missing line, a duplicate or a malformed one is a mismatch. What it cannot reach is what it would have to print
+to be credited: reproducing the reference's outcomes on inputs drawn from a secret takes a correct fix.
 
-Limits, stated plainly: docstring examples carry their expected output in the repository's own source, so
-code written against this check could print those (the differential part is the one that holds against a
-forger); only module-level functions are compared (a mutated method has docstring examples and tests only);
-an input whose reference output is not reproducible (two reference runs differ, or a call takes longer than
-``per_call_seconds``) is dropped; objects of types without a canonical form are compared by type name and
-``repr`` with memory addresses masked.
+Limits, stated plainly: an original docstring example's expected output is written in the repository, so code
+written against this check could print it (those examples only add requirements; the changed copies are the
+oracle it cannot read); only module-level functions get generated calls (a mutated method has its tests and the
+docstring examples, original and changed); an input or example whose reference outcome is not reproducible
+(two reference runs differ, or a call takes longer than ``per_call_seconds``) is dropped; objects of types
+without a canonical form are compared by type name and ``repr`` with memory addresses masked.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import secrets
 import sys
 import tempfile
@@ -60,11 +68,17 @@ from pivotgym_swe.sources import SourceError, cache_root, tree_for
 #: harness, which confines itself once its alarm handler is installed
 HARNESS = prelude(call=False) + Path(__file__).with_name("diff_harness.py").read_text(encoding="utf-8")
 #: bump when the input generation or the comparison changes, so cached references are rebuilt
-VERSION = "5"
+VERSION = "6"
 DIFF_LIMITS = JUDGE_LIMITS.with_(wall_seconds=90, cpu_seconds=90, output_bytes=4 << 20)
 MAX_SEEDS = 40
+#: generated calls sent to one candidate, drawn afresh each judgement from the reference's pool
 MAX_INPUTS = 250
+#: generated calls in a reference's pool (from the task's recorded calls and a secret seed)
+POOL_INPUTS = 400
 MAX_EXAMPLES = 400
+#: literal-changed copies of each docstring's examples, and at most this many changed examples in all
+EXAMPLE_VARIANTS = 2
+MAX_CHANGED_EXAMPLES = 400
 MAX_LINE = 70000
 PER_CALL_SECONDS = 2.0
 #: a reference call slower than this (ms, call and drain together) is dropped: a candidate gets
@@ -100,7 +114,7 @@ class Reference:
     inputs: list[dict[str, Any]]
     digests: dict[str, str]
     examples: list[dict[str, Any]]  # groups sent to the harness: {"name", "examples": [{"id", "source"}]}
-    expected: dict[str, dict[str, Any]]  # example id -> {"want", "exc_msg", "flags", "source"}
+    expected: dict[str, dict[str, Any]]  # example id -> the reference's outcome {"got", "exc", "source"}
     seeds: int = 0
     dropped: int = 0
     error: str = ""
@@ -161,6 +175,77 @@ def extract_examples(text: str) -> tuple[list[dict[str, Any]], dict[str, dict[st
 
     visit(tree, "")
     return groups, expected
+
+
+class _LiteralChanger(ast.NodeTransformer):
+    """Changes int literals (shifted by a small step) and literal lists and tuples (one element dropped, or
+    reversed), each with probability one half, from ``rng``; ``changed`` counts what it changed."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.changed = 0
+
+    def visit_Constant(self, node: ast.Constant) -> ast.AST:
+        if type(node.value) is int and self.rng.random() < 0.5:
+            self.changed += 1
+            return ast.copy_location(ast.Constant(node.value + self.rng.choice((-2, -1, 1, 2, 3))), node)
+        return node
+
+    def _sequence(self, node: ast.List | ast.Tuple) -> ast.AST:
+        self.generic_visit(node)
+        if len(node.elts) > 1 and all(isinstance(e, ast.Constant) for e in node.elts) and self.rng.random() < 0.5:
+            self.changed += 1
+            if self.rng.random() < 0.5:
+                del node.elts[self.rng.randrange(len(node.elts))]
+            else:
+                node.elts.reverse()
+        return node
+
+    visit_List = _sequence
+    visit_Tuple = _sequence
+
+
+def changed_examples(groups: list[dict[str, Any]], rng: random.Random) -> list[dict[str, Any]]:
+    """:data:`EXAMPLE_VARIANTS` copies of each docstring's examples with their literals changed from ``rng``
+    (:class:`_LiteralChanger`), at most :data:`MAX_CHANGED_EXAMPLES` examples in all. A copy keeps its
+    group's order and shared namespace; a copy in which nothing changed is left out. Ids and names get a
+    ``~N`` suffix."""
+    out: list[dict[str, Any]] = []
+    total = 0
+    for variant in range(1, EXAMPLE_VARIANTS + 1):
+        for group in groups:
+            changer = _LiteralChanger(rng)
+            items = []
+            for ex in group["examples"]:
+                try:
+                    source = ast.unparse(changer.visit(ast.parse(ex["source"]))) + "\n"
+                except (SyntaxError, ValueError, RecursionError):
+                    source = ex["source"]
+                items.append({"id": f"{ex['id']}~{variant}", "source": source})
+            if changer.changed and total + len(items) <= MAX_CHANGED_EXAMPLES:
+                out.append({"name": f"{group['name']}~{variant}", "examples": items})
+                total += len(items)
+    return out
+
+
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]{4,}")
+
+
+def example_outcome(record: dict[str, Any], source: str = "") -> dict[str, Any]:
+    """An example's outcome as the host compares it: what it printed and the exception line it raised, with
+    memory addresses masked (they differ between processes)."""
+    exc = record.get("exc")
+    return {
+        "got": _ADDRESS.sub("0x?", str(record.get("got", ""))),
+        "exc": None if exc is None else _ADDRESS.sub("0x?", str(exc)),
+        "source": source,
+    }
+
+
+def same_outcome(expect: dict[str, Any], record: dict[str, Any]) -> bool:
+    """Whether a harness record of an example shows the reference's outcome ``expect``."""
+    got = example_outcome(record)
+    return got["got"] == expect["got"] and got["exc"] == expect["exc"]
 
 
 def example_passes(expect: dict[str, Any], got: str, exc: str | None) -> bool:
@@ -575,8 +660,11 @@ def _build_reference(
             return ref
         seeds = recorded.seeds
     ref.seeds = len(seeds)
-    inputs = generate_inputs(seeds, str(instance.get("instance_id", "")))
-    payload = {"mode": "run", "module": module, "inputs": inputs, "examples": groups, "packages": packages}
+    # the secret: drawn here, used for this pool and these changed examples, kept nowhere
+    rng = random.Random(f"pivotgym-differential-examples:{secrets.token_hex(16)}")
+    inputs = generate_inputs(seeds, secrets.token_hex(16), total=POOL_INPUTS)
+    examples = groups + changed_examples(groups, rng)
+    payload = {"mode": "run", "module": module, "inputs": inputs, "examples": examples, "packages": packages}
     runs = [run_harness(pristine, payload, sandbox=sandbox, hide=hide, python=python) for _ in range(2)]
     for run in runs:
         if run.error or run.import_error:
@@ -586,24 +674,36 @@ def _build_reference(
     for item in inputs:
         records = [run.calls.get(item["id"], []) for run in runs]
         if all(len(r) == 1 for r in records) and records[0][0]["h"] == records[1][0]["h"]:
-            slow = any(not isinstance(r[0].get("ms"), int) or r[0]["ms"] > SLOW_MS for r in records)
-            if not slow and records[0][0].get("p") not in ("timeout", '["timeout"]', "harness error"):
+            if not _slow(records) and records[0][0].get("p") not in ("timeout", '["timeout"]', "harness error"):
                 kept.append(item)
                 ref.digests[item["id"]] = records[0][0]["h"]
     ref.dropped = len(inputs) - len(kept)
     ref.inputs = kept
-    good = {
-        ident
-        for ident, expect in expected.items()
-        if all(
-            len(run.docs.get(ident, [])) == 1
-            and example_passes(expect, run.docs[ident][0]["got"], run.docs[ident][0].get("exc"))
-            for run in runs
-        )
+    good = set()
+    for group in examples:
+        for ex in group["examples"]:
+            records = [run.docs.get(ex["id"], []) for run in runs]
+            if not all(len(r) == 1 for r in records) or _slow(records):
+                continue
+            first, second = (example_outcome(r[0]) for r in records)
+            if first != second or first["exc"] == "<timeout>":
+                continue
+            original = expected.get(ex["id"])  # an original example counts only where doctest passes it
+            if original is not None and not example_passes(original, records[0][0]["got"], records[0][0].get("exc")):
+                continue
+            good.add(ex["id"])
+    ref.examples = _keep_groups(examples, good)
+    ref.expected = {
+        ex["id"]: example_outcome(runs[0].docs[ex["id"]][0], ex["source"])
+        for group in ref.examples
+        for ex in group["examples"]
     }
-    ref.expected = {k: v for k, v in expected.items() if k in good}
-    ref.examples = _keep_groups(groups, good)
     return ref
+
+
+def _slow(records: list[list[dict[str, Any]]]) -> bool:
+    """Whether a reference outcome took longer than :data:`SLOW_MS` (or did not say) in either run."""
+    return any(not isinstance(r[0].get("ms"), int) or r[0]["ms"] > SLOW_MS for r in records)
 
 
 def _keep_groups(groups: list[dict[str, Any]], good: set[str]) -> list[dict[str, Any]]:
@@ -633,21 +733,33 @@ def check_differential(
         return DifferentialResult(False, f"differential: the reference could not be built ({exc})"[:300], infra=True)
     if ref.error:
         return DifferentialResult(False, f"differential: {ref.error}"[:300], infra=True)
-    counts = {"inputs": len(ref.inputs), "seeds": ref.seeds, "examples": len(ref.expected)}
-    if not ref.inputs and not ref.expected:
+    drawn = draw_inputs(ref.inputs)
+    counts = {"inputs": len(drawn), "pool": len(ref.inputs), "seeds": ref.seeds, "examples": len(ref.expected)}
+    if not drawn and not ref.expected:
         return DifferentialResult(True, "differential: nothing to compare", counts=counts)
-    payload = candidate_payload(ref, instance)
+    payload = candidate_payload(ref, instance, drawn)
     run = run_harness(Path(fork), payload, sandbox=sandbox, hide=hide, limits=limits, python=python)
-    return compare(ref, run, counts)
+    return compare(ref, run, counts, drawn)
 
 
-def candidate_payload(ref: Reference, instance: dict[str, Any]) -> dict[str, Any]:
-    """What the candidate's process is told: the module, the inputs, the example sources. Never a reference
-    digest, an expected output or the reference source."""
+def draw_inputs(pool: list[dict[str, Any]], k: int = MAX_INPUTS) -> list[dict[str, Any]]:
+    """``k`` calls of ``pool`` drawn by the operating system's random source (a fresh draw each judgement, in
+    pool order): which of the pool's calls a candidate is asked is as unpredictable as the pool itself."""
+    if len(pool) <= k:
+        return list(pool)
+    chosen = set(secrets.SystemRandom().sample(range(len(pool)), k))
+    return [item for i, item in enumerate(pool) if i in chosen]
+
+
+def candidate_payload(
+    ref: Reference, instance: dict[str, Any], inputs: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """What the candidate's process is told: the module, the ``inputs`` drawn for it (default: the whole pool),
+    the example sources. Never a reference digest, an expected outcome or the reference source."""
     return {
         "mode": "run",
         "module": ref.module,
-        "inputs": [{k: item[k] for k in ("id", "target", "args", "kwargs")} for item in ref.inputs],
+        "inputs": [{k: item[k] for k in ("id", "target", "args", "kwargs")} for item in (inputs or ref.inputs)],
         "examples": [
             {"name": g["name"], "examples": [{"id": ex["id"], "source": ex["source"]} for ex in g["examples"]]}
             for g in ref.examples
@@ -656,11 +768,15 @@ def candidate_payload(ref: Reference, instance: dict[str, Any]) -> dict[str, Any
     }
 
 
-def compare(ref: Reference, run: HarnessRun, counts: dict[str, int]) -> DifferentialResult:
-    """The host's verdict: every reference digest and every kept example must be matched exactly once."""
+def compare(
+    ref: Reference, run: HarnessRun, counts: dict[str, int], inputs: list[dict[str, Any]] | None = None
+) -> DifferentialResult:
+    """The host's verdict: the reference digest of every call in ``inputs`` (default: the whole pool) and the
+    reference outcome of every kept example must be matched exactly once."""
     details: list[dict[str, Any]] = []
     call_misses = doc_misses = 0
-    for item in ref.inputs:
+    asked = ref.inputs if inputs is None else inputs
+    for item in asked:
         records = run.calls.get(item["id"], [])
         if len(records) != 1 or records[0]["h"] != ref.digests[item["id"]]:
             call_misses += 1
@@ -669,7 +785,7 @@ def compare(ref: Reference, run: HarnessRun, counts: dict[str, int]) -> Differen
                 details.append({"kind": "call", "call": describe_call(item), "got": got[:300]})
     for ident, expect in ref.expected.items():
         records = run.docs.get(ident, [])
-        if len(records) != 1 or not example_passes(expect, records[0]["got"], records[0].get("exc")):
+        if len(records) != 1 or not same_outcome(expect, records[0]):
             doc_misses += 1
             if len(details) < 10:
                 got = "missing" if len(records) != 1 else (records[0].get("exc") or records[0]["got"])
@@ -683,13 +799,13 @@ def compare(ref: Reference, run: HarnessRun, counts: dict[str, int]) -> Differen
     if run.malformed:
         problems.append(f"{run.malformed} malformed records")
     if call_misses:
-        problems.append(f"{call_misses} of {len(ref.inputs)} generated calls differ from the reference fix")
+        problems.append(f"{call_misses} of {len(asked)} generated calls differ from the reference fix")
     if doc_misses:
-        problems.append(f"{doc_misses} of {len(ref.expected)} docstring examples fail")
+        problems.append(f"{doc_misses} of {len(ref.expected)} docstring examples differ from the reference fix")
     if problems:
         return DifferentialResult(False, "differential: " + "; ".join(problems), details, counts)
     return DifferentialResult(
-        True, f"differential: {len(ref.inputs)} calls and {len(ref.expected)} examples agree", details, counts
+        True, f"differential: {len(asked)} calls and {len(ref.expected)} examples agree", details, counts
     )
 
 

@@ -1,5 +1,6 @@
 """``pivotgym swe audit``: every task's reference fix is solved and its bug is not, on a chosen backend; a task
-whose reference fix no longer solves it is reported and the command exits 1."""
+whose reference fix no longer solves it is reported and the command exits 1; each bug is also put to the
+host-observed oracle alone."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ def test_the_tiny_set_is_judged_right_on_each_backend(tiny_tasks, isolating_sand
     assert code == 0 and report["sandbox"] == isolating_sandbox.name
     assert report["tasks"] == 2 and report["wrong"] == 0
     assert all(r["fixed"] and not r["unfixed"] for r in report["results"])
+    # both bugs change what the function returns on generated inputs: the host's oracle rejects them alone
+    assert report["host_rejects"] == 2 and all(r["host_rejects"] for r in report["results"])
 
 
 def test_a_task_whose_reference_fix_fails_is_reported(tmp_path, isolating_sandbox, capsys):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -22,14 +23,18 @@ from pivotgym_swe.differential import (
     HarnessRun,
     Reference,
     candidate_payload,
+    changed_examples,
     check_differential,
     compare,
+    draw_inputs,
+    example_outcome,
     example_passes,
     extract_examples,
     generate_inputs,
     parse_lines,
     reference_for,
     run_harness,
+    same_outcome,
     setup,
 )
 from pivotgym_swe.mutate import Mutation
@@ -118,6 +123,42 @@ def f(x):
     assert example_passes(expected["f#1"], "", "TypeError: nope\n")
     assert not example_passes(expected["f#1"], "", "ValueError: nope\n")
     assert not example_passes(expected["f#1"], "None\n", None)
+
+
+def test_changed_examples_change_literals_and_keep_each_docstring_together():
+    groups = [
+        {"name": "f", "examples": [{"id": "f#0", "source": "x = [1, 2, 3]\n"}, {"id": "f#1", "source": "f(x, 4)\n"}]},
+        {"name": "g", "examples": [{"id": "g#0", "source": "g('a')\n"}]},  # nothing to change: no copy
+    ]
+    a = changed_examples(groups, random.Random(1))
+    assert a == changed_examples(groups, random.Random(1))  # one stream, one set of copies
+    assert a != changed_examples(groups, random.Random(2))
+    assert [g["name"] for g in a] == ["f~1", "f~2"]
+    for group in a:
+        variant = group["name"].split("~")[1]
+        assert [ex["id"] for ex in group["examples"]] == [f"f#0~{variant}", f"f#1~{variant}"]
+        sources = "".join(ex["source"] for ex in group["examples"])
+        assert sources != "x = [1, 2, 3]\nf(x, 4)\n"
+        for ex in group["examples"]:
+            compile(ex["source"], "<doctest>", "single")
+
+
+def test_examples_are_compared_with_the_reference_outcome_not_the_docstring():
+    expect = example_outcome({"got": "<obj at 0x7f00aa11>\n", "exc": None}, "f()")
+    assert same_outcome(expect, {"got": "<obj at 0x55aa0000>\n", "exc": None})  # addresses are masked
+    assert not same_outcome(expect, {"got": "<obj at 0x7f00aa11> \n", "exc": None})  # exact otherwise
+    assert not same_outcome(expect, {"got": "<obj at 0x7f00aa11>\n", "exc": "ValueError: x\n"})
+    raised = example_outcome({"got": "", "exc": "ValueError: bad 3\n"})
+    assert same_outcome(raised, {"got": "", "exc": "ValueError: bad 3\n"})
+    assert not same_outcome(raised, {"got": "", "exc": "ValueError: bad 4\n"})
+
+
+def test_each_judgement_draws_its_calls_afresh_from_the_pool():
+    pool = [{"id": str(i)} for i in range(differential.POOL_INPUTS)]
+    a, b = draw_inputs(pool), draw_inputs(pool)
+    assert len(a) == len(b) == differential.MAX_INPUTS and a != b
+    assert [int(i["id"]) for i in a] == sorted(int(i["id"]) for i in a)  # pool order
+    assert draw_inputs(pool[:10]) == pool[:10]
 
 
 # ------------------------------------------------------------------------------------------ sandboxed
@@ -241,6 +282,24 @@ def test_the_reference_is_out_of_the_candidates_reach(tmp_path):
     assert run.ended and not run.import_error, run
     (record,) = run.calls[payload["inputs"][0]["id"]]
     assert record["p"] == '["list", [], 0]', record  # the candidate could open none of them
+
+
+@requires_bwrap
+def test_a_rebuilt_reference_asks_other_inputs_and_other_examples():
+    """Nothing in the repository or the code predicts the generated calls or the changed examples: they come from
+    a secret drawn when the reference is built (two builds share only the tests' own calls)."""
+    instance = task("more-itertools", "nth_combination")
+    first = reference_for(instance, refresh=True)
+    second = reference_for(instance, refresh=True)
+
+    def calls(ref, origin):
+        return {json.dumps([i["args"], i["kwargs"]], sort_keys=True) for i in ref.inputs if i["origin"] == origin}
+
+    assert calls(first, "tests") == calls(second, "tests")
+    assert calls(first, "mutated") != calls(second, "mutated")
+    changed = [{ex["source"] for g in r.examples if "~" in g["name"] for ex in g["examples"]} for r in (first, second)]
+    assert changed[0] and changed[0] != changed[1]
+    assert reference_for(instance) is second  # a judgement reuses the last build
 
 
 def test_module_name_and_targets():

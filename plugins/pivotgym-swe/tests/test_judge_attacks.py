@@ -533,3 +533,80 @@ def test_an_always_equal_result_passes_no_layer(task, tmp_path, isolating_sandbo
     assert not verdict.rejections and not verdict.solved, verdict.summary
     verdict = judge(work, task[0], task[1], differential=False, sandbox=isolating_sandbox)
     assert not verdict.solved, verdict.summary  # the tests alone catch it too
+
+
+# The issue's fifth class: the differential harness runs no gatekeeper, so code in the judged process can take
+# it over. This payload finds the harness's frame at import, writes every original docstring example's expected
+# output as read from its own docstrings, and leaves only the literal-changed copies for the harness to run
+# honestly (the best a forger can do for outputs it cannot read).
+HARNESS_FORGERY = """
+
+def _forge_the_harness():
+    import ast, doctest, sys
+    frame = sys._getframe(0)
+    while frame is not None and not ("payload" in frame.f_locals and "emit" in frame.f_locals):
+        frame = frame.f_back
+    if frame is None:
+        return
+    payload, emit = frame.f_locals["payload"], frame.f_locals["emit"]
+    with open(__file__, encoding="utf-8") as fh:
+        tree = ast.parse(fh.read())
+    written = {}
+    for node in ast.walk(tree):
+        documented = isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef))
+        doc = ast.get_docstring(node, clean=False) if documented else None
+        if doc and ">>>" in doc:
+            for example in doctest.DocTestParser().get_examples(doc):
+                written.setdefault(example.source, (example.want, example.exc_msg))
+    for group in payload["examples"]:
+        for example in group["examples"]:
+            if "~" not in example["id"]:
+                want, exc = written.get(example["source"], ("", None))
+                emit({"k": "doc", "id": example["id"], "got": want, "exc": exc, "ms": 0})
+    payload["examples"] = [g for g in payload["examples"] if "~" in g["name"]]
+
+
+_forge_the_harness()
+"""
+
+
+def test_the_harness_cannot_be_credited_with_outputs_read_off_the_repository(tmp_path, isolating_sandbox):
+    """Layer 3 alone, on a task whose target is a method (no generated calls: the docstring examples are the
+    differential oracle). Judged by the docstrings' own expected outputs, as doctest would, the forgery passes
+    every original example (the control: it did pass the previous check); against the reference's outcomes,
+    with copies whose literals the host changed from a secret, it is not credited."""
+    from pivotgym_swe.differential import (
+        candidate_payload,
+        check_differential,
+        example_passes,
+        extract_examples,
+        reference_for,
+        run_harness,
+        setup,
+    )
+    from pivotgym_swe.tasks import load_task_set, task_file
+
+    instance = next(t for t in load_task_set(str(task_file("toolz"))) if "____init__-flip" in t["instance_id"])
+    pristine = pristine_tree(instance)
+    mutation = Mutation(**instance["mutation"])
+    work = fork_dir(pristine, tmp_path / "repo")
+    unfixed = mutation.apply((pristine / mutation.path).read_text())
+    (work / mutation.path).write_text(unfixed + HARNESS_FORGERY)
+
+    result = check_differential(work, instance, sandbox=isolating_sandbox)
+    assert not result.ok and result.counts["example_failures"] > 0, result
+    assert result.counts["inputs"] == 0 and result.counts["examples"] > 0  # the examples were the whole oracle
+    assert any(d["kind"] == "example" for d in result.details)
+
+    # the control: what the forgery wrote for the original examples passes doctest's own check of them
+    ref = reference_for(instance, sandbox=isolating_sandbox)
+    originals = [g for g in ref.examples if "~" not in g["name"]]
+    _, written = extract_examples((pristine / mutation.path).read_text())
+    payload = {**candidate_payload(ref, instance), "examples": originals}
+    box, python, hide = setup(instance, isolating_sandbox, None)
+    run = run_harness(work, payload, sandbox=box, hide=hide, python=python)
+    ids = [ex["id"] for g in originals for ex in g["examples"]]
+    assert ids and run.ended
+    for ident in ids:
+        (record,) = run.docs[ident]
+        assert example_passes(written[ident], record["got"], record.get("exc")), (ident, record)
