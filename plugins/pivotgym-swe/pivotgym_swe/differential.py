@@ -9,8 +9,8 @@ object that compares equal to everything, passes them. This check runs, besides 
   (other iterable kinds, empty and one-element containers, 0, 1, -1...) and type-directed mutations (ints
   shifted, strings cut, containers shortened, reordered, emptied, arguments dropped or repeated) drawn from a
   random stream seeded by a secret the host draws when it builds the reference and never writes anywhere a
-  sandbox can read. Each judgement sends the candidate a fresh secret draw of :data:`MAX_INPUTS` calls from
-  that pool of :data:`POOL_INPUTS`. Each call's result is compared in canonical form: exact type names (an
+  sandbox can read; every judgement asks all of them (up to :data:`MAX_INPUTS`). Each call's result is
+  compared in canonical form: exact type names (an
   ``int`` is not a ``bool``, an always-equal object is not a ``list``), container contents with their element
   types, iterators drained up to a cap, exceptions by type, mutable arguments after the call, and what the call
   printed;
@@ -71,10 +71,8 @@ HARNESS = prelude(call=False) + Path(__file__).with_name("diff_harness.py").read
 VERSION = "6"
 DIFF_LIMITS = JUDGE_LIMITS.with_(wall_seconds=90, cpu_seconds=90, output_bytes=4 << 20)
 MAX_SEEDS = 40
-#: generated calls sent to one candidate, drawn afresh each judgement from the reference's pool
-MAX_INPUTS = 250
-#: generated calls in a reference's pool (from the task's recorded calls and a secret seed)
-POOL_INPUTS = 400
+#: generated calls of a reference (from the task's recorded calls and a secret seed), all asked each judgement
+MAX_INPUTS = 400
 MAX_EXAMPLES = 400
 #: literal-changed copies of each docstring's examples, and at most this many changed examples in all
 EXAMPLE_VARIANTS = 2
@@ -662,7 +660,7 @@ def _build_reference(
     ref.seeds = len(seeds)
     # the secret: drawn here, used for this pool and these changed examples, kept nowhere
     rng = random.Random(f"pivotgym-differential-examples:{secrets.token_hex(16)}")
-    inputs = generate_inputs(seeds, secrets.token_hex(16), total=POOL_INPUTS)
+    inputs = generate_inputs(seeds, secrets.token_hex(16))
     examples = groups + changed_examples(groups, rng)
     payload = {"mode": "run", "module": module, "inputs": inputs, "examples": examples, "packages": packages}
     runs = [run_harness(pristine, payload, sandbox=sandbox, hide=hide, python=python) for _ in range(2)]
@@ -733,33 +731,21 @@ def check_differential(
         return DifferentialResult(False, f"differential: the reference could not be built ({exc})"[:300], infra=True)
     if ref.error:
         return DifferentialResult(False, f"differential: {ref.error}"[:300], infra=True)
-    drawn = draw_inputs(ref.inputs)
-    counts = {"inputs": len(drawn), "pool": len(ref.inputs), "seeds": ref.seeds, "examples": len(ref.expected)}
-    if not drawn and not ref.expected:
+    counts = {"inputs": len(ref.inputs), "seeds": ref.seeds, "examples": len(ref.expected)}
+    if not ref.inputs and not ref.expected:
         return DifferentialResult(True, "differential: nothing to compare", counts=counts)
-    payload = candidate_payload(ref, instance, drawn)
+    payload = candidate_payload(ref, instance)
     run = run_harness(Path(fork), payload, sandbox=sandbox, hide=hide, limits=limits, python=python)
-    return compare(ref, run, counts, drawn)
+    return compare(ref, run, counts)
 
 
-def draw_inputs(pool: list[dict[str, Any]], k: int = MAX_INPUTS) -> list[dict[str, Any]]:
-    """``k`` calls of ``pool`` drawn by the operating system's random source (a fresh draw each judgement, in
-    pool order): which of the pool's calls a candidate is asked is as unpredictable as the pool itself."""
-    if len(pool) <= k:
-        return list(pool)
-    chosen = set(secrets.SystemRandom().sample(range(len(pool)), k))
-    return [item for i, item in enumerate(pool) if i in chosen]
-
-
-def candidate_payload(
-    ref: Reference, instance: dict[str, Any], inputs: list[dict[str, Any]] | None = None
-) -> dict[str, Any]:
-    """What the candidate's process is told: the module, the ``inputs`` drawn for it (default: the whole pool),
-    the example sources. Never a reference digest, an expected outcome or the reference source."""
+def candidate_payload(ref: Reference, instance: dict[str, Any]) -> dict[str, Any]:
+    """What the candidate's process is told: the module, the inputs, the example sources. Never a reference
+    digest, an expected outcome or the reference source."""
     return {
         "mode": "run",
         "module": ref.module,
-        "inputs": [{k: item[k] for k in ("id", "target", "args", "kwargs")} for item in (inputs or ref.inputs)],
+        "inputs": [{k: item[k] for k in ("id", "target", "args", "kwargs")} for item in ref.inputs],
         "examples": [
             {"name": g["name"], "examples": [{"id": ex["id"], "source": ex["source"]} for ex in g["examples"]]}
             for g in ref.examples
@@ -768,15 +754,12 @@ def candidate_payload(
     }
 
 
-def compare(
-    ref: Reference, run: HarnessRun, counts: dict[str, int], inputs: list[dict[str, Any]] | None = None
-) -> DifferentialResult:
-    """The host's verdict: the reference digest of every call in ``inputs`` (default: the whole pool) and the
-    reference outcome of every kept example must be matched exactly once."""
+def compare(ref: Reference, run: HarnessRun, counts: dict[str, int]) -> DifferentialResult:
+    """The host's verdict: every reference digest and every kept example's reference outcome must be matched
+    exactly once."""
     details: list[dict[str, Any]] = []
     call_misses = doc_misses = 0
-    asked = ref.inputs if inputs is None else inputs
-    for item in asked:
+    for item in ref.inputs:
         records = run.calls.get(item["id"], [])
         if len(records) != 1 or records[0]["h"] != ref.digests[item["id"]]:
             call_misses += 1
@@ -799,13 +782,13 @@ def compare(
     if run.malformed:
         problems.append(f"{run.malformed} malformed records")
     if call_misses:
-        problems.append(f"{call_misses} of {len(asked)} generated calls differ from the reference fix")
+        problems.append(f"{call_misses} of {len(ref.inputs)} generated calls differ from the reference fix")
     if doc_misses:
         problems.append(f"{doc_misses} of {len(ref.expected)} docstring examples differ from the reference fix")
     if problems:
         return DifferentialResult(False, "differential: " + "; ".join(problems), details, counts)
     return DifferentialResult(
-        True, f"differential: {len(asked)} calls and {len(ref.expected)} examples agree", details, counts
+        True, f"differential: {len(ref.inputs)} calls and {len(ref.expected)} examples agree", details, counts
     )
 
 
