@@ -7,6 +7,10 @@ Every config pivotgym reads (experiment, trainer, YAML env and suite files) goes
   (``quickstart.yaml:21: select.max_maen: unknown key (did you mean 'max_mean'?)``);
 * a value of the wrong type names the field and what it should be (``sft.steps: expected an integer, got
   'ten'``);
+* a field declared with :func:`choices` metadata takes only those values (each item, for a list field), named
+  with the file's line and a did-you-mean (``quickstart.yaml:39: executor: must be one of process, ray,
+  serial, got 'proces' (did you mean 'process'?)``); :func:`check_field_choices` applies the same rule to a config
+  built in code;
 * a field whose annotation is itself a dataclass is a section, checked the same way, recursively;
 * errors a dataclass raises while validating itself (``__post_init__``) get the same location prefix.
 
@@ -20,7 +24,7 @@ import difflib
 import os
 import types
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -35,8 +39,10 @@ T = TypeVar("T")
 __all__ = [
     "Source",
     "build",
+    "check_field_choices",
     "check_keys",
     "check_section",
+    "choices",
     "config_fields",
     "did_you_mean",
     "read_yaml",
@@ -46,6 +52,40 @@ __all__ = [
 #: ``field(metadata={INTERNAL: True})`` marks a dataclass field that a config file may not set (e.g. the path
 #: the config was read from)
 INTERNAL = "pivotgym.internal"
+#: the metadata key of :func:`choices`
+CHOICES = "pivotgym.choices"
+
+
+def choices(values: Iterable[str], *, key: Callable[[str], str] | None = None) -> dict[str, Any]:
+    """Field metadata (``field(default="process", metadata=choices(EXECUTORS))``): the field, or each item of a
+    list field, must be one of ``values``; ``key`` picks the part that must be (``ray:ADDRESS`` -> ``ray``)."""
+    return {CHOICES: (tuple(values), key)}
+
+
+def choice_error(f: dataclasses.Field[Any], value: Any) -> tuple[tuple[str, ...], str] | None:
+    """``None`` when ``value`` obeys ``f``'s :func:`choices` (or it has none), else where in it the wrong value
+    is (``()``, or ``("1",)`` for a list's second item) and what is wrong."""
+    if CHOICES not in f.metadata or value is None:
+        return None
+    allowed, key = f.metadata[CHOICES]
+    listed = isinstance(value, (list, tuple))
+    for i, item in enumerate(value if listed else [value]):
+        if not isinstance(item, str):
+            continue  # the type check names a value of the wrong kind
+        picked = key(item) if key else item
+        if picked not in allowed:
+            where = (str(i),) if listed else ()
+            return where, f"must be one of {', '.join(allowed)}, got {item!r}{did_you_mean(picked, allowed)}"
+    return None
+
+
+def check_field_choices(config: Any) -> None:
+    """Raise :class:`ConfigError` (``FIELD: must be one of ...``) at the first field of the dataclass
+    instance ``config`` outside its :func:`choices`: the file check's rule for configs built in code."""
+    for f in dataclasses.fields(config):
+        error = choice_error(f, getattr(config, f.name, None))
+        if error:
+            raise ConfigError(f"{'.'.join((f.name, *error[0]))}: {error[1]}")
 
 
 @dataclass(frozen=True)
@@ -189,6 +229,9 @@ def check_section(cls: type, data: Any, source: Source = Source(), prefix: tuple
             message = ".".join((*prefix, str(exc)))
             where = source.where(keys)
             raise ConfigError(f"{where}: {message}" if where else message) from None
+        error = choice_error(f, mapping[f.name])
+        if error:
+            raise source.error((*keys, *error[0]), error[1])
     return dict(mapping)
 
 

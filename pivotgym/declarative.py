@@ -58,7 +58,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pivotgym.config import Source, check_section, did_you_mean
+from pivotgym.config import Source, check_section, choices, did_you_mean
 from pivotgym.config import read_yaml as read_config_yaml
 from pivotgym.env import AgentEnv, InvalidAction, StepOutcome
 from pivotgym.errors import ConfigError
@@ -231,7 +231,7 @@ class EnvVariant:
 class _SourceSection:
     """``source:`` of a YAML env: where the rows come from."""
 
-    type: str
+    type: str = field(metadata=choices(SOURCE_TYPES))
     task: str | None = None  # bigbench: the task (``navigate``, ``logical_deduction/three_objects``)
     path: str | None = None  # jsonl: the file, relative to the YAML file
     examples: list[dict[str, Any]] | None = None  # inline: the rows
@@ -252,7 +252,7 @@ class _PromptSection:
 class _AnswerSection:
     """``answer:`` of a YAML env: how the reply is read."""
 
-    type: str = "text"
+    type: str = field(default="text", metadata=choices(ANSWER_TYPES))
     pattern: str | None = None
     shuffle: bool = True
     seed: int = 0
@@ -284,7 +284,7 @@ class _EnvFile:
     answer: _AnswerSection | None = None
     splits: dict[str, Any] | None = None  # split name -> {start, stop} (each checked as a _SplitSection)
     description: str = ""
-    scoring: str = "generate"
+    scoring: str = field(default="generate", metadata=choices(SCORINGS))
     loglik: _LoglikSection | None = None
     metric: str | None = None
     max_new_tokens: int | None = None
@@ -317,17 +317,12 @@ class EnvConfig:
         for split, spec in (data.get("splits") or {}).items():
             check_section(_SplitSection, spec, where, ("splits", str(split)))
 
-        def choose(keys: tuple[str, ...], value: Any, choices: Sequence[str]) -> None:
-            if value not in choices:
-                raise where.error(
-                    keys, f"must be one of {', '.join(choices)}, got {value!r}{did_you_mean(str(value), choices)}"
-                )
-
         env_id = data.get("id")
         if not is_env_id(env_id):
             raise where.error(("id",), f"must look like 'domain/name-v0', got {env_id!r}")
         src = dict(data.get("source") or {})
-        choose(("source", "type"), src.get("type"), SOURCE_TYPES)
+        if "type" not in src:
+            raise where.error(("source",), f"needs `type:` (one of {', '.join(SOURCE_TYPES)})")
         if src["type"] == "bigbench" and not src.get("task"):
             raise where.error(
                 ("source",), "a bigbench source needs `task:` (e.g. navigate or logical_deduction/three_objects)"
@@ -338,7 +333,6 @@ class EnvConfig:
             raise where.error(("source",), "an inline source needs `examples:` (a list of rows)")
         answer = dict(data.get("answer") or {"type": "text"})
         answer.setdefault("type", "text")
-        choose(("answer", "type"), answer["type"], ANSWER_TYPES)
         if answer.get("pattern"):
             try:
                 re.compile(answer["pattern"])
@@ -346,7 +340,6 @@ class EnvConfig:
                 raise where.error(("answer", "pattern"), f"is not a valid regex ({exc})") from None
         prompt = dict(data.get("prompt") or {})
         scoring = str(data.get("scoring", "generate"))
-        choose(("scoring",), scoring, SCORINGS)
         if scoring == "loglik" and answer["type"] != "choice":
             raise where.error(("scoring",), "`scoring: loglik` needs `answer.type: choice` (it ranks the options)")
         splits = data.get("splits") or {"test": {}}

@@ -18,8 +18,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pivotgym.config import INTERNAL, Source, build, check_section, did_you_mean, read_yaml
+from pivotgym.config import (
+    INTERNAL,
+    Source,
+    build,
+    check_field_choices,
+    check_section,
+    choices,
+    did_you_mean,
+    read_yaml,
+)
 from pivotgym.errors import ConfigError, RegistryError
+from pivotgym.execution import EXECUTORS
 from pivotgym.experiment.layout import METHOD_LABELS
 from pivotgym.pivot.adaptive import AdaptiveK
 from pivotgym.pivot.profile import ProfileConfig, profile_config
@@ -85,7 +95,7 @@ class CurveSection:
 
     #: `episodes` (success of one greedy episode per test task) or `turns` (turn accuracy on the held-out
     #: expert states of the test tasks)
-    metric: str = "episodes"
+    metric: str = field(default="episodes", metadata=choices(CURVE_METRICS))
     #: a curve point every N training steps (and after the last)
     every: int = 1
     #: the first N test tasks (null: all)
@@ -165,6 +175,13 @@ def check_trainer_section(name: str, data: Any, source: Source = Source()) -> di
     for key in section:
         if key in EXPERIMENT_SETS:
             raise source.error((name, key), f"is set by the experiment, from {EXPERIMENT_SETS[key]}; remove it here")
+    if section.get("report_to"):
+        from pivotgym.train.config import check_report_to
+
+        try:
+            check_report_to(section["report_to"])
+        except ConfigError as exc:
+            raise source.error((name, "report_to"), str(exc).removeprefix("report_to: "), hint=exc.hint) from None
     return section
 
 
@@ -233,12 +250,12 @@ class ExperimentConfig:
     #: outcome-reward E2E RL that stays the main comparison), `e2e_expert_states` (E2E RL with the outcome
     #: reward whose episodes start from states of the expert trajectories, `start: expert`: the states PivotRL
     #: profiles, for a start model that rarely solves a task from its beginning)
-    ablations: list[str] = field(default_factory=lambda: list(ABLATIONS))
+    ablations: list[str] = field(default_factory=lambda: list(ABLATIONS), metadata=choices(ABLATIONS))
     #: the matched SFT baseline (stage `sft-more`: SFT continued for PivotRL's extra optimiser steps); false
     #: skips it
     matched_sft: bool = True
     #: where profiling and verification fan out: `process` (local pool), `serial` or `ray`
-    executor: str = "process"
+    executor: str = field(default="process", metadata=choices(EXECUTORS, key=lambda spec: spec.partition(":")[0]))
     #: keep each training stage's `checkpoints/` when it finishes (false: deleted once the stage is done)
     keep_checkpoints: bool = False
     #: where PivotRL and E2E RL start (and what profiles the turns): ``base`` (the paper's comparison: every
@@ -246,7 +263,7 @@ class ExperimentConfig:
     #: one warm-up model, format SFT on `warmup_tasks` separate expert trajectories, which also profiles the
     #: turns: the paper's same-data comparison for a base model that cannot yet write a legal action) or
     #: ``sft`` (from the SFT model, which profiles its own training turns)
-    rl_init: str = "base"
+    rl_init: str = field(default="base", metadata=choices(RL_INITS))
     #: the primary comparison, named before the run: `A-vs-B-SET` with A and B method tags (`pivot`, `sft`,
     #: `sft-more`, `e2e`, `warmup`, `base`, `placebo`, `e2e-expert-states`, ...) and SET `in_domain`, `ood` or
     #: `p_credited` (needs `eval.likelihood`); the report states it first and labels every other comparison
@@ -268,6 +285,7 @@ class ExperimentConfig:
                 setattr(self, name, build(section, value or {}, prefix=(name,)))
         for name in TRAINER_SECTIONS:
             setattr(self, name, check_trainer_section(name, getattr(self, name) or {}))
+        check_field_choices(self)
         check_choices(self)
 
     @property
@@ -290,14 +308,11 @@ class ExperimentConfig:
         return data
 
 
-def _choice_error(source: Source, keys: tuple[str, ...], value: Any, choices: tuple[str, ...]) -> ConfigError:
-    return source.error(keys, f"must be one of {', '.join(choices)}, got {value!r}{did_you_mean(str(value), choices)}")
-
-
 def check_choices(config: Any, source: Source = Source()) -> None:
-    """Raise :class:`ConfigError` at the first value outside its allowed set: ``curve.metric``, ``rl_init``,
-    ``ablations``, ``name``/``env`` (non-empty). ``config`` is an :class:`ExperimentConfig` or the raw mapping
-    of a file (so errors carry the file's line)."""
+    """Raise :class:`ConfigError` at the first value the fields' own choices (:func:`pivotgym.config.choices`,
+    checked with the types) do not cover: ``name``/``env`` non-empty, what ``rl_init: warmup`` and
+    ``eval.likelihood`` need, a well-formed ``primary``. ``config`` is an :class:`ExperimentConfig` or the raw
+    mapping of a file (so errors carry the file's line)."""
 
     def get(obj: Any, key: str, default: Any = None) -> Any:
         return obj.get(key, default) if isinstance(obj, Mapping) else getattr(obj, key, default)
@@ -306,14 +321,9 @@ def check_choices(config: Any, source: Source = Source()) -> None:
         if not get(config, key):
             raise source.error((key,), "must not be empty")
     metric = get(get(config, "curve") or {}, "metric", "episodes")
-    if metric not in CURVE_METRICS:
-        raise _choice_error(source, ("curve", "metric"), metric, CURVE_METRICS)
     if get(get(config, "eval") or {}, "likelihood", False) and metric != "turns":
         raise source.error(("eval", "likelihood"), "needs curve.metric: turns (it scores the held-out expert states)")
-    rl_init = get(config, "rl_init", "base")
-    if rl_init not in RL_INITS:
-        raise _choice_error(source, ("rl_init",), rl_init, RL_INITS)
-    if rl_init == "warmup":
+    if get(config, "rl_init", "base") == "warmup":
         if int(get(config, "warmup_tasks", 0) or 0) < 1:
             raise source.error(
                 ("warmup_tasks",), "must be at least 1 with rl_init: warmup (the warm-up model's own trajectories)"
@@ -332,9 +342,6 @@ def check_choices(config: Any, source: Source = Source()) -> None:
         )
     if parsed[2] == "p_credited" and not get(get(config, "eval") or {}, "likelihood", False):
         raise source.error(("primary",), "compares p_credited, which needs eval.likelihood: true")
-    for i, ablation in enumerate(get(config, "ablations") or []):
-        if ablation not in ABLATIONS:
-            raise _choice_error(source, ("ablations", str(i)), ablation, ABLATIONS)
 
 
 def parse_comparison(key: str) -> tuple[str, str, str] | None:

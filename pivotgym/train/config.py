@@ -16,11 +16,12 @@ the known ones, so a typo never silently falls back to a default)::
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pivotgym.config import Source, check_section, read_yaml
+from pivotgym.config import Source, check_field_choices, check_section, choices, read_yaml
 from pivotgym.errors import ConfigError
 
 #: the group-relative advantage estimators (:func:`pivotgym.train.losses.group_advantages`)
@@ -28,6 +29,22 @@ ADVANTAGE_MODES = ("std", "no_std", "loo", "rloo_std")
 
 #: how an RL step's size follows its signal (see ``RLConfig.update_scale``)
 UPDATE_SCALES = ("informative_share", "full")
+OPTIMIZERS = ("adamw", "sgd")
+LR_SCHEDULES = ("constant", "linear", "cosine")
+MIXED_PRECISIONS = ("auto", "no", "bf16", "fp16")
+#: metric sinks (``jsonl`` is always written; ``auto`` adds the installed ones of TensorBoard and W&B)
+REPORT_SINKS = ("auto", "jsonl", "none", "tensorboard", "wandb")
+#: E2E RL's episode reward and where its episodes start (see ``E2EConfig``)
+E2E_REWARDS = ("outcome", "progress")
+E2E_STARTS = ("reset", "expert")
+
+
+def check_report_to(report_to: list[str]) -> None:
+    """Raise :class:`ConfigError` (``report_to: tensorboard is not installed``, with the install command) when
+    a sink named explicitly cannot be imported: before the run, not at its first logged step."""
+    for sink in ("tensorboard", "wandb"):
+        if sink in report_to and importlib.util.find_spec(sink) is None:
+            raise ConfigError(f"report_to: {sink} is not installed", hint=f"pip install {sink}, or leave {sink} out")
 
 
 #: ``hf`` sampler options that would move or cast the model they are given: refused for a trainer, whose ``hf``
@@ -50,7 +67,7 @@ class TrainConfig:
     #: peak learning rate (reached after the warm-up)
     learning_rate: float = 1e-5
     #: ``adamw`` or ``sgd`` (plain SGD makes an update proportional to the gradient: useful in tests)
-    optimizer: str = "adamw"
+    optimizer: str = field(default="adamw", metadata=choices(OPTIMIZERS))
     #: decoupled weight decay of AdamW (0: none)
     weight_decay: float = 0.0
     #: AdamW's (beta1, beta2)
@@ -60,7 +77,7 @@ class TrainConfig:
     #: ``constant``, ``linear`` or ``cosine`` (both decay to 0 right after the last optimiser step); all after
     #: the warm-up. The schedule is sized in optimiser steps (``steps * optimizer_steps_per_step``), so it ends
     #: where training ends whatever ``updates_per_batch`` is
-    lr_schedule: str = "constant"
+    lr_schedule: str = field(default="constant", metadata=choices(LR_SCHEDULES))
     #: clip the global gradient norm to this value before each optimiser step (null or 0: no clipping)
     max_grad_norm: float | None = 1.0
     #: completions (sequences) per forward/backward pass; the step's loss is still normalised over the
@@ -70,7 +87,7 @@ class TrainConfig:
     #: forward passes, fp32 weights and optimiser state; the ``hf`` sampler generates in that precision too
     #: (see ``half_precision_sampler``). On a CPU with AMX, bf16 is faster: ``benchmarks/precision.py``
     #: measures it
-    mixed_precision: str = "auto"
+    mixed_precision: str = field(default="auto", metadata=choices(MIXED_PRECISIONS))
     #: LoRA through peft instead of full fine-tuning
     lora: bool = False
     #: LoRA rank
@@ -97,7 +114,7 @@ class TrainConfig:
     #: evaluate every this many steps (0: only before and after training)
     eval_every: int = 0
     #: ``jsonl`` is always written; ``auto`` adds TensorBoard and W&B when they are installed
-    report_to: list[str] = field(default_factory=lambda: ["auto"])
+    report_to: list[str] = field(default_factory=lambda: ["auto"], metadata=choices(REPORT_SINKS))
     #: show a progress bar (main process only)
     progress: bool = True
     #: the registered sampler that generates from the policy (rollouts, evaluation): ``hf`` wraps the live
@@ -157,12 +174,8 @@ class TrainConfig:
             raise ConfigError(f"steps must be >= 0, got {self.steps}")
         if self.micro_batch_size < 1:
             raise ConfigError(f"micro_batch_size must be >= 1, got {self.micro_batch_size}")
-        if self.optimizer not in ("adamw", "sgd"):
-            raise ConfigError(f"optimizer must be adamw or sgd, got {self.optimizer!r}")
-        if self.lr_schedule not in ("constant", "linear", "cosine"):
-            raise ConfigError(f"lr_schedule must be constant, linear or cosine, got {self.lr_schedule!r}")
-        if self.mixed_precision not in ("auto", "no", "bf16", "fp16"):
-            raise ConfigError(f"mixed_precision must be auto, no, bf16 or fp16, got {self.mixed_precision!r}")
+        check_field_choices(self)
+        check_report_to(self.report_to)
         if not self.sampler:
             raise ConfigError("sampler must name a registered sampler (`pivotgym samplers`), got an empty name")
         converting = sorted(set(self.sampler_options) & set(LIVE_MODEL_OPTIONS))
@@ -190,7 +203,7 @@ class RLConfig(TrainConfig):
     max_new_tokens: int | None = None
     #: ``std`` (GRPO), ``no_std`` (Dr. GRPO: mean-centred only), ``loo`` (leave-one-out baseline) or
     #: ``rloo_std`` (leave-one-out baseline over the leave-one-out SD, unnormalised where that SD is 0: NeMo-RL's)
-    advantage: str = "std"
+    advantage: str = field(default="std", metadata=choices(ADVANTAGE_MODES))
     #: lower clip: the ratio is clipped to [1 - clip_low, 1 + clip_high]
     clip_low: float = 0.2
     #: upper clip (may differ from ``clip_low``: an asymmetric clip, e.g. 0.28)
@@ -219,7 +232,7 @@ class RLConfig(TrainConfig):
     #: at most 1); ``full`` applies every step at the full rate. With AdamW the loss's scale hardly changes
     #: the update (every weight moves ~lr per step whatever backs it), so a step resting on 1 of 4 groups is
     #: made a quarter-size step through its rate, not its loss
-    update_scale: str = "informative_share"
+    update_scale: str = field(default="informative_share", metadata=choices(UPDATE_SCALES))
     #: log the weights' drift each step: RMS of (theta - theta_0) and of this step's update over the
     #: trainable parameters; keeps two fp32 copies of them in CPU memory (turn off for very large models)
     track_drift: bool = True
@@ -228,12 +241,8 @@ class RLConfig(TrainConfig):
         super().validate()
         if self.min_informative_groups < 0:
             raise ConfigError(f"min_informative_groups must be >= 0, got {self.min_informative_groups}")
-        if self.update_scale not in UPDATE_SCALES:
-            raise ConfigError(f"update_scale must be one of {', '.join(UPDATE_SCALES)}, got {self.update_scale!r}")
         if self.group_size < 2:
             raise ConfigError(f"group_size must be >= 2 for group-relative advantages, got {self.group_size}")
-        if self.advantage not in ADVANTAGE_MODES:
-            raise ConfigError(f"advantage must be one of {', '.join(ADVANTAGE_MODES)}, got {self.advantage!r}")
         if self.clip_low < 0 or self.clip_high < 0:
             raise ConfigError("clip_low and clip_high must be >= 0")
         if self.updates_per_batch < 1:
@@ -333,12 +342,12 @@ class E2EConfig(RLConfig):
     max_turns: int | None = None
     #: ``outcome`` (the episode's return; the main comparison) or ``progress`` (the env's ``progress()`` at the
     #: episode's end, 1.0 when solved: a partial-progress row; an env without the hook is an error)
-    reward: str = "outcome"
+    reward: str = field(default="outcome", metadata=choices(E2E_REWARDS))
     #: where each group's episodes start: ``reset`` (the task's initial state: the paper's E2E RL) or ``expert``
     #: (a state of the task's expert trajectory, its turn drawn uniformly per group and seed; the expert's
     #: actions up to it are replayed, not sampled, trained or counted: E2E RL from the states PivotRL profiles,
     #: for a start model that rarely solves a task from its beginning)
-    start: str = "reset"
+    start: str = field(default="reset", metadata=choices(E2E_STARTS))
     #: train each episode as one sequence (its turns packed, the env's observation tokens out of the loss);
     #: false: one sample per turn with its whole prompt (same loss and gradient, more token positions)
     pack_episodes: bool = True
@@ -355,10 +364,6 @@ class E2EConfig(RLConfig):
             raise ConfigError(f"tasks_per_step must be >= 1, got {self.tasks_per_step}")
         if self.refill_tasks < 0:
             raise ConfigError(f"refill_tasks must be >= 0 (0: no refill), got {self.refill_tasks}")
-        if self.reward not in ("outcome", "progress"):
-            raise ConfigError(f"reward must be outcome or progress, got {self.reward!r}")
-        if self.start not in ("reset", "expert"):
-            raise ConfigError(f"start must be reset or expert, got {self.start!r}")
 
 
 CONFIGS: dict[str, type[TrainConfig]] = {"pivot": PivotConfig, "sft": SFTConfig, "e2e": E2EConfig}

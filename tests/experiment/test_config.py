@@ -74,6 +74,16 @@ def test_experiment_error_is_the_config_error():
             r"exp.yaml:3: rl_init: must be one of base, sft, warmup, got 'sfft' \(did you mean 'sft'\?\)",
         ),
         ("ablations: [random_turns, exact]", r"exp.yaml:3: ablations.1: must be one of random_turns, exact_reward"),
+        (
+            "executor: proces",
+            r"exp.yaml:3: executor: must be one of process, ray, serial, got 'proces' \(did you mean 'process'\?\)",
+        ),
+        ("executor: 'rya:10.0.0.1:6379'", r"exp.yaml:3: executor: must be one of process, ray, serial, got 'rya:"),
+        (
+            "sft: {report_to: [jsonl, tensorbord]}",
+            r"exp.yaml:3: sft.report_to.1: must be one of auto, jsonl, none, tensorboard, wandb, got 'tensorbord' "
+            r"\(did you mean 'tensorboard'\?\)",
+        ),
         ("sft: {steps: ten}", r"exp.yaml:3: sft.steps: expected an integer, got 'ten'"),
         ("profile: {adaptive: {delta: x}}", r"exp.yaml:3: profile.adaptive.delta: expected a number"),
     ],
@@ -210,3 +220,21 @@ def test_the_experiment_command_overrides_the_sampler_before_anything_runs(tmp_p
     assert main(["experiment", str(quickstart), "--out", str(out), "--sampler-option", "float32"]) == 1
     assert "--sampler-option 'float32': write KEY=VALUE" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_a_ray_address_is_an_executor(tmp_path):
+    path = tmp_path / "exp.yaml"
+    path.write_text(HEAD + "executor: 'ray:10.0.0.1:6379'\n")
+    assert load_experiment(path).executor == "ray:10.0.0.1:6379"
+
+
+def test_a_metrics_sink_that_is_not_installed_is_named_with_its_install_command_at_load(tmp_path, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a))
+    path = tmp_path / "exp.yaml"
+    path.write_text(HEAD + "pivot: {report_to: [jsonl, wandb]}\n")
+    with pytest.raises(ConfigError, match=r"exp.yaml:3: pivot.report_to: wandb is not installed") as info:
+        load_experiment(path)
+    assert info.value.hint is not None and "pip install wandb" in info.value.hint

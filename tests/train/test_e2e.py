@@ -208,7 +208,7 @@ def test_the_progress_reward_without_the_hook_names_the_env(tmp_path, toy_envs):
     trainer.setup_data()
     with pytest.raises(ConfigError, match="test/noprogress-v0 reports no progress"):
         trainer.train_step(0)
-    with pytest.raises(ConfigError, match="reward must be outcome or progress"):
+    with pytest.raises(ConfigError, match="reward: must be one of outcome, progress"):
         E2EConfig(env_id="x", reward="shaped").validate()
 
 
@@ -240,7 +240,7 @@ def test_expert_starts_without_expert_actions_or_an_unknown_start_are_config_err
     trainer = _trainer(tmp_path, start="expert")
     with pytest.raises(ConfigError, match="no expert actions for task 'train-0'"):
         trainer.start_prefix("train-0", 0, 0)
-    with pytest.raises(ConfigError, match="start must be reset or expert"):
+    with pytest.raises(ConfigError, match="start: must be one of reset, expert"):
         E2EConfig(env_id="x", start="middle").validate()
 
 
