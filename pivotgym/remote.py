@@ -1,6 +1,6 @@
 """A client of ``pivotgym serve``: :class:`RemoteEnv`, a ``gymnasium.Env`` whose env runs on the server.
 
-``RemoteEnv("http://127.0.0.1:8000", "planning/blocks-v0", max_turns=10)`` opens a session (the keyword
+``RemoteEnv("http://127.0.0.1:8100", "planning/blocks-v0", max_turns=10)`` opens a session (the keyword
 arguments go to the env's constructor on the server); ``reset``/``step``/``close`` have the return shapes of
 :class:`~pivotgym.env.AgentEnv` (observations are lists of chat messages, actions text) and its spaces
 (:class:`~pivotgym.spaces.Messages`, :class:`~pivotgym.spaces.TextAction` with the env's length limit).
@@ -112,6 +112,10 @@ class RemoteEnv(gym.Env[list, str]):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list, dict]:
         super().reset(seed=seed)
         data = _request(self._http, "POST", self._path("/reset"), json={"seed": seed, "options": options})
+        session = data.get("session") or {}  # the limits after the reset (a task may set its own turn budget)
+        self.session_info.update(session)
+        self.max_turns = session.get("max_turns", self.max_turns)
+        self.max_new_tokens = session.get("max_new_tokens", self.max_new_tokens)
         return data["observation"], data["info"]
 
     def step(self, action: str) -> tuple[list, float, bool, bool, dict]:

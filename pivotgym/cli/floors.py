@@ -99,7 +99,7 @@ def floors_cmd(
                 out["likelihood_skipped"] = f"{env_id} has candidate actions, not legal ones: no likelihood scores"
                 typer.echo(out["likelihood_skipped"], err=True)
             if not measured.judged:
-                empty.append(env_id)
+                empty.append(_why_not_judged(env_id, out))
             results.append(out)
     if as_json:
         emit_json(results if len(results) > 1 else results[0])
@@ -107,12 +107,24 @@ def floors_cmd(
         for out in results:
             _print(out)
     if empty:
-        typer.echo(
-            f"FAILED: no state could be judged in {', '.join(empty)} (the env names no legal actions there, or "
-            "every state had an undecided verification)",
-            err=True,
-        )
+        typer.echo("FAILED: no state could be judged:\n" + "\n".join(f"  {line}" for line in empty), err=True)
         raise typer.Exit(1)
+
+
+def _why_not_judged(env_id: str, out: dict[str, Any]) -> str:
+    """Why no state of ``env_id`` was judged, and what to do about it."""
+    if out["states"] and out["no_legal"] == out["states"]:
+        from pivotgym.registry import get_registry
+
+        cls = type(get_registry().make(env_id)).__qualname__
+        return (
+            f"{env_id}: its env ({cls}) offers no actions to judge at any state; implement `legal_actions()` "
+            "(every action it accepts, one canonical text each) or `candidate_actions()` (a finite set of "
+            "plausible ones) on it (see pivotgym.env.AgentEnv)"
+        )
+    if not out["states"]:
+        return f"{env_id}: the split has no expert states (no expert trajectories, or none with a turn)"
+    return f"{env_id}: every verification was undecided ({out['failed']} of {out['states']} states)"
 
 
 def _print(out: dict[str, Any]) -> None:

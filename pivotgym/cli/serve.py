@@ -5,12 +5,12 @@ from __future__ import annotations
 import typer
 
 from pivotgym.cli.output import CLIError
-from pivotgym.serve.sessions import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS
+from pivotgym.serve.sessions import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_PORT
 
 
 def serve_cmd(
     host: str = typer.Option("127.0.0.1", help="Address to listen on. There is no authentication: keep it local."),
-    port: int = typer.Option(8000, help="TCP port."),
+    port: int = typer.Option(DEFAULT_PORT, help="TCP port (vLLM's server takes 8000)."),
     max_sessions: int = typer.Option(DEFAULT_MAX_SESSIONS, help="Most env sessions open at once (429 beyond)."),
     idle_timeout: float = typer.Option(
         DEFAULT_IDLE_TIMEOUT, help="Seconds without a request after which a session is closed."

@@ -118,6 +118,11 @@ def not_found_message(name: str) -> str:
             f"Hugging Face cache; if you meant a run or model folder, check the path; if you meant the hub id, get it "
             f"with `pivotgym model pull {name}` (or set {ALLOW_DOWNLOADS_ENV}=1)"
         )
+    from pivotgym.config import did_you_mean
+
+    near = did_you_mean(name, BUNDLED_MODELS)
+    if near:  # a misspelt bundled name: the bundled model, not a download of the typo
+        return f"model {name!r} is not found locally{near}; the bundled models are {', '.join(sorted(BUNDLED_MODELS))}"
     return (
         f"model {name!r} is not found locally (not a bundled model ({', '.join(sorted(BUNDLED_MODELS))}), "
         f"not a local folder, not in the Hugging Face cache); get it with `pivotgym model pull {name}`, "

@@ -29,6 +29,8 @@ import gymnasium as gym
 from pivotgym.errors import PivotgymError, RegistryError, TaskNotFound
 
 #: sessions open at once unless ``--max-sessions`` says otherwise
+#: the env server's port: not 8000, where vLLM's OpenAI server (and the ``openai`` sampler's default) listens
+DEFAULT_PORT = 8100
 DEFAULT_MAX_SESSIONS = 64
 #: seconds without a request after which a session is closed
 DEFAULT_IDLE_TIMEOUT = 600.0
@@ -85,6 +87,8 @@ class Session:
     lock: threading.Lock = field(default_factory=threading.Lock)
     was_reset: bool = False
     steps: int = 0
+    #: the last step ended the episode (terminated or truncated): no step until the next reset
+    ended: bool = False
 
     def describe(self) -> dict[str, Any]:
         """The session as the client sees it (``POST /sessions`` and ``GET /sessions/{id}``)."""
@@ -198,7 +202,8 @@ class SessionManager:
             session.lock.release()
 
     def reset(self, session_id: str, seed: int | None, options: Mapping[str, Any] | None) -> dict[str, Any]:
-        """``env.reset(seed=..., options=...)`` of one session, as ``{"observation", "info"}``."""
+        """``env.reset(seed=..., options=...)`` of one session, as ``{"observation", "info", "session"}``: the
+        session's description after the reset (a task may set its own turn budget)."""
         with self.use(session_id) as session:
             try:
                 obs, info = session.env.reset(seed=seed, options=dict(options) if options is not None else None)
@@ -217,8 +222,8 @@ class SessionManager:
                     f"reset options {dict(options or {})!r} rejected: {message}",
                     hint='options may name a "split" or a "task_id"',
                 ) from None
-            session.was_reset = True
-            return {"observation": jsonable(obs), "info": jsonable(info)}
+            session.was_reset, session.ended = True, False
+            return {"observation": jsonable(obs), "info": jsonable(info), "session": session.describe()}
 
     def step(self, session_id: str, action: Any) -> dict[str, Any]:
         """``env.step(action)`` of one session, as ``{"observation", "reward", "terminated", "truncated", "info"}``."""
@@ -237,6 +242,13 @@ class SessionManager:
                     f"session {session_id!r} has not been reset",
                     hint=f"POST /sessions/{session_id}/reset before the first step",
                 )
+            if session.ended:
+                raise ServeError(
+                    409,
+                    "episode_over",
+                    f"session {session_id!r}: the episode has ended (its last step was terminated or truncated)",
+                    hint=f"POST /sessions/{session_id}/reset to start the next one",
+                )
             space = getattr(session.env, "action_space", None)
             limit = getattr(space, "max_length", None)
             if isinstance(limit, int) and len(action) > limit:
@@ -251,6 +263,7 @@ class SessionManager:
             except gym.error.ResetNeeded as exc:
                 raise ServeError(409, "reset_needed", str(exc), hint=f"POST /sessions/{session_id}/reset") from None
             session.steps += 1
+            session.ended = bool(terminated or truncated)
             return {
                 "observation": jsonable(obs),
                 "reward": jsonable(float(reward)),

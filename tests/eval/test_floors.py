@@ -246,7 +246,9 @@ def test_floors_command_prints_each_metric_with_its_interval_and_exits_1_without
     ClimbEnv.splits = ("train", "test", "none")
     try:
         assert main(["floors", ENV_ID, "--executor", "serial", "--split", "none"]) == 1
-        assert "FAILED: no state could be judged in floors-toy/climb-v0" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert "FAILED: no state could be judged" in err and "floors-toy/climb-v0: its env (ClimbEnv)" in err
+        assert "implement `legal_actions()`" in err and "`candidate_actions()`" in err
     finally:
         ClimbEnv.splits = ("train", "test")
         del ClimbEnv.targets["none"]

@@ -45,6 +45,13 @@ def test_an_unknown_name_fails_fast_with_how_to_get_it():
     assert f"`pivotgym model pull {UNKNOWN}`" in message and "PIVOTGYM_ALLOW_DOWNLOADS=1" in message
 
 
+def test_a_misspelt_bundled_name_is_answered_with_the_bundled_one_not_a_download():
+    with pytest.raises(models.ModelError) as caught:
+        models.resolve_model("smollm2-136m")
+    message = str(caught.value)
+    assert "(did you mean 'smollm2-135m'?)" in message and "model pull" not in message, message
+
+
 def test_loading_an_unknown_name_fails_before_transformers_is_asked(monkeypatch):
     import transformers
 

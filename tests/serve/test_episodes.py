@@ -12,7 +12,7 @@ import gymnasium as gym
 import pytest
 
 from pivotgym.registry import make
-from pivotgym.remote import RemoteEnv
+from pivotgym.remote import RemoteEnv, RemoteError
 from pivotgym.sandbox.bwrap import bwrap_available
 from pivotgym.serve import jsonable
 from pivotgym.spaces import Messages, TextAction
@@ -92,6 +92,29 @@ def test_env_kwargs_reach_the_env_and_a_wrong_answer_scores_0(server):
         remote.reset(options={"task_id": task_id})
         obs, reward, terminated, truncated, _ = remote.step("not a number at all")
         assert reward == 0.0 and (terminated or truncated)
+
+
+def test_a_step_after_the_episode_ended_is_refused_until_the_next_reset(server):
+    task_id, _ = expert_episode("general/arithmetic-v0")
+    with RemoteEnv(server, "general/arithmetic-v0", max_turns=1) as remote:
+        remote.reset(options={"task_id": task_id})
+        assert remote.step("not a number at all")[2:4] != (False, False)
+        with pytest.raises(RemoteError) as info:
+            remote.step("another answer")
+        assert info.value.code == "episode_over" and "/reset" in (info.value.hint or "")
+        remote.reset(options={"task_id": task_id})  # a new episode takes steps again
+        assert remote.step("still not a number")[1] == 0.0
+
+
+def test_the_turn_budget_a_task_sets_at_reset_reaches_the_client(server):
+    local = make("planning/blocks-v0")
+    with RemoteEnv(server, "planning/blocks-v0") as remote:
+        created = remote.max_turns
+        _, info = remote.reset(seed=3, options={"split": "train"})
+        local.reset(options={"task_id": info["task_id"]})
+        assert local.max_turns != created  # this task sets its own budget (3x its optimal plan)
+        assert remote.max_turns == local.max_turns == remote.state()["max_turns"]
+        assert remote.session_info["max_turns"] == local.max_turns
 
 
 def test_listing_envs_and_tasks(server):
