@@ -98,3 +98,14 @@ def make_tiny_llama(seed: int = 0, vocab: int = 97):
         bos_token_id=2,
     )
     return LlamaForCausalLM(config)
+
+
+def nemo_gym_python() -> Path | None:
+    """NeMo-Gym 0.7's interpreter (it needs Python >= 3.13; pivotgym runs on 3.11): ``$PIVOTGYM_NEMO_GYM_PYTHON``,
+    or the venv ``make nemo-gym`` builds under the pivotgym cache; None when there is neither."""
+    explicit = os.environ.get("PIVOTGYM_NEMO_GYM_PYTHON")
+    if explicit:
+        return Path(explicit)
+    cache = Path(os.environ.get("PIVOTGYM_CACHE") or Path.home() / ".cache" / "pivotgym")
+    default = cache / "nemo-gym-0.7" / "bin" / "python"
+    return default if default.exists() else None

@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pivotgym._version import __version__
 from pivotgym.errors import RegistryError
+from pivotgym.serve import nemo
 from pivotgym.serve.sessions import ServeConfig, ServeError, SessionManager, jsonable
 from pivotgym.serve.verify import judge_turn, nemo_verify
 
@@ -257,12 +258,35 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
     def verify_nemo(body: dict[str, Any]) -> dict[str, Any]:
         return nemo_verify(body, config.nemo_env)
 
+    # the rest of NeMo-Gym's resources-server API (pivotgym/serve/nemo.py)
     @app.post("/seed_session")
-    async def seed_session() -> dict[str, Any]:
-        # NeMo-Gym agents open a resources session before a rollout; judging a row keeps no state here.
-        return {}
+    async def nemo_seed_session(request: Request) -> dict[str, Any]:
+        return nemo.seed_session(await _json_or_empty(request))
+
+    @app.post("/close_session")
+    def nemo_close_session(body: dict[str, Any]) -> dict[str, Any]:
+        return nemo.close_session(body)
+
+    @app.post("/aggregate_metrics")
+    def nemo_aggregate_metrics(body: dict[str, Any]) -> dict[str, Any]:
+        return nemo.aggregate_metrics(body)
+
+    @app.get("/reverify_mode")
+    def nemo_reverify_mode() -> str:
+        return nemo.REVERIFY_MODE
 
     return app
+
+
+async def _json_or_empty(request: Request) -> Any:
+    """The request's JSON body, or None when it has none (an agent may seed with an empty body)."""
+    raw = await request.body()
+    if not raw.strip():
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise ServeError(400, "bad_json", "the body is not valid JSON", hint="send a JSON object") from None
 
 
 def _hint_for(request: Request) -> str:

@@ -9,13 +9,12 @@ say so; the shape tests here run everywhere.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from core_helpers import mixed_profiles
+from core_helpers import mixed_profiles, nemo_gym_python
 
 from pivotgym.pivot.formats import export_nemo_rows, import_nemo_rows
 from pivotgym.types import Trajectory
@@ -25,15 +24,6 @@ CHECK = HERE / "nemo_gym_rows_check.py"
 #: one env per expected-action type NeMo-Gym knows: parallel calls, multi-turn calls with tool outputs in
 #: the input, a single call, and a text message
 ENVS = ("tooluse/bfcl-parallel-v0", "tooluse/bfcl-multi-turn-v0", "tooluse/bfcl-simple-v0", "general/arithmetic-v0")
-
-
-def nemo_gym_python() -> Path | None:
-    explicit = os.environ.get("PIVOTGYM_NEMO_GYM_PYTHON")
-    if explicit:
-        return Path(explicit)
-    cache = Path(os.environ.get("PIVOTGYM_CACHE") or Path.home() / ".cache" / "pivotgym")
-    default = cache / "nemo-gym-0.7" / "bin" / "python"
-    return default if default.exists() else None
 
 
 def validate(rows: list[dict[str, Any]], tmp_path: Path) -> list[dict[str, Any]]:

@@ -5,9 +5,12 @@ model's Responses API ``response`` and whose answer is that body with a ``reward
 from __future__ import annotations
 
 import json
+import subprocess
+from pathlib import Path
 
 import httpx
 import pytest
+from core_helpers import nemo_gym_python
 
 from pivotgym.pivot.formats import nemo_row
 from pivotgym.registry import make
@@ -141,8 +144,12 @@ def responses_items(messages: list) -> list[dict]:
             items.append(call(c["function"]["name"], json.loads(c["function"]["arguments"]), c["id"]))
         if m.get("content") or not m.get("tool_calls"):
             role = "developer" if m["role"] == "system" else m["role"]
-            kind = "output_text" if role == "assistant" else "input_text"
-            items.append({"type": "message", "role": role, "content": [{"type": kind, "text": m["content"]}]})
+            if role == "assistant":  # an earlier reply, as an easy input message (an output message needs an id)
+                items.append({"type": "message", "role": role, "content": m["content"]})
+            else:
+                items.append(
+                    {"type": "message", "role": role, "content": [{"type": "input_text", "text": m["content"]}]}
+                )
     return items
 
 
@@ -212,3 +219,73 @@ def test_nemo_verify_errors(server, body, code):
 
 def test_seed_session_is_accepted(server):
     assert httpx.post(f"{server}/seed_session", json={}).json() == {}
+
+
+# ------------------------------------------------------------------------- NeMo-Gym's resources-server API
+def test_the_session_routes_confirm_both_seed_bodies_and_every_close(server):
+    episode, task = {"rollout_id": "ro-7", "attempt": 0}, {"taskset": "pivotgym:planning", "task_id": "t"}
+    typed = {"resources_session_id": "rs-7", "episode_id": episode, "task_id": task, "task_data": {}}
+    assert httpx.post(f"{server}/seed_session", json=typed).json() == {"resources_session_id": "rs-7"}
+    assert httpx.post(f"{server}/seed_session", json={"responses_create_params": {"input": []}}).json() == {}
+    assert httpx.post(f"{server}/seed_session").json() == {}  # an agent may seed with no body
+    closing = {"resources_session_id": "never-seeded", "episode_id": episode}
+    assert httpx.post(f"{server}/close_session", json=closing).json() == {"resources_session_id": "never-seeded"}
+    bad = httpx.post(f"{server}/close_session", json={"episode_id": episode})
+    assert bad.status_code == 422 and "resources_session_id" in bad.json()["message"]
+    assert httpx.get(f"{server}/reverify_mode").json() == "stateless"
+
+
+def test_aggregate_metrics_averages_measured_rollouts_and_counts_masked_ones(server):
+    answers = [
+        {"_ng_task_index": 0, "reward": 1.0, "mask_sample": False},
+        {"_ng_task_index": 0, "reward": 0.0, "mask_sample": False},
+        {"_ng_task_index": 1, "reward": 1.0, "mask_sample": False},
+        {"_ng_task_index": 2, "reward": 0.0, "mask_sample": True},  # undecided: not a measurement
+    ]
+    metrics = httpx.post(f"{server}/aggregate_metrics", json={"verify_responses": answers}).json()
+    agent = metrics["agent_metrics"]
+    assert agent["mean/reward"] == pytest.approx(2 / 3) and agent["max/reward"] == 1.0
+    assert (agent["coverage/measured_rollouts"], agent["coverage/masked_rollouts"]) == (3, 1)
+    assert (agent["coverage/measured_tasks"], agent["coverage/fully_masked_tasks"]) == (2, 1)
+    assert [g["mean/reward"] for g in metrics["group_level_metrics"][:2]] == [0.5, 1.0]
+    assert "mean/reward" not in metrics["group_level_metrics"][2]
+    assert metrics["key_metrics"]["mean/reward"] == agent["mean/reward"]
+    empty = httpx.post(f"{server}/aggregate_metrics", json={"verify_responses": []}).json()
+    assert empty["agent_metrics"] == {}
+    bad = httpx.post(f"{server}/aggregate_metrics", json={"verify_responses": [{"reward": "high"}]})
+    assert bad.status_code == 422
+
+
+@pytest.mark.nemo_gym
+def test_nemo_gyms_own_client_models_and_session_contract_accept_the_server(server):
+    """NeMo-Gym 0.7, in its own interpreter, reaches the running server as a resources server named in its
+    config (its ``ServerClient``), validates every answer with its response models, computes the same headline
+    metrics with its own aggregation, and runs its session conformance check (tests/serve/nemo_gym_server_check.py)."""
+    python = nemo_gym_python()
+    if python is None:
+        pytest.skip("no NeMo-Gym 0.7 interpreter: `make nemo-gym` builds one")
+    _, turn, tools = expert_turn(MULTI_TURN, 2)
+    row = nemo_row(ExpertState(turn), tools=tools)
+    [expert_call] = turn.expert["tool_calls"]
+    fn = expert_call["function"]
+    right, wrong = call(fn["name"], json.loads(fn["arguments"])), call(fn["name"], {"file_name": "missing.txt"})
+    env, planning_turn, _ = expert_turn("planning/blocks-v0", 2)
+    expert = env.render_action(planning_turn.expert)
+    taskless = {  # a row planning cannot judge without its task: masked
+        "responses_create_params": {"input": responses_items(planning_turn.prefix)},
+        "expected_action": {"type": "message", "role": "assistant", "content": expert},
+        "env_id": "planning/blocks-v0",
+        "response": response(text(expert)),
+    }
+    rows = [[0, {**row, "response": response(right)}], [0, {**row, "response": response(wrong)}], [1, taskless]]
+    host, port = server.removeprefix("http://").rsplit(":", 1)
+    job = json.dumps({"host": host, "port": int(port), "rows": rows})
+    script = Path(__file__).with_name("nemo_gym_server_check.py")
+    done = subprocess.run([str(python), str(script)], input=job, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(done.stdout.splitlines()[-1])
+    failed = {name: r for name, r in results.items() if not r["ok"]}
+    assert not failed, failed
+    assert set(results) == {"sessions", "verify", "aggregate_metrics", "reverify_mode", "session_contract"}
+    assert results["verify"]["rewards"] == [1.0, 0.0, 0.0] and results["verify"]["masked"] == [False, False, True]
+    assert results["aggregate_metrics"]["key_metrics"]["mean/reward"] == 0.5
