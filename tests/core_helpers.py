@@ -109,3 +109,18 @@ def nemo_gym_python() -> Path | None:
     cache = Path(os.environ.get("PIVOTGYM_CACHE") or Path.home() / ".cache" / "pivotgym")
     default = cache / "nemo-gym-0.7" / "bin" / "python"
     return default if default.exists() else None
+
+
+def expert_episode(env_id: str, split: str = "test") -> tuple[str, list[str]]:
+    """The first task of ``split`` with an expert solution, and the expert's action texts."""
+    from pivotgym.registry import make
+
+    env = make(env_id)
+    try:
+        for task in env.tasks(split):
+            actions = env.expert_actions(task)
+            if actions:
+                return task.id, [env.render_action(a) for a in actions]
+    finally:
+        env.close()
+    raise AssertionError(f"{env_id}: no expert solution in {split}")

@@ -23,6 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from pivotgym._version import __version__
 from pivotgym.errors import RegistryError
 from pivotgym.serve import nemo
+from pivotgym.serve.openenv import add_openenv_routes
 from pivotgym.serve.sessions import ServeConfig, ServeError, SessionManager, jsonable
 from pivotgym.serve.verify import judge_turn, nemo_verify
 
@@ -257,6 +258,9 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
     @app.post("/verify")
     def verify_nemo(body: dict[str, Any]) -> dict[str, Any]:
         return nemo_verify(body, config.nemo_env)
+
+    # OpenEnv's protocol, one base URL per env (pivotgym/serve/openenv.py)
+    add_openenv_routes(app, manager)
 
     # the rest of NeMo-Gym's resources-server API (pivotgym/serve/nemo.py)
     @app.post("/seed_session")

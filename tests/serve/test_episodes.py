@@ -10,6 +10,7 @@ import threading
 
 import gymnasium as gym
 import pytest
+from core_helpers import expert_episode
 
 from pivotgym.registry import make
 from pivotgym.remote import RemoteEnv, RemoteError
@@ -26,19 +27,6 @@ DOMAINS = [
         marks=pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed"),
     ),
 ]
-
-
-def expert_episode(env_id: str, split: str = "test") -> tuple[str, list[str]]:
-    """The first task of ``split`` with an expert solution, and the expert's action texts."""
-    env = make(env_id)
-    try:
-        for task in env.tasks(split):
-            actions = env.expert_actions(task)
-            if actions:
-                return task.id, [env.render_action(a) for a in actions]
-    finally:
-        env.close()
-    raise AssertionError(f"{env_id}: no expert solution in {split}")
 
 
 def play_both(url: str, env_id: str) -> list[tuple]:
