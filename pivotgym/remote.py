@@ -10,13 +10,14 @@ Differences from a local env, by design: a non-text action or one over the lengt
 :class:`RemoteError` (the server refuses it with 422) instead of becoming an error observation; a step
 before ``reset`` raises ``gymnasium.error.ResetNeeded`` as locally. A session nobody uses for the server's
 idle timeout is closed by the server; the next call then raises :class:`RemoteError` (404,
-``unknown_session``).
+``unknown_session``). A server started with ``--token`` needs it: ``token=`` or ``$PIVOTGYM_SERVE_TOKEN``.
 
 This module needs only ``httpx``, ``gymnasium`` and pivotgym's records; it never imports the server.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -28,8 +29,16 @@ from pivotgym.spaces import Messages, TextAction
 
 #: seconds a request may take: above the default step deadline (300 s) so the server's deadline fires first
 DEFAULT_TIMEOUT = 330.0
+#: the environment variable holding a server's token (``pivotgym serve --token``); the clients here send it
+TOKEN_ENV = "PIVOTGYM_SERVE_TOKEN"
 
-__all__ = ["DEFAULT_TIMEOUT", "RemoteEnv", "RemoteError", "verify"]
+__all__ = ["DEFAULT_TIMEOUT", "TOKEN_ENV", "RemoteEnv", "RemoteError", "verify"]
+
+
+def _headers(token: str | None) -> dict[str, str]:
+    """The authorization header for ``token`` (default: ``$PIVOTGYM_SERVE_TOKEN``), or none."""
+    token = token if token is not None else os.environ.get(TOKEN_ENV)
+    return {"Authorization": f"Bearer {token}"} if token else {}
 
 
 class RemoteError(PivotgymError, RuntimeError):
@@ -84,12 +93,13 @@ class RemoteEnv(gym.Env[list, str]):
         *,
         timeout: float = DEFAULT_TIMEOUT,
         client: httpx.Client | None = None,
+        token: str | None = None,
         **kwargs: Any,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.env_id = env_id
         self._own_client = client is None
-        self._http = client or httpx.Client(base_url=self.base_url, timeout=timeout)
+        self._http = client or httpx.Client(base_url=self.base_url, timeout=timeout, headers=_headers(token))
         self.session_id: str | None = None
         try:
             info = _request(self._http, "POST", "/sessions", json={"env_id": env_id, "kwargs": kwargs})
@@ -164,11 +174,12 @@ def verify(
     *,
     verifier: str = "functional",
     timeout: float = DEFAULT_TIMEOUT,
+    token: str | None = None,
 ) -> list[dict[str, Any]]:
     """Verdicts of ``candidates`` for ``turn`` (``{"messages", "expert", "tools"?, "task_id"?}``, the
     ``pivotgym verify --turn`` format) from ``env_id``'s verifier on the server: one dict per candidate with
     ``reward``, ``reason``, ``code``, ``undecided`` (why it is no judgement, else None) and ``equivalent``."""
     texts = [candidates] if isinstance(candidates, str) else list(candidates)
     body = {"env_id": env_id, "turn": dict(turn), "candidates": texts, "verifier": verifier}
-    with httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout) as client:
+    with httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout, headers=_headers(token)) as client:
         return list(_request(client, "POST", "/verify/turn", json=body))

@@ -5,11 +5,19 @@ from __future__ import annotations
 import typer
 
 from pivotgym.cli.output import CLIError
-from pivotgym.serve.sessions import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_PORT
+from pivotgym.remote import TOKEN_ENV
+from pivotgym.serve.sessions import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_PORT,
+)
 
 
 def serve_cmd(
-    host: str = typer.Option("127.0.0.1", help="Address to listen on. There is no authentication: keep it local."),
+    host: str = typer.Option(
+        "127.0.0.1", help="Address to listen on; any but a loopback address needs --token (or $PIVOTGYM_SERVE_TOKEN)."
+    ),
     port: int = typer.Option(DEFAULT_PORT, help="TCP port (vLLM's server takes 8000)."),
     max_sessions: int = typer.Option(DEFAULT_MAX_SESSIONS, help="Most env sessions open at once (429 beyond)."),
     idle_timeout: float = typer.Option(
@@ -23,12 +31,23 @@ def serve_cmd(
         None, help="Env whose verifier judges NeMo-Gym /verify rows that name none, e.g. tooluse/bfcl-simple-v0."
     ),
     log_level: str = typer.Option("warning", help="uvicorn's log level (info logs every request)."),
+    token: str | None = typer.Option(
+        None,
+        envvar=TOKEN_ENV,
+        help="Token every request but /health must carry (Authorization: Bearer). Required off loopback.",
+        show_default=False,
+    ),
 ) -> None:
     """Serve env sessions (reset/step/close), verification and NeMo-Gym's /verify over HTTP."""
     from pivotgym.serve import ServeConfig, create_app
 
     if not 1 <= port <= 65535:
         raise CLIError(f"--port must be between 1 and 65535, got {port}")
+    if not token and not is_loopback(host):
+        raise CLIError(
+            f"--host {host} would serve env sessions and verification to the network without authentication",
+            hint=f"give --token (or set {TOKEN_ENV}; clients send it as `Authorization: Bearer`), or bind 127.0.0.1",
+        )
     try:
         config = ServeConfig(
             max_sessions=max_sessions,
@@ -36,6 +55,7 @@ def serve_cmd(
             step_timeout=step_timeout,
             max_body_bytes=max_body_bytes,
             nemo_env=nemo_env,
+            token=token or None,
         )
     except ValueError as exc:
         raise CLIError(str(exc), hint="see `pivotgym serve --help`") from None
@@ -46,11 +66,24 @@ def serve_cmd(
     import uvicorn
 
     typer.echo(
-        f"pivotgym serve on http://{host}:{port} (max {max_sessions} sessions, idle timeout {idle_timeout:g}s); "
+        f"pivotgym serve on http://{host}:{port} (max {max_sessions} sessions, idle timeout {idle_timeout:g}s"
+        f"{', token required' if token else ''}); "
         "Ctrl-C stops it",
         err=True,
     )
     uvicorn.run(create_app(config), host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only listens on this machine (``localhost``, 127.0.0.0/8, ``::1``)."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def register(app: typer.Typer) -> None:

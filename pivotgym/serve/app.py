@@ -8,6 +8,7 @@ Every error is JSON, ``{"error": code, "message": ..., "hint": ...}``, never a t
 
 from __future__ import annotations
 
+import hmac
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -86,6 +87,45 @@ class BodyLimit:
             "body_too_large",
             f"the request body is larger than the server's limit of {self.max_bytes} bytes",
             hint="send a shorter action or turn, or start the server with a larger --max-body-bytes",
+        )
+        await response(scope, receive, send)
+
+
+class TokenAuth:
+    """Every request but ``GET /health`` must carry the server's token: ``Authorization: Bearer TOKEN`` (HTTP and
+    WebSocket), or ``?token=TOKEN`` on a WebSocket URL (OpenEnv's client sets no headers). 401 otherwise; a
+    WebSocket handshake is refused (HTTP 403). Compared in constant time."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.token = token.encode()
+
+    def _presented(self, scope: Scope) -> bytes:
+        auth = dict(scope.get("headers") or []).get(b"authorization", b"")
+        if auth.lower().startswith(b"bearer "):
+            return auth[7:].strip()
+        if scope["type"] == "websocket":
+            from urllib.parse import parse_qs
+
+            values = parse_qs((scope.get("query_string") or b"").decode("latin-1")).get("token")
+            return values[0].encode() if values else b""
+        return b""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket") or (scope["type"] == "http" and scope["path"] == "/health"):
+            await self.app(scope, receive, send)
+            return
+        if hmac.compare_digest(self._presented(scope), self.token):
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008, "reason": "unauthorized"})
+            return
+        response = _error(
+            401,
+            "unauthorized",
+            "this server needs its token",
+            hint="send `Authorization: Bearer <token>` (RemoteEnv(token=...) or $PIVOTGYM_SERVE_TOKEN)",
         )
         await response(scope, receive, send)
 
@@ -178,6 +218,8 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
         )
 
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+    if config.token:  # outermost: a request without the token is refused before its body is read
+        app.add_middleware(TokenAuth, token=config.token)
 
     # -------------------------------------------------------------------------------- health and listing
     @app.get("/health")
@@ -306,4 +348,4 @@ def _hint_for(request: Request) -> str:
     return "see docs/serve.md for the body of each route"
 
 
-__all__ = ["BodyLimit", "SafeJSONResponse", "create_app"]
+__all__ = ["BodyLimit", "SafeJSONResponse", "TokenAuth", "create_app"]

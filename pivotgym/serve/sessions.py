@@ -63,6 +63,8 @@ class ServeConfig:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     #: the env whose verifier judges NeMo-Gym ``/verify`` requests that do not name one
     nemo_env: str | None = None
+    #: the token every request but ``GET /health`` must carry (``Authorization: Bearer``); None: no authentication
+    token: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.max_sessions < 1:

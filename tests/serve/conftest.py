@@ -143,3 +143,26 @@ def lab() -> Iterator[str]:
         uv.should_exit = True
         thread.join(timeout=15)
         reset_registry()
+
+
+@pytest.fixture(scope="module")
+def guarded() -> Iterator[str]:
+    """The URL of an in-thread server started with the token ``s3cret-token``."""
+    import uvicorn
+
+    from pivotgym.serve import ServeConfig, create_app
+
+    port = free_port()
+    config = uvicorn.Config(
+        create_app(ServeConfig(token="s3cret-token")), host="127.0.0.1", port=port, log_level="warning", lifespan="on"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="serve-auth", daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, deadline_s=30)
+        yield url
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
