@@ -3,11 +3,11 @@
 Three pieces replace the glue a user would otherwise write::
 
     from trl import GRPOConfig, GRPOTrainer
-    from pivotgym.integrations.trl import PivotReward, grpo_config_kwargs, pivot_dataset
+    from pivotgym.integrations.trl import PivotReward, grpo_config_kwargs, pivot_dataset, trl_model
 
     dataset = pivot_dataset("pivots.jsonl")     # or the `pivots export --to hf` folder
-    args = GRPOConfig(output_dir="runs/trl", **grpo_config_kwargs(group_size=8))
-    GRPOTrainer(model=..., reward_funcs=PivotReward(), args=args, train_dataset=dataset).train()
+    args = GRPOConfig(output_dir="runs/trl", **grpo_config_kwargs(group_size=8, dataset=dataset))
+    GRPOTrainer(model=trl_model("smollm2-135m"), reward_funcs=PivotReward(), args=args, train_dataset=dataset).train()
 
 * :func:`pivot_dataset` - one row per pivot state: the conversational ``prompt`` our trainer samples from
   (``env.prompt_messages(prefix)``), the exact expert state as JSON (``state``), the functions offered there
@@ -17,7 +17,8 @@ Three pieces replace the glue a user would otherwise write::
   :class:`~pivotgym.integrations.common.StateJudge`, which keeps each state's context as our trainer's
   scorer does.
 * :func:`grpo_config_kwargs` - the ``GRPOConfig`` settings that match a :class:`~pivotgym.train.PivotConfig`
-  where TRL has them.
+  where TRL has them, generation capped by the dataset's envs;
+* :func:`trl_model` - the folder TRL loads for a pivotgym model name (TRL knows no pivotgym alias).
 
 **Undecided verdicts** (a verifier that raised, timed out or could not judge:
 :attr:`pivotgym.types.Verdict.undecided`) are returned as ``None`` by default. TRL 1.16 turns ``None`` into NaN;
@@ -60,8 +61,10 @@ __all__ = [
     "PivotReward",
     "completion_text",
     "dapo_scale",
+    "generation_cap_of",
     "grpo_config_kwargs",
     "pivot_dataset",
+    "trl_model",
 ]
 
 #: the columns :class:`PivotReward` reads (beside TRL's ``prompt``); :func:`pivot_dataset` checks them
@@ -163,14 +166,47 @@ class PivotReward:
 _SCHEDULES = {"constant": "constant_with_warmup", "linear": "linear", "cosine": "cosine"}
 
 
-def grpo_config_kwargs(config: PivotConfig | None = None, **overrides: Any) -> dict[str, Any]:
+def trl_model(name: str | Path) -> str:
+    """The folder TRL should load for a pivotgym model name: a bundled alias (``smollm2-135m``, converted on
+    first use), a local folder, or a hub id the Hugging Face cache holds. ``GRPOTrainer(model=...)`` takes a
+    hub id or a folder and knows no pivotgym alias (``model="smollm2-135m"`` makes it try the hub); an unknown
+    name is a :class:`~pivotgym.errors.ModelError` that says how to get it."""
+    from pivotgym.sampling.models import resolve_model
+
+    return resolve_model(str(name), progress=False)
+
+
+def generation_cap_of(dataset: Dataset) -> int:
+    """The most new tokens one completion may need on ``dataset``'s pivot states: the largest generation cap
+    (:func:`pivotgym.env.generation_cap`) of the envs its rows name, each env's own as our trainer uses it."""
+    from pivotgym.env import generation_cap
+    from pivotgym.registry import make
+
+    caps = []
+    for env_id in sorted(set(dataset["env_id"])):
+        env = make(env_id)
+        try:
+            caps.append(generation_cap(env))
+        finally:
+            env.close()
+    if not caps:
+        raise ValueError("the dataset has no rows: no generation cap to take from it")
+    return max(caps)
+
+
+def grpo_config_kwargs(
+    config: PivotConfig | None = None, *, dataset: Dataset | None = None, **overrides: Any
+) -> dict[str, Any]:
     """Keyword arguments for ``trl.GRPOConfig`` matching ``config`` (our :class:`PivotConfig`; its defaults
     when None) where TRL has the setting: ``num_generations`` = ``group_size``, ``beta`` = ``kl_coef`` (0),
     ``loss_type="dapo"`` (token-level, normalised over the generation batch: the closest to ours, see the
     module docstring), ``scale_rewards`` from ``advantage``, the clip range, sampling temperature/top-p,
     ``num_iterations`` = ``updates_per_batch``, the optimiser and schedule, and one step = ``pivots_per_step``
-    groups. ``overrides`` are config fields (``group_size=4``, ``output_dir=...``) or other GRPOConfig
-    keywords (``logging_steps=1``); a GRPOConfig-only keyword wins over what the config implies."""
+    groups. ``max_completion_length`` is ``max_new_tokens`` when set, else, given the ``dataset``, the largest
+    generation cap of its envs (:func:`generation_cap_of`: TRL's own default, 512 tokens for every state,
+    is what made the documented recipe run out of memory). ``overrides`` are config fields (``group_size=4``,
+    ``output_dir=...``) or other GRPOConfig keywords (``logging_steps=1``); a GRPOConfig-only keyword wins over
+    what the config implies."""
     import dataclasses
 
     from pivotgym.train.config import PivotConfig
@@ -224,6 +260,8 @@ def grpo_config_kwargs(config: PivotConfig | None = None, **overrides: Any) -> d
         kwargs["report_to"] = [r for r in cfg.report_to if r not in ("auto", "jsonl")] or "none"
     if cfg.max_new_tokens:
         kwargs["max_completion_length"] = cfg.max_new_tokens
+    elif dataset is not None:
+        kwargs["max_completion_length"] = generation_cap_of(dataset)
     if cfg.mixed_precision == "auto":
         import torch
 

@@ -10,13 +10,20 @@ from typing import Any
 
 import pytest
 
-from pivotgym.integrations.trl import PivotReward, completion_text, dapo_scale, grpo_config_kwargs, pivot_dataset
-from pivotgym.types import Trajectory, TurnProfile, Verdict
+from pivotgym.integrations.trl import (
+    PivotReward,
+    completion_text,
+    dapo_scale,
+    grpo_config_kwargs,
+    pivot_dataset,
+    trl_model,
+)
+from pivotgym.types import ExpertState, PivotSet, Trajectory, TurnProfile, Verdict
 
 ENV = "general/navigate-v0"  # True/False answers: a 135M model gets some right at temperature 1
 
 
-def profiles(trajectories: list[Trajectory]) -> list[TurnProfile]:
+def profiles(trajectories: list[Trajectory], *, with_state: bool = False) -> list[TurnProfile]:
     return [
         TurnProfile(
             trajectory_id=t.id,
@@ -31,6 +38,7 @@ def profiles(trajectories: list[Trajectory]) -> list[TurnProfile]:
             reference={},
             verifier={},
             key=t.id,
+            state=ExpertState(t.turn(0)) if with_state else None,
         )
         for t in trajectories
     ]
@@ -150,3 +158,44 @@ def test_two_grpo_steps_on_the_bundled_model(dataset: Any, tmp_path: Path) -> No
     logged = [h for h in trainer.state.log_history if "reward" in h]
     assert len(logged) == 2 and all("frac_reward_zero_std" in h for h in logged)
     print(json.dumps({"rewards": calls, "grad_norms": grads}))
+
+
+def test_generation_is_capped_by_the_datasets_envs_and_model_names_are_resolved(dataset: Any) -> None:
+    from pivotgym.errors import ModelError
+
+    assert grpo_config_kwargs(dataset=dataset)["max_completion_length"] == 8  # navigate's own cap
+    assert grpo_config_kwargs(dataset=dataset, max_new_tokens=4)["max_completion_length"] == 4
+    assert "max_completion_length" not in grpo_config_kwargs()  # nothing to take it from: TRL's default
+    with pytest.raises(ModelError, match="did you mean 'smollm2-135m'"):
+        trl_model("smollm2-136m")
+
+
+#: the peak resident memory the documented recipe may reach (docs/integrations.md states the measured figure)
+RECIPE_PEAK_LIMIT_GB = 6.0
+
+
+@pytest.mark.slow
+def test_the_documented_recipe_runs_as_written_within_its_stated_memory(tmp_path: Path) -> None:
+    """docs/integrations.md's TRL block, run as written (its own process, a pivot set of two navigate states
+    beside it): two GRPO steps on the bundled model, a checkpoint, and a peak RSS under the stated bound (the
+    issue's run of the old recipe, 4 pivots a step and no generation cap, was killed at 24.3 GB)."""
+    import subprocess
+    import sys
+
+    from pivotgym.jsonl import write_pivot_set
+    from pivotgym.registry import make
+
+    env = make(ENV)
+    trajectories = list(env.expert_trajectories(next(iter(env.splits)), limit=2))
+    write_pivot_set(tmp_path / "pivots.jsonl", PivotSet({"max_mean": 0.6}, profiles(trajectories, with_state=True)))
+    page = (Path(__file__).parents[2] / "docs" / "integrations.md").read_text()
+    start = page.index("```python\nfrom trl import GRPOConfig")
+    (tmp_path / "recipe.py").write_text(page[start + len("```python\n") : page.index("```", start + 3)])
+    runner = "import resource, runpy; runpy.run_path('recipe.py', run_name='__main__'); "
+    runner += "print('PEAK_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    done = subprocess.run([sys.executable, "-c", runner], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    peak_gb = int(done.stdout.split("PEAK_KB")[-1]) / 2**20
+    assert (tmp_path / "runs" / "trl" / "checkpoint-2").is_dir()
+    assert peak_gb < RECIPE_PEAK_LIMIT_GB, f"the recipe peaked at {peak_gb:.1f} GB"
+    print(f"recipe peak RSS {peak_gb:.2f} GB")
