@@ -32,7 +32,7 @@ DEFAULT_TIMEOUT = 330.0
 #: the environment variable holding a server's token (``pivotgym serve --token``); the clients here send it
 TOKEN_ENV = "PIVOTGYM_SERVE_TOKEN"
 
-__all__ = ["DEFAULT_TIMEOUT", "TOKEN_ENV", "RemoteEnv", "RemoteError", "verify"]
+__all__ = ["DEFAULT_TIMEOUT", "TOKEN_ENV", "AsyncRemoteEnv", "RemoteEnv", "RemoteError", "verify"]
 
 
 def _headers(token: str | None) -> dict[str, str]:
@@ -51,26 +51,23 @@ class RemoteError(PivotgymError, RuntimeError):
         self.code = code
 
 
-def _request(client: httpx.Client, method: str, path: str, **kwargs: Any) -> Any:
-    """One request; the JSON answer, or :class:`RemoteError` with the server's message and hint."""
-    try:
-        response = client.request(method, path, **kwargs)
-    except httpx.TimeoutException as exc:
-        raise RemoteError(
-            f"{method} {client.base_url}{path}: no answer within the client's timeout ({exc})",
+def _transport_error(method: str, url: str, exc: Exception) -> RemoteError:
+    if isinstance(exc, httpx.TimeoutException):
+        return RemoteError(
+            f"{method} {url}: no answer within the client's timeout ({exc})",
             code="timeout",
             hint="raise RemoteEnv(timeout=...) or the server's step deadline",
-        ) from None
-    except httpx.TransportError as exc:
-        raise RemoteError(
-            f"{method} {client.base_url}{path}: cannot reach the server ({exc})",
-            hint="start it with `pivotgym serve` and check the URL",
-        ) from None
+        )
+    return RemoteError(f"{method} {url}: cannot reach the server ({exc})", hint="start it with `pivotgym serve`")
+
+
+def _answer(response: httpx.Response) -> Any:
+    """The JSON answer of ``response``, or :class:`RemoteError` with the server's message and hint."""
     try:
         data = response.json()
     except ValueError:
         data = None
-    if response.status_code >= 400:
+    if response.status_code >= 400 or response.status_code == 307:
         if isinstance(data, Mapping) and "error" in data:
             code, message, hint = str(data["error"]), str(data.get("message", "")), data.get("hint")
         else:
@@ -79,6 +76,29 @@ def _request(client: httpx.Client, method: str, path: str, **kwargs: Any) -> Any
             raise gym.error.ResetNeeded(message)
         raise RemoteError(message, status=response.status_code, code=code, hint=hint)
     return data
+
+
+def _request(client: httpx.Client, method: str, path: str, **kwargs: Any) -> Any:
+    """One request; the JSON answer, or :class:`RemoteError` with the server's message and hint."""
+    try:
+        response = client.request(method, path, **kwargs)
+    except httpx.TransportError as exc:
+        raise _transport_error(method, f"{client.base_url}{path}", exc) from None
+    return _answer(response)
+
+
+async def _arequest(client: httpx.AsyncClient, method: str, path: str, **kwargs: Any) -> Any:
+    """:func:`_request` on an async client."""
+    try:
+        response = await client.request(method, path, **kwargs)
+    except httpx.TransportError as exc:
+        raise _transport_error(method, f"{client.base_url}{path}", exc) from None
+    return _answer(response)
+
+
+def _step_result(data: Mapping[str, Any]) -> tuple[list, float, bool, bool, dict]:
+    """A step answer as gymnasium's 5-tuple."""
+    return data["observation"], float(data["reward"]), bool(data["terminated"]), bool(data["truncated"]), data["info"]
 
 
 class RemoteEnv(gym.Env[list, str]):
@@ -107,6 +127,9 @@ class RemoteEnv(gym.Env[list, str]):
             self._close_client()
             raise
         self.session_id = str(info["session_id"])
+        if info.get("worker_url") and self._own_client:  # a server of several workers: talk to this one directly
+            self._http.close()
+            self._http = httpx.Client(base_url=str(info["worker_url"]), timeout=timeout, headers=_headers(token))
         #: what the server said about the session (limits, turn budget)
         self.session_info: dict[str, Any] = dict(info)
         self.max_turns: int | None = info.get("max_turns")
@@ -129,14 +152,7 @@ class RemoteEnv(gym.Env[list, str]):
         return data["observation"], data["info"]
 
     def step(self, action: str) -> tuple[list, float, bool, bool, dict]:
-        data = _request(self._http, "POST", self._path("/step"), json={"action": action})
-        return (
-            data["observation"],
-            float(data["reward"]),
-            bool(data["terminated"]),
-            bool(data["truncated"]),
-            data["info"],
-        )
+        return _step_result(_request(self._http, "POST", self._path("/step"), json={"action": action}))
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         """The tools (OpenAI form) of the current task, as the env on the server offers them."""
@@ -164,6 +180,81 @@ class RemoteEnv(gym.Env[list, str]):
 
     def __repr__(self) -> str:
         return f"RemoteEnv({self.base_url!r}, {self.env_id!r}, session={self.session_id})"
+
+
+class AsyncRemoteEnv:
+    """:class:`RemoteEnv` for ``asyncio``: one session, ``await``-ed ``reset``/``step``/``state``/``close``, so
+    one event loop drives many sessions at once (a rollout worker with 64 episodes in flight). Open it with
+    ``env = await AsyncRemoteEnv.open(base_url, env_id, **env_kwargs)`` or ``async with`` that."""
+
+    def __init__(self, http: httpx.AsyncClient, env_id: str, info: Mapping[str, Any]) -> None:
+        self._http = http
+        self.env_id = env_id
+        self.session_id: str | None = str(info["session_id"])
+        self.session_info: dict[str, Any] = dict(info)
+        self.max_turns: int | None = info.get("max_turns")
+
+    @classmethod
+    async def open(
+        cls,
+        base_url: str,
+        env_id: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        token: str | None = None,
+        **kwargs: Any,
+    ) -> AsyncRemoteEnv:
+        """Create a session of ``env_id`` (``kwargs`` go to the env) on the server at ``base_url``."""
+        headers = _headers(token)
+        http = httpx.AsyncClient(base_url=base_url.rstrip("/"), timeout=timeout, headers=headers)
+        try:
+            info = await _arequest(http, "POST", "/sessions", json={"env_id": env_id, "kwargs": kwargs})
+        except BaseException:
+            await http.aclose()
+            raise
+        if info.get("worker_url"):  # a server of several workers: talk to the one holding the session
+            await http.aclose()
+            http = httpx.AsyncClient(base_url=str(info["worker_url"]), timeout=timeout, headers=headers)
+        return cls(http, env_id, info)
+
+    def _path(self, suffix: str = "") -> str:
+        if self.session_id is None:
+            raise RemoteError(f"AsyncRemoteEnv({self.env_id!r}) is closed", code="closed", hint="open a new one")
+        return f"/sessions/{self.session_id}{suffix}"
+
+    async def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list, dict]:
+        data = await _arequest(self._http, "POST", self._path("/reset"), json={"seed": seed, "options": options})
+        self.session_info.update(data.get("session") or {})
+        self.max_turns = self.session_info.get("max_turns", self.max_turns)
+        return data["observation"], data["info"]
+
+    async def step(self, action: str) -> tuple[list, float, bool, bool, dict]:
+        data = await _arequest(self._http, "POST", self._path("/step"), json={"action": action})
+        return _step_result(data)
+
+    async def state(self) -> dict[str, Any]:
+        """The session as the server sees it (as :meth:`RemoteEnv.state`)."""
+        return dict(await _arequest(self._http, "GET", self._path()))
+
+    async def close(self) -> None:
+        """Close the session (a session the server already reaped is fine) and the HTTP client."""
+        try:
+            if self.session_id is not None:
+                try:
+                    await _arequest(self._http, "DELETE", self._path())
+                except RemoteError as exc:
+                    if exc.code not in ("unknown_session", "unreachable"):
+                        raise
+                finally:
+                    self.session_id = None
+        finally:
+            await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncRemoteEnv:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
 
 def verify(

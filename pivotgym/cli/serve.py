@@ -20,6 +20,9 @@ def serve_cmd(
     ),
     port: int = typer.Option(DEFAULT_PORT, help="TCP port (vLLM's server takes 8000)."),
     max_sessions: int = typer.Option(DEFAULT_MAX_SESSIONS, help="Most env sessions open at once (429 beyond)."),
+    workers: int = typer.Option(
+        1, help="Server processes behind the port, each session pinned to its own (env steps use one core each)."
+    ),
     idle_timeout: float = typer.Option(
         DEFAULT_IDLE_TIMEOUT, help="Seconds without a request after which a session is closed."
     ),
@@ -43,6 +46,8 @@ def serve_cmd(
 
     if not 1 <= port <= 65535:
         raise CLIError(f"--port must be between 1 and 65535, got {port}")
+    if workers < 1:
+        raise CLIError(f"--workers must be at least 1, got {workers}")
     if not token and not is_loopback(host):
         raise CLIError(
             f"--host {host} would serve env sessions and verification to the network without authentication",
@@ -67,10 +72,15 @@ def serve_cmd(
 
     typer.echo(
         f"pivotgym serve on http://{host}:{port} (max {max_sessions} sessions, idle timeout {idle_timeout:g}s"
-        f"{', token required' if token else ''}); "
+        f"{f', {workers} workers' if workers > 1 else ''}{', token required' if token else ''}); "
         "Ctrl-C stops it",
         err=True,
     )
+    if workers > 1:
+        from pivotgym.serve.workers import run_workers
+
+        run_workers(config, host, port, workers, log_level)
+        return
     uvicorn.run(create_app(config), host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
 
 

@@ -130,6 +130,32 @@ class TokenAuth:
         await response(scope, receive, send)
 
 
+class WorkerRouter:
+    """With ``--workers N``: a request for a session another worker holds (its id starts ``w<j>-``) is answered
+    307 with that worker's own URL, so it reaches the process that has the env (a redirect keeps the method
+    and the body). :class:`~pivotgym.remote.RemoteEnv` talks to its session's worker directly from the start."""
+
+    def __init__(self, app: ASGIApp, worker: int, worker_urls: tuple[str, ...]) -> None:
+        self.app = app
+        self.worker = worker
+        self.worker_urls = worker_urls
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/sessions/w"):
+            owner = scope["path"].split("/")[2].split("-", 1)[0][1:]
+            if owner.isdigit() and int(owner) != self.worker and int(owner) < len(self.worker_urls):
+                query = scope.get("query_string") or b""
+                target = self.worker_urls[int(owner)] + scope["path"] + ("?" + query.decode() if query else "")
+                response = SafeJSONResponse(
+                    {"error": "other_worker", "message": f"the session is held by worker {owner}", "hint": target},
+                    status_code=307,
+                    headers={"location": target},
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 # ------------------------------------------------------------------------------------------------ bodies
 class CreateSessionBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -218,6 +244,8 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
         )
 
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+    if config.worker_urls:
+        app.add_middleware(WorkerRouter, worker=config.worker, worker_urls=config.worker_urls)
     if config.token:  # outermost: a request without the token is refused before its body is read
         app.add_middleware(TokenAuth, token=config.token)
 
@@ -264,7 +292,10 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
     # -------------------------------------------------------------------------------- sessions
     @app.post("/sessions", status_code=201)
     def create_session(body: CreateSessionBody) -> dict[str, Any]:
-        return jsonable(manager.create(body.env_id, body.kwargs).describe())
+        described = manager.create(body.env_id, body.kwargs).describe()
+        if config.worker_urls:  # the worker that holds it: a client may talk to it directly
+            described["worker_url"] = config.worker_urls[config.worker]
+        return jsonable(described)
 
     @app.get("/sessions")
     async def list_sessions() -> list[dict[str, Any]]:
@@ -348,4 +379,4 @@ def _hint_for(request: Request) -> str:
     return "see docs/serve.md for the body of each route"
 
 
-__all__ = ["BodyLimit", "SafeJSONResponse", "TokenAuth", "create_app"]
+__all__ = ["BodyLimit", "SafeJSONResponse", "TokenAuth", "WorkerRouter", "create_app"]

@@ -65,6 +65,10 @@ class ServeConfig:
     nemo_env: str | None = None
     #: the token every request but ``GET /health`` must carry (``Authorization: Bearer``); None: no authentication
     token: str | None = field(default=None, repr=False)
+    #: with ``--workers N``: this process's index and every worker's own base URL (index-aligned). Session ids
+    #: then start with ``w<index>-``, and a request for another worker's session is redirected there (307)
+    worker: int = 0
+    worker_urls: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.max_sessions < 1:
@@ -146,7 +150,10 @@ class SessionManager:
         try:
             env = self._make(registry, env_id, dict(kwargs or {}))
             now = time.monotonic()
-            session = Session(id=secrets.token_hex(16), env_id=env_id, env=env, created=now, last_used=now)
+            ident = secrets.token_hex(16)
+            if self.config.worker_urls:  # the worker that holds it, for the others to redirect to
+                ident = f"w{self.config.worker}-{ident}"
+            session = Session(id=ident, env_id=env_id, env=env, created=now, last_used=now)
             with self._lock:
                 self._sessions[session.id] = session
             return session

@@ -166,3 +166,23 @@ def guarded() -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=15)
+
+
+@pytest.fixture(scope="module")
+def two_workers() -> Iterator[tuple[str, subprocess.Popen]]:
+    """``pivotgym serve --workers 2`` in a subprocess: (its URL, the process). test_workers.py stops it last."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pivotgym.cli", "serve", "--port", str(port), "--workers", "2", "--max-sessions", "32"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, proc)
+        yield url, proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(timeout=30)
