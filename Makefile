@@ -16,7 +16,7 @@ VLLM_PY    := $(VLLM_VENV)/bin/python
 VLLM_PIP   := $(VLLM_PY) -m pip --disable-pip-version-check
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: install vllm nemo-gym openenv docker demo check-envs test test-fast test-paper lint bench clean system-deps
+.PHONY: install vllm nemo-gym openenv verl docker demo check-envs test test-fast test-paper lint bench clean system-deps
 
 install: $(STAMP)
 
@@ -53,6 +53,13 @@ nemo-gym:
 	@test -x $(NEMO_GYM_PY) || bash examples/integrations/nemo_gym_venv.sh \
 	  || echo "warning: no NeMo-Gym 0.7 venv (needs Python 3.13); its row-validation tests will skip"
 
+# verl 0.9.1 in .venv-verl (it pins transformers<5.11): tests/integrations/test_verl.py drives verl's own reward loop
+# with our compute_score over a real batch (~2 min and 1.5 GB once; without it that test skips and says so).
+VERL_PY := .venv-verl/bin/python
+verl:
+	@test -x $(VERL_PY) || bash examples/integrations/verl_venv.sh .venv-verl \
+	  || echo "warning: no verl venv; its reward-loop test will skip"
+
 # OpenEnv 0.10's client in its own venv under the pivotgym cache: tests/serve/test_openenv.py plays episodes on
 # `pivotgym serve` with it (~30 s and 150 MB once; without it those tests skip and say so).
 OPENENV_PY := $(or $(PIVOTGYM_CACHE),$(HOME)/.cache/pivotgym)/openenv-0.10/bin/python
@@ -86,15 +93,15 @@ check-envs: $(STAMP)
 	$(VENV)/bin/pivotgym check all
 
 # The vLLM tests (tests/sampling/test_vllm*.py) drive .venv-vllm through $$PIVOTGYM_VLLM_PYTHON.
-test: $(STAMP) $(VLLM_STAMP) nemo-gym openenv docker
+test: $(STAMP) $(VLLM_STAMP) nemo-gym openenv verl docker
 	PIVOTGYM_VLLM_PYTHON=$(abspath $(VLLM_PY)) $(PY) -m pytest -q
 
 # The quick loop: the suite without the `slow` tests (the real SmolLM2 model, long jobs, and every test that took
 # 5 s or more in a --durations run on 2 CPU cores) and without those that need the vLLM or NeMo-Gym venvs
-# (markers `vllm`, `nemo_gym`, `openenv`; none of those venvs is built). Measured on 2 cores: 1414 tests in 10 min (the same
+# (markers `vllm`, `nemo_gym`, `openenv`, `verl`; none of those venvs is built). Measured on 2 cores: 1414 tests in 10 min (the same
 # selection before the 5 s marks: 1432 tests in 15.5 min).
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not slow and not vllm and not nemo_gym and not openenv"
+	$(PY) -m pytest -q -m "not slow and not vllm and not nemo_gym and not openenv and not verl"
 
 # The paper-scale vLLM test on any CPU (make test skips it where the CPU's widest vector unit is AVX2: 30+ min).
 test-paper: $(STAMP) $(VLLM_STAMP)
@@ -113,4 +120,4 @@ bench: $(STAMP) $(VLLM_STAMP)
 	@for b in benchmarks/[!_]*.py; do echo "== $$b"; PIVOTGYM_VLLM_PYTHON=$(abspath $(VLLM_PY)) $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(VLLM_VENV) .venv-verl .pytest_cache build *.egg-info
