@@ -9,10 +9,10 @@ Without ``--pivots``, ``--demo-env`` (default general/navigate-v0) takes the env
         data.train_files=data/pivots/train.parquet data.val_files=data/pivots/train.parquet \\
         actor_rollout_ref.rollout.n=8 actor_rollout_ref.actor.use_kl_loss=False \\
         actor_rollout_ref.actor.loss_agg_mode=token-mean \\
-        custom_reward_function.path=$(python -c "import pivotgym.integrations.verl as m; print(m.__file__)") \\
-        custom_reward_function.name=compute_score ...
+        reward.custom_reward_function.path=$(python -c "import pivotgym.integrations.verl as m; print(m.__file__)") \\
+        reward.custom_reward_function.name=compute_score ...
 
-(verl itself was not run here: docs/integrations.md says what was tested.)
+(verl's reward manager runs it in .venv-verl, `make verl`; its trainer was not run: docs/integrations.md says what was tested.)
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ verl reads a parquet file per split whose rows hold::
                                           functions offered there (OpenAI ``tools``), "" when none
 
 :func:`write_verl_parquet` writes it from a pivot set; point verl at it with ``data.train_files`` and at this
-module's :func:`compute_score` with ``custom_reward_function.path`` (this file, or a file that imports it)
-and ``custom_reward_function.name=compute_score``.
+module's :func:`compute_score` with ``reward.custom_reward_function.path`` (this file, or a file that imports
+it) and ``reward.custom_reward_function.name=compute_score`` (verl 0.9.1's keys).
 
 :func:`compute_score` has verl's reward-function signature ``(data_source, solution_str, ground_truth,
 extra_info=None)`` and judges ``solution_str`` with the env's functional verifier from the exact state in
