@@ -12,7 +12,8 @@ Without ``--pivots``, ``--demo-env`` (default general/navigate-v0) takes the env
         reward.custom_reward_function.path=$(python -c "import pivotgym.integrations.verl as m; print(m.__file__)") \\
         reward.custom_reward_function.name=compute_score ...
 
-(verl's reward manager runs it in .venv-verl, `make verl`; its trainer was not run: docs/integrations.md says what was tested.)
+(verl's reward manager runs it in .venv-verl, `make verl`; its trainer was not run: docs/integrations.md says
+what was tested.)
 """
 
 from __future__ import annotations
