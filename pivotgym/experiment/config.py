@@ -12,6 +12,7 @@ stages build later, so they are checked as partial mappings of :class:`~pivotgym
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -332,6 +333,11 @@ def check_choices(config: Any, source: Source = Source()) -> None:
             raise source.error(
                 ("train_tasks",), "must be a number with rl_init: warmup (the warm-up set follows those tasks)"
             )
+    executor = str(get(config, "executor", "process") or "process")
+    if executor.partition(":")[0] == "ray" and importlib.util.find_spec("ray") is None:
+        raise source.error(
+            ("executor",), "ray is not installed", hint="pip install 'ray==2.60.0', or executor: process"
+        )
     primary = get(config, "primary", "pivot-vs-sft-in_domain")
     parsed = parse_comparison(str(primary))
     if parsed is None:

@@ -238,3 +238,15 @@ def test_a_metrics_sink_that_is_not_installed_is_named_with_its_install_command_
     with pytest.raises(ConfigError, match=r"exp.yaml:3: pivot.report_to: wandb is not installed") as info:
         load_experiment(path)
     assert info.value.hint is not None and "pip install wandb" in info.value.hint
+
+
+def test_a_ray_executor_without_ray_is_named_with_its_install_command_at_load(tmp_path, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    path = tmp_path / "exp.yaml"
+    path.write_text(HEAD + "executor: ray\n")
+    with pytest.raises(ConfigError, match=r"exp.yaml:3: executor: ray is not installed") as info:
+        load_experiment(path)
+    assert info.value.hint is not None and "pip install" in info.value.hint
