@@ -100,15 +100,25 @@ def make_tiny_llama(seed: int = 0, vocab: int = 97):
     return LlamaForCausalLM(config)
 
 
-def nemo_gym_python() -> Path | None:
-    """NeMo-Gym 0.7's interpreter (it needs Python >= 3.13; pivotgym runs on 3.11): ``$PIVOTGYM_NEMO_GYM_PYTHON``,
-    or the venv ``make nemo-gym`` builds under the pivotgym cache; None when there is neither."""
-    explicit = os.environ.get("PIVOTGYM_NEMO_GYM_PYTHON")
+def venv_python(variable: str, cached: str) -> Path | None:
+    """The interpreter of a side venv: ``$variable``, or ``<pivotgym cache>/<cached>/bin/python`` (what its make
+    target builds); None when there is neither."""
+    explicit = os.environ.get(variable)
     if explicit:
         return Path(explicit)
     cache = Path(os.environ.get("PIVOTGYM_CACHE") or Path.home() / ".cache" / "pivotgym")
-    default = cache / "nemo-gym-0.7" / "bin" / "python"
+    default = cache / cached / "bin" / "python"
     return default if default.exists() else None
+
+
+def nemo_gym_python() -> Path | None:
+    """NeMo-Gym 0.7's interpreter (it needs Python >= 3.13; pivotgym runs on 3.11): ``make nemo-gym``'s venv."""
+    return venv_python("PIVOTGYM_NEMO_GYM_PYTHON", "nemo-gym-0.7")
+
+
+def openenv_python() -> Path | None:
+    """OpenEnv 0.10's client interpreter: ``make openenv``'s venv."""
+    return venv_python("PIVOTGYM_OPENENV_PYTHON", "openenv-0.10")
 
 
 def expert_episode(env_id: str, split: str = "test") -> tuple[str, list[str]]:

@@ -228,25 +228,27 @@ def test_a_ray_address_is_an_executor(tmp_path):
     assert load_experiment(path).executor == "ray:10.0.0.1:6379"
 
 
-def test_a_metrics_sink_that_is_not_installed_is_named_with_its_install_command_at_load(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    ("missing", "line", "message", "command"),
+    [
+        (
+            "wandb",
+            "pivot: {report_to: [jsonl, wandb]}",
+            r"exp.yaml:3: pivot.report_to: wandb is not installed",
+            "pip install wandb",
+        ),
+        ("ray", "executor: ray", r"exp.yaml:3: executor: ray is not installed", "pip install 'ray"),
+    ],
+)
+def test_a_missing_optional_dependency_is_named_with_its_install_command_at_load(
+    tmp_path, monkeypatch, missing, line, message, command
+):
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == missing else real(name, *a))
     path = tmp_path / "exp.yaml"
-    path.write_text(HEAD + "pivot: {report_to: [jsonl, wandb]}\n")
-    with pytest.raises(ConfigError, match=r"exp.yaml:3: pivot.report_to: wandb is not installed") as info:
+    path.write_text(HEAD + line + "\n")
+    with pytest.raises(ConfigError, match=message) as info:
         load_experiment(path)
-    assert info.value.hint is not None and "pip install wandb" in info.value.hint
-
-
-def test_a_ray_executor_without_ray_is_named_with_its_install_command_at_load(tmp_path, monkeypatch):
-    import importlib.util
-
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
-    path = tmp_path / "exp.yaml"
-    path.write_text(HEAD + "executor: ray\n")
-    with pytest.raises(ConfigError, match=r"exp.yaml:3: executor: ray is not installed") as info:
-        load_experiment(path)
-    assert info.value.hint is not None and "pip install" in info.value.hint
+    assert info.value.hint is not None and command in info.value.hint

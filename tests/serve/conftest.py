@@ -16,7 +16,9 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -48,6 +50,23 @@ def wait_healthy(url: str, proc: subprocess.Popen | None = None, deadline_s: flo
             pass
         time.sleep(0.1)
     raise RuntimeError(f"{url} did not answer /health within {deadline_s}s")
+
+
+@contextmanager
+def in_thread(app: Any, name: str) -> Iterator[str]:
+    """Serve ``app`` with uvicorn in a thread of this process on a free port; its URL once it answers /health."""
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, name=name, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.config.port}"
+    try:
+        wait_healthy(url, deadline_s=30)
+        yield url
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
 
 
 @pytest.fixture(scope="session")
@@ -117,7 +136,6 @@ class _LabPlugin:
 @pytest.fixture(scope="module")
 def lab() -> Iterator[str]:
     """The URL of an in-thread server with :data:`LAB_LIMITS` and ``test/sleep-v0`` registered."""
-    import uvicorn
 
     from pivotgym.plugins import PluginManager
     from pivotgym.registry import Registry, reset_registry
@@ -128,44 +146,20 @@ def lab() -> Iterator[str]:
     plugins.load_entry_points()
     plugins.add(_LabPlugin(), "serve-lab")
     reset_registry(Registry.from_plugins(plugins))
-    port = free_port()
-    config = uvicorn.Config(
-        create_app(ServeConfig(**LAB_LIMITS)), host="127.0.0.1", port=port, log_level="warning", lifespan="on"
-    )
-    uv = uvicorn.Server(config)
-    thread = threading.Thread(target=uv.run, name="serve-lab", daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
     try:
-        wait_healthy(url, deadline_s=30)
-        yield url
+        with in_thread(create_app(ServeConfig(**LAB_LIMITS)), "serve-lab") as url:
+            yield url
     finally:
-        uv.should_exit = True
-        thread.join(timeout=15)
         reset_registry()
 
 
 @pytest.fixture(scope="module")
 def guarded() -> Iterator[str]:
     """The URL of an in-thread server started with the token ``s3cret-token``."""
-    import uvicorn
-
     from pivotgym.serve import ServeConfig, create_app
 
-    port = free_port()
-    config = uvicorn.Config(
-        create_app(ServeConfig(token="s3cret-token")), host="127.0.0.1", port=port, log_level="warning", lifespan="on"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="serve-auth", daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url, deadline_s=30)
+    with in_thread(create_app(ServeConfig(token="s3cret-token")), "serve-auth") as url:
         yield url
-    finally:
-        server.should_exit = True
-        thread.join(timeout=15)
 
 
 @pytest.fixture(scope="module")

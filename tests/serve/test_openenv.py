@@ -5,25 +5,14 @@ its venv (``make openenv``; those tests skip without it)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import httpx
 import pytest
-from core_helpers import expert_episode
+from core_helpers import expert_episode, openenv_python
 
 from pivotgym.registry import make
-
-
-def openenv_python() -> Path | None:
-    """OpenEnv 0.10's interpreter: ``$PIVOTGYM_OPENENV_PYTHON``, or the venv ``make openenv`` builds."""
-    explicit = os.environ.get("PIVOTGYM_OPENENV_PYTHON")
-    if explicit:
-        return Path(explicit)
-    cache = Path(os.environ.get("PIVOTGYM_CACHE") or Path.home() / ".cache" / "pivotgym")
-    default = cache / "openenv-0.10" / "bin" / "python"
-    return default if default.exists() else None
 
 
 def ws_frames(url: str, frames: list[dict]) -> list[dict]:
