@@ -341,7 +341,10 @@ def test_evaluating_reaches_no_trainer(graph):
     assert "pivotgym.train.config" in reachable(graph, "pivotgym.cli.train")  # the check can see a trainer
 
 
-PLUGIN_PACKAGES = sorted(p for p in (PACKAGE_DIR.parent / "plugins").glob("*/pivotgym_*") if p.is_dir())
+# packages only: an editable install by another pip (.venv-verl's) leaves a `pivotgym_*.egg-info` folder beside one
+PLUGIN_PACKAGES = sorted(
+    p for p in (PACKAGE_DIR.parent / "plugins").glob("*/pivotgym_*") if p.is_dir() and (p / "__init__.py").is_file()
+)
 
 
 @pytest.mark.parametrize("package", PLUGIN_PACKAGES, ids=lambda p: p.name)
