@@ -406,6 +406,7 @@ def test_a_killed_profiling_run_resumes_and_leaves_no_server_behind(tmp_path):
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and proc.poll() is None:
         if out.exists() and out.read_bytes().count(b"\n") >= 2:
+            proc.send_signal(signal.SIGSTOP)  # frozen at once: no row is written while we look for its server
             break
         time.sleep(0.05)
     running = servers(before)
