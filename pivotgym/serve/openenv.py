@@ -123,11 +123,12 @@ def _error_frame(exc: ServeError) -> dict[str, Any]:
 def add_openenv_routes(app: FastAPI, manager: SessionManager) -> None:
     """Mount the OpenEnv protocol on ``app`` (see the module docstring), backed by ``manager``'s sessions."""
 
-    def known(env_id: str) -> None:
+    def known(env_id: str) -> Any:
+        """``env_id``'s spec; 404 for an unknown one."""
         from pivotgym.registry import get_registry
 
         try:
-            get_registry().env_spec(env_id)
+            return get_registry().env_spec(env_id)
         except RegistryError as exc:
             raise ServeError(404, "unknown_env", str(exc), hint="GET /envs lists the env ids") from None
 
@@ -217,10 +218,7 @@ def add_openenv_routes(app: FastAPI, manager: SessionManager) -> None:
 
     @app.get(PREFIX + "/{env_id:path}/metadata")
     def openenv_metadata(env_id: str) -> dict[str, Any]:
-        from pivotgym.registry import get_registry
-
-        known(env_id)
-        spec = get_registry().env_spec(env_id)
+        spec = known(env_id)
         return {
             "name": env_id,
             "description": spec.description or f"pivotgym env {env_id}",
