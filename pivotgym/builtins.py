@@ -13,6 +13,12 @@ def register_verifiers(register: Register) -> None:
         description="reward 1 only for the expert's exact text (whitespace-normalised); the ablation baseline",
     )
     register(
+        "judge",
+        "pivotgym.verify.llm_judge:JudgeVerifier.from_environment",
+        description="a model asked whether the candidate achieves what the expert's action did, through any "
+        "sampler ($PIVOTGYM_JUDGE, $PIVOTGYM_JUDGE_MODEL); the candidate fenced as data, the verdict read at one place",
+    )
+    register(
         "mcp/functional",
         "pivotgym.mcp:McpResultVerifier",
         description="MCP envs: credits a call with the expert's results (and server state, where readable)",

@@ -171,6 +171,10 @@ class AgentEnv(gym.Env[list, str]):
     #: what :meth:`candidate_actions` offers, in a phrase the floors' report prints ("an action of the task's
     #: own expert trajectory"); empty where the env has no candidates
     candidate_description: ClassVar[str] = ""
+    #: what "achieves what the expert's action achieved" means in this domain, in words for the ``judge``
+    #: verifier (:mod:`pivotgym.verify.llm_judge`); None: the judge's generic instructions. A config overrides
+    #: it (``$PIVOTGYM_JUDGE_INSTRUCTIONS``, or ``JudgeVerifier(instructions=...)``).
+    judge_instructions: ClassVar[str | None] = None
 
     def legal_actions(self) -> list[str] | None:
         """Every action the env would accept in the current state, one canonical text each, or None when the

@@ -334,6 +334,14 @@ class Registry:
         return _load_factory(what, name, entry.plugin, entry.factory)(*args, **kwargs)
 
     def make_verifier(self, name: str, **kwargs: Any) -> Any:
+        """The verifier registered as ``name``, or the composition a ``|``-joined name describes
+        (:mod:`pivotgym.verify.compose`: ``planning/optimal|judge``, ``message:judge|tau2/functional``)."""
+        from pivotgym.verify.compose import composition, make_composed
+
+        if composition(name) is not None:
+            if kwargs:
+                raise RegistryError(f"verifier {name!r}: a composed verifier takes no options (got {sorted(kwargs)})")
+            return make_composed(name, self.make_verifier)
         return self._make_entry(self.verifiers, "verifier", name, **kwargs)
 
     def envs_using(self, verifier: str) -> list[str]:
@@ -356,7 +364,13 @@ class Registry:
             raise RegistryError(self._unknown("suite", name, self.suites, "pivotgym suites")) from None
 
     def verifier_name_for(self, env_id: str, kind: str = "functional") -> str:
-        """The name of an env's functional verifier (``kind="functional"``) or its exact-match one."""
+        """The name of an env's functional verifier (``kind="functional"``), its exact-match one (``"exact"``),
+        or ``kind`` itself as a verifier name; in a composed name (``functional|judge``) each part is resolved."""
+        from pivotgym.verify.compose import composition, join_composition
+
+        parts = composition(kind)
+        if parts is not None:
+            return join_composition([(k, self.verifier_name_for(env_id, part)) for k, part in parts])
         spec = self.usable_env_spec(env_id)
         if kind == "exact":
             return spec.exact_verifier

@@ -6,7 +6,11 @@
 * :mod:`pivotgym.verify.compare` - domain-free JSON-schema comparison of tool-call arguments;
 * :mod:`pivotgym.verify.judge` - :func:`verify_safely` and the other makers of *undecided* verdicts
   (:attr:`pivotgym.types.Verdict.undecided`), and :class:`Judge`, the verifier/context cache that profiling,
-  selection, training and the checker share.
+  selection, training and the checker share;
+* :mod:`pivotgym.verify.llm_judge` - :class:`JudgeVerifier` (``judge``): a model asked, through any sampler,
+  whether the candidate achieves what the expert's action did, hardened against the text it judges;
+* :mod:`pivotgym.verify.compose` - :class:`ComposedVerifier`: ``functional|judge`` (the judge where the rule is
+  undecided), ``message:judge|functional`` (the judge for message turns).
 
 Everything is importable from ``pivotgym.verify`` directly.
 """
@@ -30,6 +34,7 @@ from pivotgym.verify.compare import (
     value_problem,
     values_equivalent,
 )
+from pivotgym.verify.compose import ACTION_KINDS, ComposedVerifier, action_kind
 from pivotgym.verify.context import (
     ADHOC_PREFIX,
     Verifier,
@@ -39,9 +44,25 @@ from pivotgym.verify.context import (
     trajectory_tools,
 )
 from pivotgym.verify.exact import ExactMatchVerifier
-from pivotgym.verify.judge import DEFAULT_CONTEXT_CACHE, Judge, failed_sample, failed_verification, verify_safely
+from pivotgym.verify.judge import (
+    DEFAULT_CONTEXT_CACHE,
+    Judge,
+    add_cost,
+    failed_sample,
+    failed_verification,
+    verify_batch_safely,
+    verify_safely,
+)
+from pivotgym.verify.llm_judge import JudgeTemplate, JudgeVerifier
 
 __all__ = [
+    "ACTION_KINDS",
+    "ComposedVerifier",
+    "JudgeTemplate",
+    "JudgeVerifier",
+    "action_kind",
+    "add_cost",
+    "verify_batch_safely",
     "ADHOC_PREFIX",
     "DEFAULT_CONTEXT_CACHE",
     "MAX_VALUE_DEPTH",

@@ -13,13 +13,17 @@ Two things live here so that every caller agrees on them:
   check`` fails the probe and ``pivotgym verify`` exits non-zero.
 * **The caches.** :class:`Judge` makes each verifier once and keeps one :class:`VerifyContext` per state, so
   a state's prefix is replayed once, not once per candidate.
+* **Batches and cost.** :meth:`Judge.verdicts` hands every candidate of one state to a verifier that judges
+  them together (``verify_batch``, e.g. the ``judge`` verifier's one model call), and :attr:`Judge.cost` adds
+  up what verdicts say they cost (``components["cost"]``: the model judge's calls, tokens and seconds), which
+  profiling and training report beside their own counts.
 """
 
 from __future__ import annotations
 
 import traceback
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from pivotgym.errors import PivotgymError
@@ -29,8 +33,10 @@ from pivotgym.verify.context import Verifier, VerifyContext
 __all__ = [
     "DEFAULT_CONTEXT_CACHE",
     "Judge",
+    "add_cost",
     "failed_sample",
     "failed_verification",
+    "verify_batch_safely",
     "verify_safely",
 ]
 
@@ -78,6 +84,32 @@ def verify_safely(verifier: Verifier, context: VerifyContext, candidate: str) ->
     return verdict
 
 
+def verify_batch_safely(verifier: Verifier, context: VerifyContext, candidates: Sequence[str]) -> list[Verdict]:
+    """Verdicts of every candidate at one state: through the verifier's ``verify_batch`` when it has one (one
+    call for them all), else :func:`verify_safely` each. A batch that raises, or does not return one
+    ``Verdict`` per candidate, is judged again one candidate at a time, so one bad candidate costs only its own
+    verdict."""
+    batch = getattr(verifier, "verify_batch", None)
+    if callable(batch) and len(candidates) > 1:
+        try:
+            verdicts = batch(context, list(candidates))
+        except Exception:
+            verdicts = None
+        if isinstance(verdicts, list) and len(verdicts) == len(candidates):
+            if all(isinstance(v, Verdict) for v in verdicts):
+                return verdicts
+    return [verify_safely(verifier, context, c) for c in candidates]
+
+
+def add_cost(total: dict[str, float], verdict: Verdict) -> None:
+    """Add what ``verdict`` says it cost (``components["cost"]``, numbers by name) to ``total``."""
+    cost = verdict.components.get("cost")
+    if isinstance(cost, Mapping):
+        for name, value in cost.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                total[name] = round(total.get(name, 0) + value, 6)
+
+
 class Judge:
     """Judges candidates at states, with the caches every caller wants.
 
@@ -94,6 +126,8 @@ class Judge:
         self.max_contexts = max_contexts
         self._verifiers: dict[str, Verifier] = {}
         self._contexts: OrderedDict[Hashable, VerifyContext] = OrderedDict()
+        #: what the verdicts judged so far said they cost, summed by name (:func:`add_cost`)
+        self.cost: dict[str, float] = {}
 
     def verifier(self, name: str) -> Verifier:
         """The verifier registered as ``name``, made on first use."""
@@ -117,7 +151,23 @@ class Judge:
         self, verifier: str, key: Hashable, make_context: Callable[[], VerifyContext], candidate: str
     ) -> Verdict:
         """The verdict of ``verifier`` on ``candidate`` at state ``key`` (never raises for the verifier)."""
-        return verify_safely(self.verifier(verifier), self.context(key, make_context), candidate)
+        return self.verdicts(verifier, key, make_context, [candidate])[0]
+
+    def verdicts(
+        self, verifier: str, key: Hashable, make_context: Callable[[], VerifyContext], candidates: Sequence[str]
+    ) -> list[Verdict]:
+        """The verdicts of ``verifier`` on every candidate at state ``key``, judged together where the verifier
+        can (:func:`verify_batch_safely`); their cost is added to :attr:`cost`."""
+        verdicts = verify_batch_safely(self.verifier(verifier), self.context(key, make_context), candidates)
+        for verdict in verdicts:
+            add_cost(self.cost, verdict)
+        return verdicts
+
+    def rewards(
+        self, verifier: str, key: Hashable, make_context: Callable[[], VerifyContext], candidates: Sequence[str]
+    ) -> list[float | None]:
+        """The rewards of every candidate at state ``key``, None where the verification was undecided."""
+        return [v.reward if v.decided else None for v in self.verdicts(verifier, key, make_context, candidates)]
 
     def reward(
         self, verifier: str, key: Hashable, make_context: Callable[[], VerifyContext], candidate: str
