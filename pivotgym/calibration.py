@@ -43,7 +43,7 @@ from pivotgym.eval.stats import wilson
 from pivotgym.parsing.tool_calls import python_call, render_calls
 from pivotgym.sampling.base import Sampler, SamplingParams, sample_seeded
 from pivotgym.types import Message, ToolCall, Trajectory, Turn, content_hash, tool_calls_of
-from pivotgym.verify import Verifier, VerifyContext, verify_safely
+from pivotgym.verify import Verifier, VerifyContext, verify_batch_safely
 
 __all__ = [
     "CONTINUATIONS",
@@ -179,6 +179,14 @@ class CalibrationResult:
                 matrix.add(row.verdicts[label]["credited"], row.outcome.success)
         return matrix
 
+    def against(self, label: str, reference: str) -> Confusion:
+        """The confusion matrix of verifier ``label`` with verifier ``reference``'s verdicts as the truth (the
+        judge against the env's rule verifier); a candidate ``reference`` left undecided is undetermined."""
+        matrix = Confusion()
+        for row in self.rows:
+            matrix.add(row.verdicts[label]["credited"], row.verdicts[reference]["credited"])
+        return matrix
+
     def disagreements(self, label: str) -> list[Row]:
         """The rows where verifier ``label``'s verdict and the outcome differ (false positives first)."""
         rows = [
@@ -212,6 +220,11 @@ class CalibrationResult:
                     "disagreements": [r.to_dict() for r in self.disagreements(label)[:examples]],
                 }
                 for label, described in self.verifiers.items()
+            },
+            "against_functional": {
+                label: self.against(label, "functional").to_dict()
+                for label in self.verifiers
+                if label != "functional" and "functional" in self.verifiers
             },
         }
 
@@ -371,11 +384,15 @@ def _judge_state(
     expert_texts = [context.fresh_env().render_action(m) for m in trajectory.messages if m.get("role") == "assistant"]
     budget = len(expert_texts) - turn.turn
     rest = expert_texts[turn.turn + 1 :] if continuation == "expert" else None
+    judged = {  # every verifier judges the state's candidates together (one model call for the judge)
+        label: verify_batch_safely(verifier, context, [c.text for c in candidates])
+        for label, verifier in verifiers.items()
+    }
     rows = []
-    for candidate in candidates:
+    for i, candidate in enumerate(candidates):
         verdicts = {}
-        for label, verifier in verifiers.items():
-            verdict = verify_safely(verifier, context, candidate.text)
+        for label in verifiers:
+            verdict = judged[label][i]
             undecided = verdict.undecided
             verdicts[label] = {"credited": None if undecided else verdict.reward > 0, "reason": verdict.reason[:200]}
         outcome = continue_episode(context.env(), candidate.text, rest, budget)
@@ -430,6 +447,20 @@ def format_calibration(result: CalibrationResult, examples: int = 5) -> str:
             f"{c['undetermined']} | {_rate(r['agreement'])} | {_rate(r['precision'])} | "
             f"{_rate(r['false_positive_rate'])} | {_rate(r['false_negative_rate'])} |"
         )
+    if data["against_functional"]:
+        lines += [
+            "",
+            "Against the env's rule verifier's verdicts (the `functional` row as the truth):",
+            "",
+            "| verifier | TP | FP | FN | TN | undecided | agreement | FP rate | FN rate |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for label, c in data["against_functional"].items():
+            r = c["rates"]
+            lines.append(
+                f"| {label} | {c['tp']} | {c['fp']} | {c['fn']} | {c['tn']} | {c['undecided']} | "
+                f"{_rate(r['agreement'])} | {_rate(r['false_positive_rate'])} | {_rate(r['false_negative_rate'])} |"
+            )
     lines += ["", "By candidate source (agreement):", "", "| source | " + " | ".join(data["verifiers"]) + " |"]
     lines.append("|---|" + "---|" * len(data["verifiers"]))
     for source in result.sources:

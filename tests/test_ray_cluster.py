@@ -322,7 +322,7 @@ def test_swe_judging_through_ray_gives_the_process_executors_verdicts(cluster: C
     if not bwrap_available():
         pytest.skip("bubblewrap is not installed")
     from pivotgym.calibration import env_candidates
-    from pivotgym.pivot.profile import VerifyTask, verify_candidate
+    from pivotgym.pivot.profile import VerifyTask, verify_candidates
     from pivotgym.registry import make
     from pivotgym.states import expert_states
     from pivotgym.verify import VerifyContext
@@ -331,15 +331,15 @@ def test_swe_judging_through_ray_gives_the_process_executors_verdicts(cluster: C
     tasks = []
     for state in expert_states([trajectory]):
         # the expert's action, paraphrases, the env's wrong action and its own calibration candidates
-        for candidate in env_candidates(VerifyContext.at(state).env(), state.turn.expert):
-            tasks.append(VerifyTask("swe/functional", state, candidate.text))
+        texts = tuple(c.text for c in env_candidates(VerifyContext.at(state).env(), state.turn.expert))
+        tasks.append(VerifyTask("swe/functional", state, texts))
     with ProcessExecutor(workers=1, timeout=120) as ex:
-        by_process = ex.map(verify_candidate, tasks)
+        by_process = ex.map(verify_candidates, tasks)
     with RayExecutor(timeout=120, address=cluster.address) as ex:
-        by_ray = ex.map(verify_candidate, tasks)
+        by_ray = ex.map(verify_candidates, tasks)
     assert all(r.ok for r in by_process + by_ray), [r.error for r in by_process + by_ray if not r.ok]
-    verdicts = [(r.value["reward"], r.value["reason"], r.value["undecided"]) for r in by_process]
-    assert [(r.value["reward"], r.value["reason"], r.value["undecided"]) for r in by_ray] == verdicts
+    verdicts = [(v["reward"], v["reason"], v["undecided"]) for r in by_process for v in r.value]
+    assert [(v["reward"], v["reason"], v["undecided"]) for r in by_ray for v in r.value] == verdicts
     rewards = [v[0] for v in verdicts]
     assert 1.0 in rewards and 0.0 in rewards, verdicts  # both credited and refused actions were judged
 

@@ -30,7 +30,11 @@ def calibrate_cmd(
     ),
     split: str | None = typer.Option(None, help="Split of the expert trajectories (default: test, else the first)."),
     limit: int = typer.Option(10, help="At most N expert trajectories."),
-    verifier: str = typer.Option("functional", help="The verifier to calibrate (the exact-match one runs beside it)."),
+    verifier: str = typer.Option(
+        "functional",
+        help="The verifier to calibrate: functional, judge (a model, $PIVOTGYM_JUDGE_MODEL), a name or a composition; "
+        "the exact-match one runs beside it, and the env's functional one too when another is calibrated.",
+    ),
     sampler: str = typer.Option("hf", "--sampler", help="Sampler backend for --model (`pivotgym samplers`)."),
     device: str | None = typer.Option(None, help="cpu or cuda for --model (default: cuda when present)."),
     seed: int = typer.Option(0, help="Sampling seed with --model (each state derives its own from it)."),
@@ -55,8 +59,8 @@ def calibrate_cmd(
     if continuation is None:
         continuation = "optimal" if provides_continuation(env) else "expert"
     verifiers = {
-        verifier: registry.make_verifier(registry.verifier_name_for(env_id, verifier)),
-        "exact": registry.make_verifier(registry.verifier_name_for(env_id, "exact")),
+        label: registry.make_verifier(registry.verifier_name_for(env_id, label))
+        for label in dict.fromkeys([verifier, "functional", "exact"])
     }
     backend = None
     if model is not None:

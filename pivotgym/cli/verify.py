@@ -25,7 +25,7 @@ import typer
 
 from pivotgym.cli.output import CLIError, emit_json, table
 from pivotgym.errors import TaskNotFound
-from pivotgym.verify import VerifyContext, verify_safely
+from pivotgym.verify import VerifyContext, verify_batch_safely
 
 TURN_HELP = (
     'JSON file: {"messages": [...], "expert": message | text | [{"name", "arguments"}], '
@@ -76,8 +76,7 @@ def verify_turn(
         env_id, turn["messages"], turn["expert"], tools=turn.get("tools"), task_id=turn.get("task_id")
     )
     out = []
-    for text in candidates:
-        verdict = verify_safely(judge, context, text)
+    for text, verdict in zip(candidates, verify_batch_safely(judge, context, candidates)):
         out.append(
             {
                 "candidate": text,
@@ -106,7 +105,11 @@ def verify_cmd(
     candidates_file: Path | None = typer.Option(
         None, "--candidates", help='A file of candidates: JSON lines of strings or {"text": ...}.'
     ),
-    verifier: str = typer.Option("functional", help="functional, exact, or a verifier name."),
+    verifier: str = typer.Option(
+        "functional",
+        help="functional, exact, judge (a model: $PIVOTGYM_JUDGE_MODEL), a verifier name, or a composition "
+        "such as functional|judge (the judge where the rule is undecided) or message:judge|functional.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Judge candidate actions for any turn (functions, messages, expert action) with an env's verifier."""

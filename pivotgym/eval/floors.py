@@ -12,7 +12,7 @@ trajectories (every assistant turn, the states turn accuracy measures) this modu
   answers None to both, or offers no action at all, is counted and left out. The result names the set it
   judged (``action_set``): over candidates the floor is that naive policy's, not a random legal action's;
 * judges each legal action, and the expert's own action, with the env's verifier through the same path the
-  profiler uses (:class:`~pivotgym.pivot.profile.VerifyTask` and :func:`~pivotgym.pivot.profile.verify_candidate`
+  profiler uses (:class:`~pivotgym.pivot.profile.VerifyTask` and :func:`~pivotgym.pivot.profile.map_verify`
   fanned out over an :class:`~pivotgym.execution.Executor`), so a verdict here is the verdict turn accuracy
   and training would give that text;
 * keeps per state ``n_legal``, ``n_credited`` (reward at least ``credit``, default full credit) and whether the
@@ -245,7 +245,7 @@ def floors(
     from tqdm.auto import tqdm
 
     from pivotgym.execution import Executor, chunks, make_executor
-    from pivotgym.pivot.profile import VerifyTask, verify_candidate
+    from pivotgym.pivot.profile import VerifyTask, map_verify
     from pivotgym.registry import get_registry
     from pivotgym.verify import failed_verification
 
@@ -291,24 +291,19 @@ def floors(
                 if not legal:  # None: the env cannot enumerate; []: nothing to choose from
                     no_legal += 1
                     continue
-                for candidate in [*legal, env.render_action(turn.expert)]:
-                    tasks.append(VerifyTask(verifier_name, state, candidate))
-                    owners.append(row)
-            results = pool.map(verify_candidate, tasks, timeout=timeout) if tasks else []
-            judged: dict[int, list[float]] = {}
-            for row, result in zip(owners, results):
-                reward = 0.0
-                if not result.ok:
-                    row.failed += 1
-                    row.failed_reasons.append(failed_verification(result.error).reason[:200])
-                elif result.value.get("undecided"):
-                    row.failed += 1
-                    row.failed_reasons.append(str(result.value["undecided"])[:200])
-                else:
-                    reward = min(1.0, float(result.value["reward"]))
-                judged.setdefault(id(row), []).append(reward)
-            for row in {id(r): r for r in owners}.values():
-                got = judged[id(row)]
+                tasks.append(VerifyTask(verifier_name, state, (*legal, env.render_action(turn.expert))))
+                owners.append(row)
+            for row, task, result in zip(owners, tasks, map_verify(pool, tasks, timeout)):
+                got: list[float] = []
+                for i in range(len(task.candidates)):
+                    value = result.value[i] if result.ok else None
+                    if value is None or value.get("undecided"):
+                        row.failed += 1
+                        why = failed_verification(result.error).reason if value is None else str(value["undecided"])
+                        row.failed_reasons.append(why[:200])
+                        got.append(0.0)
+                    else:
+                        got.append(min(1.0, float(value["reward"])))
                 row.rewards, row.expert_reward = got[:-1], got[-1]
             bar.update(len(group))
             bar.set_postfix(no_legal=no_legal, failed=sum(r.failed > 0 for r in rows), refresh=False)

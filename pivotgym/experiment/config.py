@@ -162,7 +162,7 @@ EXPERIMENT_SETS = {
     "pivots": "the profile stage (the selection rule is `select`)",
     "profiles": "the profile stage (options in `profile`)",
     "trajectories": "the expert stage (`env`, `train_tasks`)",
-    "verifier": "the env's functional verifier (the exact one is the `exact_reward` ablation)",
+    "verifier": "the top-level `verifier` (the exact one is the `exact_reward` ablation)",
     "env_id": "the top-level `env`",
     "sampler": "the top-level `sampler` (one sampler for the whole run)",
     "sampler_options": "the top-level `sampler_options`",
@@ -265,6 +265,14 @@ class ExperimentConfig:
     #: turns: the paper's same-data comparison for a base model that cannot yet write a legal action) or
     #: ``sft`` (from the SFT model, which profiles its own training turns)
     rl_init: str = field(default="base", metadata=choices(RL_INITS))
+    #: the reward of profiling and PivotRL (the pivots and the PivotRL rows): `functional` (the env's own
+    #: verifier), `exact`, `judge` (a model asked, arguments in `judge`), or a composition such as
+    #: `functional|judge` (the judge where the rule is undecided); held-out turn accuracy is always judged by the
+    #: env's functional verifier, so a judged reward is measured by the env's own rule
+    verifier: str = "functional"
+    #: the `judge` verifier's arguments (`model`, `sampler`, `votes`, `instructions`, sampler options such as
+    #: `base_url`; pivotgym.verify.llm_judge), set as $PIVOTGYM_JUDGE for every process of the run
+    judge: dict[str, Any] = field(default_factory=dict)
     #: the primary comparison, named before the run: `A-vs-B-SET` with A and B method tags (`pivot`, `sft`,
     #: `sft-more`, `e2e`, `warmup`, `base`, `placebo`, `e2e-expert-states`, ...) and SET `in_domain`, `ood` or
     #: `p_credited` (needs `eval.likelihood`); the report states it first and labels every other comparison
@@ -288,6 +296,13 @@ class ExperimentConfig:
             setattr(self, name, check_trainer_section(name, getattr(self, name) or {}))
         check_field_choices(self)
         check_choices(self)
+        from pivotgym.verify.compose import composition
+
+        composition(self.verifier)  # a malformed composition fails at load, with how to write it
+        if self.judge:
+            from pivotgym.verify.llm_judge import JudgeVerifier
+
+            JudgeVerifier(**self.judge)  # unknown or bad arguments fail at load, before a stage runs
 
     @property
     def members(self) -> dict[str, str]:

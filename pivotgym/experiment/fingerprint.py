@@ -38,7 +38,13 @@ __all__ = [
 NOT_INPUTS = ("progress", "report_to")
 #: inputs added after runs were recorded, at the value that does what those runs did: at that value they are
 #: left out, so the runs keep their fingerprints (any other value is an input like every other)
-ADDED_AT_DEFAULT: dict[str, Any] = {"sampler_options": {}, "eval.likelihood": False, "e2e.start": "reset"}
+ADDED_AT_DEFAULT: dict[str, Any] = {
+    "sampler_options": {},
+    "eval.likelihood": False,
+    "e2e.start": "reset",
+    "verifier": "functional",
+    "judge": {},
+}
 #: the config fields every evaluating stage depends on (what the suite and the curve measure, and how)
 EVALUATION = (
     "env",
@@ -59,11 +65,11 @@ SLICES: dict[str, tuple[str, ...]] = {
     "expert": ("env", "train_tasks", "warmup_tasks"),
     "warmup": ("model", "rl_init", "warmup", "warmup_tasks", *EVALUATION),
     "sft": ("model", "sft", "rl_init", *EVALUATION),
-    "profile": ("model", "rl_init", "env", "sampler", "sampler_options", "profile", "select"),
-    "pivot": ("model", "rl_init", "pivot", "curve.every", *EVALUATION),
+    "profile": ("model", "rl_init", "env", "sampler", "sampler_options", "profile", "select", "verifier", "judge"),
+    "pivot": ("model", "rl_init", "pivot", "curve.every", "verifier", "judge", *EVALUATION),
     "e2e": ("model", "rl_init", "e2e", "curve.every", *EVALUATION),
     "sft-more": ("model", "sft", "matched_sft", *EVALUATION),
-    "ablation": ("model", "rl_init", "ablations", "pivot", "profile", "select", *EVALUATION),
+    "ablation": ("model", "rl_init", "ablations", "pivot", "profile", "select", "verifier", "judge", *EVALUATION),
 }
 
 
@@ -99,14 +105,14 @@ def config_values(config: ExperimentConfig) -> dict[str, Any]:
     return {k: v for k, v in flat.items() if k not in ADDED_AT_DEFAULT or v != ADDED_AT_DEFAULT[k]}
 
 
-def verifier_versions(env_id: str) -> dict[str, str]:
-    """``{name: version}`` of the env's functional and exact-match verifiers (``unknown`` when one cannot be
-    built)."""
+def verifier_versions(env_id: str, reward: str = "functional") -> dict[str, str]:
+    """``{name: version}`` of the env's functional and exact-match verifiers and of the run's ``reward``
+    verifier (the config's ``verifier``), ``unknown`` when one cannot be built."""
     from pivotgym.registry import get_registry
 
     registry = get_registry()
     out = {}
-    for kind in ("functional", "exact"):
+    for kind in dict.fromkeys(("functional", "exact", reward)):
         name = registry.verifier_name_for(env_id, kind)
         try:
             out[name] = str(registry.make_verifier(name).version)

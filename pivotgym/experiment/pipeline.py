@@ -90,6 +90,28 @@ def _stage_lock(record: Path, which: str) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def judge_environment(settings: dict[str, Any]) -> Iterator[None]:
+    """``$PIVOTGYM_JUDGE`` set to the config's ``judge`` arguments while the run lasts (so every process the run
+    starts builds the same ``judge`` verifier), and restored afterwards; nothing changes when they are empty."""
+    import os
+
+    from pivotgym.verify.llm_judge import JUDGE_ENV
+
+    if not settings:
+        yield
+        return
+    before = os.environ.get(JUDGE_ENV)
+    os.environ[JUDGE_ENV] = json.dumps(settings)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(JUDGE_ENV, None)
+        else:
+            os.environ[JUDGE_ENV] = before
+
+
 def run_experiment(
     config: ExperimentConfig,
     out_dir: str | Path | None = None,
@@ -102,7 +124,15 @@ def run_experiment(
     ``stages`` limits which stages run. A finished stage whose fingerprint matches is skipped; one whose
     fingerprint differs (the config changed since it ran) raises :class:`~pivotgym.errors.StageChanged`
     before anything runs or is written, unless ``rerun`` names it or a stage upstream of it: those stages
-    are deleted and recomputed, with everything downstream of them (whatever ``stages`` says)."""
+    are deleted and recomputed, with everything downstream of them (whatever ``stages`` says). The config's
+    ``judge`` arguments are the environment of the run (:func:`judge_environment`)."""
+    with judge_environment(config.judge):
+        return _run_experiment(config, out_dir, stages, rerun)
+
+
+def _run_experiment(
+    config: ExperimentConfig, out_dir: str | Path | None, stages: Sequence[str] | None, rerun: Sequence[str]
+) -> dict[str, Any]:
     from pivotgym.experiment.provenance import run_provenance
     from pivotgym.experiment.report import write_experiment_report
     from pivotgym.experiment.run import Run
@@ -116,7 +146,7 @@ def run_experiment(
     chosen += [s for s in STAGES if s in redo and s not in chosen]  # a recomputed stage's downstream runs too
 
     # every fingerprint first: a changed stage stops the run before a model loads or a file is written
-    verifiers = verifier_versions(config.env)
+    verifiers = verifier_versions(config.env, config.verifier)
     plan = stage_plan(config.seeds)
     inputs: dict[tuple[str, int | None], dict[str, Any]] = {}
     prints: dict[tuple[str, int | None], str] = {}

@@ -40,6 +40,11 @@ class Run:
     def root(self) -> Path:
         return self.layout.root
 
+    def reward_verifier(self, tag: str) -> str:
+        """The verifier a profile or PivotRL run of verifier ``tag`` is rewarded by: the config's ``verifier``
+        for the main rows (tag ``functional``), the tag itself for an ablation's (``exact``)."""
+        return self.config.verifier if tag == "functional" else tag
+
     @property
     def curve_metric(self) -> str:
         """``episodes`` or ``turns`` (see :data:`~pivotgym.experiment.config.CURVE_METRICS`)."""

@@ -289,7 +289,7 @@ def stage_profile(run: Run, seed: int, verifier: str = "functional") -> None:
     layout, section = run.layout, run.config.profile
     profiles_path, meta_path = layout.profiles(verifier, seed), layout.profiles_meta(verifier, seed)
     if not _done(meta_path):
-        config = section.to_config(seed, verifier, run.generation_cap(section.max_new_tokens))
+        config = section.to_config(seed, run.reward_verifier(verifier), run.generation_cap(section.max_new_tokens))
         with StageClock(layout.profiles_clock(verifier, seed)) as clock:  # counts killed attempts too
             result = profile_trajectories(
                 read_trajectories(layout.expert),
@@ -350,7 +350,7 @@ def _pivot_run(
             "pivots": str(pivots),
             "trajectories": str(layout.expert),
             "profiles": str(layout.profiles(profiled, seed)),
-            "verifier": verifier,
+            "verifier": run.reward_verifier(verifier),
         }
     )
     trainer = run.own(PivotTrainer(cfg))

@@ -28,7 +28,7 @@ rest.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,7 @@ from pivotgym.pivot.adaptive import AdaptiveK
 from pivotgym.sampling.base import Sampler, SamplingParams, sample_seeded
 from pivotgym.states import expert_states
 from pivotgym.types import ExpertState, Message, Trajectory, TurnProfile, content_hash
-from pivotgym.verify import DEFAULT_CONTEXT_CACHE, Judge, VerifyContext, failed_sample, failed_verification
+from pivotgym.verify import DEFAULT_CONTEXT_CACHE, Judge, VerifyContext, add_cost, failed_sample, failed_verification
 
 #: bump when the profile computation changes in a way that alters results (part of every key);
 #: "2": samples keyed by per-state seeds in batched calls (`sample_seeded`);
@@ -58,7 +58,8 @@ __all__ = [
     "VerifyTask",
     "profile_config",
     "profile_trajectories",
-    "verify_candidate",
+    "map_verify",
+    "verify_candidates",
     "worker_judge",
 ]
 
@@ -142,12 +143,13 @@ class ProfileResult:
 # ---------------------------------------------------------------------------------------------- verification
 @dataclass
 class VerifyTask:
-    """One candidate to verify at an expert state; picklable (the env is rebuilt in the worker through the
+    """The candidates to verify at one expert state, judged together (a verifier with ``verify_batch``, such as
+    the model judge, takes them in one call); picklable (the env is rebuilt in the worker through the
     registry)."""
 
     verifier: str
     state: ExpertState
-    candidate: str
+    candidates: tuple[str, ...]
 
 
 #: states whose contexts (positioned envs) a worker keeps (the verify layer's default)
@@ -166,12 +168,28 @@ def worker_judge() -> Judge:
     return _JUDGE[0]
 
 
-def verify_candidate(task: VerifyTask) -> dict[str, Any]:
-    """Verify one candidate in a worker: ``{"reward", "reason", "undecided"}``, where ``undecided`` is
-    :attr:`pivotgym.types.Verdict.undecided` (None for a judgement)."""
+def verify_candidates(task: VerifyTask) -> list[dict[str, Any]]:
+    """Verify a state's candidates in a worker: per candidate ``{"reward", "reason", "undecided", "cost"}``,
+    where ``undecided`` is :attr:`pivotgym.types.Verdict.undecided` (None for a judgement) and ``cost`` what
+    the verdict says it cost (the model judge's calls, tokens and seconds; empty for a rule)."""
     state = task.state
-    verdict = worker_judge().verdict(task.verifier, state.key, lambda: VerifyContext.at(state), task.candidate)
-    return {"reward": verdict.reward, "reason": verdict.reason[:300], "undecided": verdict.undecided}
+    verdicts = worker_judge().verdicts(task.verifier, state.key, lambda: VerifyContext.at(state), task.candidates)
+    out = []
+    for verdict in verdicts:
+        cost: dict[str, float] = {}
+        add_cost(cost, verdict)
+        out.append(
+            {"reward": verdict.reward, "reason": verdict.reason[:300], "undecided": verdict.undecided, "cost": cost}
+        )
+    return out
+
+
+def map_verify(executor: Executor, tasks: Sequence[VerifyTask], timeout: float | None) -> list[TaskResult]:
+    """Run :func:`verify_candidates` over ``tasks`` through ``executor``, ``timeout`` seconds per candidate."""
+    if not tasks:
+        return []
+    most = max(len(t.candidates) for t in tasks)
+    return executor.map(verify_candidates, list(tasks), timeout=None if timeout is None else timeout * most)
 
 
 # ---------------------------------------------------------------------------------------------- the profiler
@@ -194,6 +212,8 @@ class Profiler:
         self.registry = registry or get_registry()
         self._envs: dict[str, Any] = {}
         self._verifier_info: dict[str, dict[str, str]] = {}
+        #: what this profile's verdicts said they cost (the model judge's calls, tokens, seconds), by name
+        self.verifier_cost: dict[str, float] = {}
         described = dict(sampler.describe() or {})
         self.reference_model = {k: described.get(k) for k in ("model", "revision", "backend")}
 
@@ -272,6 +292,7 @@ class Profiler:
         todo = [s for s in states if s.key not in done]
         new: dict[str, TurnProfile] = {}
         counters = {"samples": 0, "verify_failures": 0, "pivots": 0, "profiled": 0}
+        self.verifier_cost = {}
         bar = tqdm(total=len(todo), desc="profile", unit="state", disable=not progress or None, dynamic_ncols=True)
         appender = JsonlAppender(out) if out is not None else None
 
@@ -308,6 +329,7 @@ class Profiler:
             "samples": counters["samples"],
             "max_samples": counters["profiled"] * self.config.k,
             "verify_failures": counters["verify_failures"],
+            "verifier_cost": dict(self.verifier_cost),
             "elapsed_s": round(elapsed, 3),
             "states_per_s": round(counters["profiled"] / elapsed, 4) if elapsed > 0 else None,
             "pivots": sum(p.var > 0 and p.mean < self.config.pivot_max_mean for p in profiles),
@@ -373,7 +395,8 @@ class Profiler:
 
         while active:
             tasks: list[VerifyTask] = []
-            slots: list[tuple[str, int | None, str | None]] = []  # (state key, task index | None, failure)
+            # (state key, (task index, candidate index) | None, failure)
+            slots: list[tuple[str, tuple[int, int] | None, str | None]] = []
             wanted = [min(block, k - drawn(s.key)) for s in active]
             if stage is not None:
                 stage(f"sampling {sum(wanted)} actions for {len(active)} states")
@@ -383,26 +406,29 @@ class Profiler:
                     prompt_tokens[state.key] = len(completions[0].prompt_token_ids)
                 for _ in range(n - len(completions)):  # a backend that returned fewer than asked
                     slots.append((state.key, None, failed_sample("no completion returned").reason))
+                texts: list[str] = []
                 for completion in completions[:n]:
                     if completion.finish_reason == "error":
                         slots.append((state.key, None, failed_sample(completion.text[:200]).reason))
                         continue
-                    slots.append((state.key, len(tasks), None))
-                    tasks.append(VerifyTask(state.verifier, state.expert, completion.text))
+                    slots.append((state.key, (len(tasks), len(texts)), None))
+                    texts.append(completion.text)
+                if texts:
+                    tasks.append(VerifyTask(state.verifier, state.expert, tuple(texts)))
             if stage is not None:
-                stage(f"verifying {len(tasks)} actions")
-            results = self.executor.map(verify_candidate, tasks, timeout=self.config.timeout) if tasks else []
-            for key, task_index, failure in slots:
-                if task_index is not None:
-                    result: TaskResult = results[task_index]
-                    if result.ok and not result.value.get("undecided"):
-                        rewards[key].append(float(result.value["reward"]))
-                        reasons[key].append(str(result.value["reason"]))
+                stage(f"verifying {sum(len(t.candidates) for t in tasks)} actions")
+            results = map_verify(self.executor, tasks, self.config.timeout)
+            for key, at, failure in slots:
+                if at is not None:
+                    result: TaskResult = results[at[0]]
+                    value = result.value[at[1]] if result.ok else None
+                    if value is not None:
+                        add_cost(self.verifier_cost, value.get("cost") or {})
+                    if value is not None and not value.get("undecided"):
+                        rewards[key].append(float(value["reward"]))
+                        reasons[key].append(str(value["reason"]))
                         continue
-                    if result.ok:
-                        failure = str(result.value["undecided"])
-                    else:
-                        failure = failed_verification(result.error).reason
+                    failure = str(value["undecided"]) if value is not None else failed_verification(result.error).reason
                     counters["verify_failures"] += 1
                 failed[key].append(failure or "undecided")
             still: list[State] = []

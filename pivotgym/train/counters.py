@@ -52,6 +52,9 @@ class Counters:
     groups_applied: int | None = None
     refill_groups: int | None = None
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
+    #: what the verdicts of training said they cost, by name (the model judge's ``judge_calls``,
+    #: ``judge_prompt_tokens``, ``judge_seconds``, ...; empty for rule verifiers)
+    verifier_cost: dict[str, float] = field(default_factory=dict)
     wall_seconds: float = 0.0
     _started: float | None = field(default=None, repr=False, compare=False)
 
@@ -115,6 +118,7 @@ class Counters:
             "samples_trained": self.samples_trained,
         }
         row.update({name: getattr(self, name) for name in APPLIED if getattr(self, name) is not None})
+        row.update(self.verifier_cost)
         row["wall_seconds"] = round(self.wall_seconds, 4)
         for phase, secs in self.seconds.items():
             row[f"seconds_{phase}"] = round(secs, 4)

@@ -208,7 +208,7 @@ class PivotTrainer(RLTrainer):
             )
         for (global_index, state_index), state, completions in zip(mine, states, groups):
             with self.counters.time("verification"):
-                judged = self.scorer.score_judged(state, [c.text for c in completions])
+                judged = self.scorer.score_judged(state, [c.text for c in completions], self.counters.verifier_cost)
             # a failed verification is no reward: its sample leaves the group (no fake advantage from a 0)
             keep = [i for i, r in enumerate(judged) if r is not None]
             local["failed_verifications"] += len(judged) - len(keep)

@@ -17,7 +17,7 @@ from typing import Any
 from pivotgym.env import DEFAULT_MAX_NEW_TOKENS, generation_cap
 from pivotgym.states import expert_states, states_of
 from pivotgym.types import ExpertState, Trajectory, Turn, TurnProfile
-from pivotgym.verify import Judge, VerifyContext
+from pivotgym.verify import Judge, VerifyContext, add_cost
 
 
 @dataclass
@@ -60,12 +60,19 @@ class StateScorer:
         """Rewards of ``texts`` at ``state`` (a failed verification scores 0: for evaluation)."""
         return [0.0 if r is None else r for r in self.score_judged(state, texts)]
 
-    def score_judged(self, state: PivotState, texts: Sequence[str]) -> list[float | None]:
+    def score_judged(
+        self, state: PivotState, texts: Sequence[str], cost: dict[str, float] | None = None
+    ) -> list[float | None]:
         """Rewards of ``texts`` at ``state``, None where the verification was undecided (timeout, verifier
         error, a verifier that could not judge: :attr:`pivotgym.types.Verdict.undecided`): training leaves
-        those samples out of the group."""
+        those samples out of the group. The texts are judged together (one model call for the ``judge``
+        verifier); what their verdicts cost is added to ``cost`` when given."""
         expert = state.state
-        return [self.judge.reward(state.verifier, expert.key, lambda: VerifyContext.at(expert), t) for t in texts]
+        verdicts = self.judge.verdicts(state.verifier, expert.key, lambda: VerifyContext.at(expert), texts)
+        if cost is not None:
+            for verdict in verdicts:
+                add_cost(cost, verdict)
+        return [v.reward if v.decided else None for v in verdicts]
 
 
 def encode_states(

@@ -101,9 +101,10 @@ def verify_batch_safely(verifier: Verifier, context: VerifyContext, candidates: 
     return [verify_safely(verifier, context, c) for c in candidates]
 
 
-def add_cost(total: dict[str, float], verdict: Verdict) -> None:
-    """Add what ``verdict`` says it cost (``components["cost"]``, numbers by name) to ``total``."""
-    cost = verdict.components.get("cost")
+def add_cost(total: dict[str, float], source: Verdict | Mapping[str, Any]) -> None:
+    """Add what a verdict says it cost (``components["cost"]``, numbers by name), or a cost mapping, to
+    ``total``."""
+    cost = source.components.get("cost") if isinstance(source, Verdict) else source
     if isinstance(cost, Mapping):
         for name, value in cost.items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):

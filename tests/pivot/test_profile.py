@@ -153,12 +153,17 @@ def test_a_failed_verdict_is_counted_not_scored(
 
     calls: list[int] = []
 
-    def verify(task: object) -> dict:
-        calls.append(1)
-        verdict = Verdict.undecided_because("search budget exhausted") if len(calls) == 2 else Verdict.ok("equivalent")
-        return {"reward": verdict.reward, "reason": verdict.reason, "undecided": verdict.undecided}
+    def verify(task: profile_module.VerifyTask) -> list[dict]:
+        out = []
+        for _ in task.candidates:
+            calls.append(1)
+            verdict = (
+                Verdict.undecided_because("search budget exhausted") if len(calls) == 2 else Verdict.ok("equivalent")
+            )
+            out.append({"reward": verdict.reward, "reason": verdict.reason, "undecided": verdict.undecided})
+        return out
 
-    monkeypatch.setattr(profile_module, "verify_candidate", verify)
+    monkeypatch.setattr(profile_module, "verify_candidates", verify)
     result = Profiler(tiny_sampler, ProfileConfig(k=4, params=PARAMS), "serial").profile(
         arith_trajectories(n=1)[:1], tmp_path / "p.jsonl", progress=False, limit=1
     )

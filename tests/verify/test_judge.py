@@ -164,9 +164,12 @@ def test_the_profiler_worker_passes_the_verdicts_undecided_reason(monkeypatch):
     from pivotgym.pivot import profile
 
     monkeypatch.setattr(profile, "_JUDGE", [Judge(lambda _name: _Returns(UNDECIDED["verifier says so"]))])
-    out = profile.verify_candidate(profile.VerifyTask("test/returns", ExpertState(TURN), "add 3"))
-    assert out == {
-        "reward": 0.0,
-        "reason": "budget_exhausted: h* unknown",
-        "undecided": "budget_exhausted: h* unknown",
-    }
+    out = profile.verify_candidates(profile.VerifyTask("test/returns", ExpertState(TURN), ("add 3",)))
+    assert out == [
+        {
+            "reward": 0.0,
+            "reason": "budget_exhausted: h* unknown",
+            "undecided": "budget_exhausted: h* unknown",
+            "cost": {},
+        }
+    ]

@@ -95,7 +95,7 @@ def test_imported_rows_are_profiled_and_trained_against_their_own_tools():
     """The profiler's and the trainers' verifier contexts carry the imported row's functions: without them an
     explicit ``breakfast=False`` (the schema's default) could not be told from an unexpected argument."""
     from pivotgym.pivot.formats import import_nemo_rows
-    from pivotgym.pivot.profile import VerifyTask, verify_candidate
+    from pivotgym.pivot.profile import VerifyTask, verify_candidates
     from pivotgym.train.states import StateScorer, states_from_trajectories
 
     [traj] = import_nemo_rows([ROW], env_id="tooluse/bfcl-simple-v0")
@@ -104,7 +104,5 @@ def test_imported_rows_are_profiled_and_trained_against_their_own_tools():
     at_default = tc("book_room", city="Oslo", nights=2, budget=150.0, breakfast=False)
     wrong_type = tc("book_room", city="Oslo", nights="2", budget=150.0)
     assert StateScorer().score(state, [at_default, wrong_type]) == [1.0, 0.0]
-    judged = [
-        verify_candidate(VerifyTask("tooluse/functional", state.state, text)) for text in (at_default, wrong_type)
-    ]
+    judged = verify_candidates(VerifyTask("tooluse/functional", state.state, (at_default, wrong_type)))
     assert [j["reward"] for j in judged] == [1.0, 0.0]
