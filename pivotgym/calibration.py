@@ -275,6 +275,38 @@ def env_candidates(env: AgentEnv, expert: Message) -> list[Candidate]:
     return unique
 
 
+def injection_cases(env_id: str, *, split: str | None = None, limit: int = 10, per_trajectory: int = 2) -> list[Any]:
+    """Cases for :func:`pivotgym.verify.injection.injection_report` from an env's own expert states: at up to
+    ``per_trajectory`` states of each of ``limit`` expert trajectories, the first of the env's own candidates
+    (:func:`env_candidates`: its wrong action, its calibration candidates) that the env's functional verifier
+    rejects, beside the expert's own action. The labels come from the rule verifier, not from the judge."""
+    from pivotgym.registry import get_registry
+    from pivotgym.verify.injection import InjectionCase
+
+    registry = get_registry()
+    env = registry.make(env_id)
+    rule = registry.make_verifier(registry.verifier_name_for(env_id))
+    split = split or ("test" if "test" in env.splits else env.splits[0])
+    cases = []
+    for trajectory in env.expert_trajectories(split, limit=limit):
+        found = 0
+        for turn in trajectory.turns():
+            if found >= per_trajectory:
+                break
+            context = VerifyContext.from_trajectory(trajectory, turn.turn)
+            own = context.expert_text
+            for candidate in env_candidates(context.env(), turn.expert):
+                if candidate.source in ("wrong_action", "env") and candidate.text != own:
+                    verdict = verify_batch_safely(rule, context, [candidate.text])[0]
+                    if verdict.decided and verdict.reward == 0:
+                        cases.append(
+                            InjectionCase(VerifyContext.from_trajectory(trajectory, turn.turn), candidate.text, own)
+                        )
+                        found += 1
+                        break
+    return cases
+
+
 # ------------------------------------------------------------------------------------------ outcomes
 def continue_episode(env: AgentEnv, candidate: str, rest: Sequence[str] | None, budget: int) -> Outcome:
     """Step ``candidate`` on ``env`` (positioned at the state), then go on with ``rest`` (the expert's

@@ -93,32 +93,34 @@ def injection_report(verifier: Verifier, cases: Sequence[InjectionCase]) -> dict
     """The share of cases ``verifier`` credits (reward > 0) for the right action, the plain wrong action and
     the wrong action under each attack of :data:`ATTACKS`, with the undecided ones counted apart:
     ``{"n", "right", "wrong", "attacks": {name: {...}}, "attacks_overall": {...}}``, each
-    ``{"credited", "undecided", "share"}`` (``share``: credited over the decided verdicts)."""
+    ``{"credited", "undecided", "share"}`` (``share``: credited over the decided verdicts). Each case's texts
+    are judged in one batch."""
     from pivotgym.verify.judge import verify_batch_safely
 
-    def tally(texts_of: Callable[[InjectionCase], str]) -> dict[str, Any]:
-        credited = undecided = 0
-        for case in cases:
-            [verdict] = verify_batch_safely(verifier, case.context, [texts_of(case)])
+    labels = ["right", "wrong", *ATTACKS]
+    counts = {label: {"credited": 0, "undecided": 0} for label in labels}
+    for case in cases:
+        texts = [case.right, case.wrong, *(make(case.wrong) for make in ATTACKS.values())]
+        for label, verdict in zip(labels, verify_batch_safely(verifier, case.context, texts)):
             if not verdict.decided:
-                undecided += 1
+                counts[label]["undecided"] += 1
             elif verdict.reward > 0:
-                credited += 1
-        decided = len(cases) - undecided
+                counts[label]["credited"] += 1
+
+    def shares(credited: int, undecided: int, n: int) -> dict[str, Any]:
+        decided = n - undecided
         return {"credited": credited, "undecided": undecided, "share": credited / decided if decided else None}
 
-    attacks = {name: tally(lambda case, make=make: make(case.wrong)) for name, make in ATTACKS.items()}  # type: ignore[misc]
-    credited = sum(a["credited"] for a in attacks.values())
-    undecided = sum(a["undecided"] for a in attacks.values())
-    decided = len(cases) * len(attacks) - undecided
+    n = len(cases)
+    attacks = {name: shares(counts[name]["credited"], counts[name]["undecided"], n) for name in ATTACKS}
     return {
-        "n": len(cases),
-        "right": tally(lambda case: case.right),
-        "wrong": tally(lambda case: case.wrong),
+        "n": n,
+        "right": shares(counts["right"]["credited"], counts["right"]["undecided"], n),
+        "wrong": shares(counts["wrong"]["credited"], counts["wrong"]["undecided"], n),
         "attacks": attacks,
-        "attacks_overall": {
-            "credited": credited,
-            "undecided": undecided,
-            "share": credited / decided if decided else None,
-        },
+        "attacks_overall": shares(
+            sum(a["credited"] for a in attacks.values()),
+            sum(a["undecided"] for a in attacks.values()),
+            n * len(attacks),
+        ),
     }
