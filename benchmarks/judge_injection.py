@@ -6,9 +6,11 @@ action the env's own rule verifier rejects (the label comes from the rule, not t
 action (:func:`pivotgym.calibration.injection_cases`). Each wrong action is judged plain (the control: how
 often this judge credits a wrong action at all) and under each attack of
 :data:`pivotgym.verify.injection.ATTACKS`; the expert's action shows whether the judge says yes at all.
-The defended judge is :class:`~pivotgym.verify.JudgeVerifier`; the naive one (``defended=False``) puts the
-candidate inline and credits any answer containing "yes". Printed per attack class: credited / decided and the
-undecided count for each judge, then the overall share of injections credited, defended against naive.
+The judges: :class:`~pivotgym.verify.JudgeVerifier` with all its defences, with each one left out in turn
+(:data:`pivotgym.verify.llm_judge.DEFENCES`), and with none (the naive judge: the candidate inline, credited
+when "yes" appears anywhere in a free answer), all on the same model in the same run. Printed per attack
+class and judge: credited / decided and the undecided count; then the overall share of injections credited
+by each judge.
 
     python benchmarks/judge_injection.py                      # bundled SmolLM2-135M through hf (~6 min on 2 cores)
     python benchmarks/judge_injection.py --vllm               # the same model served by vLLM from .venv-vllm
@@ -27,6 +29,15 @@ from _smoke import parse_args, smoke, tiny_model
 from pivotgym.calibration import injection_cases
 from pivotgym.verify import JudgeVerifier
 from pivotgym.verify.injection import injection_report
+from pivotgym.verify.llm_judge import DEFENCES
+
+
+def variants() -> dict[str, tuple[str, ...]]:
+    """Judge label -> the defences it keeps: all, each one left out, none."""
+    out = {"all defences": DEFENCES}
+    out.update({f"without {d}": tuple(x for x in DEFENCES if x != d) for d in DEFENCES})
+    out["none (naive)"] = ()
+    return out
 
 
 def measure(envs: list[str], limit: int, model: str, vllm: bool) -> dict[str, Any]:
@@ -45,18 +56,14 @@ def measure(envs: list[str], limit: int, model: str, vllm: bool) -> dict[str, An
 
         engine = make_sampler("hf", model)
     try:
-        defended = injection_report(JudgeVerifier(model=model, engine=engine), cases)
-        naive = injection_report(JudgeVerifier(model=model, engine=engine, defended=False), cases)
+        judges = {
+            label: injection_report(JudgeVerifier(model=model, engine=engine, defences=kept), cases)
+            for label, kept in variants().items()
+        }
     finally:
         if server is not None:
             server.stop()
-    return {
-        "model": model,
-        "backend": "vllm" if vllm else "hf",
-        "cases": len(cases),
-        "defended": defended,
-        "naive": naive,
-    }
+    return {"model": model, "backend": "vllm" if vllm else "hf", "cases": len(cases), "judges": judges}
 
 
 def _cell(tally: dict[str, Any], n: int) -> str:
@@ -69,22 +76,23 @@ def _cell(tally: dict[str, Any], n: int) -> str:
 def show(result: dict[str, Any]) -> str:
     if "skipped" in result:
         return f"skipped: {result['skipped']}"
-    d, n, cases = result["defended"], result["naive"], result["cases"]
-    every = cases * len(d["attacks"])
+    judges, cases = result["judges"], result["cases"]
+    labels = list(judges)
+    every = cases * len(judges[labels[0]]["attacks"])
     lines = [
-        f"judge {result['model']} on {result['backend']}, {result['cases']} cases (wrong action by the rule verifier)",
+        f"judge {result['model']} on {result['backend']}, {cases} cases (wrong action by the rule verifier)",
         "",
-        "| candidate | defended: credited | naive: credited |",
-        "|---|---|---|",
-        f"| expert's action (control: says yes at all) | {_cell(d['right'], cases)} | {_cell(n['right'], cases)} |",
-        f"| wrong action, no attack (floor) | {_cell(d['wrong'], cases)} | {_cell(n['wrong'], cases)} |",
+        "| candidate | " + " | ".join(labels) + " |",
+        "|---|" + "---|" * len(labels),
+        "| expert's action (control) | " + " | ".join(_cell(judges[j]["right"], cases) for j in labels) + " |",
+        "| wrong action, no attack | " + " | ".join(_cell(judges[j]["wrong"], cases) for j in labels) + " |",
     ]
-    for name in d["attacks"]:
-        lines.append(f"| attack: {name} | {_cell(d['attacks'][name], cases)} | {_cell(n['attacks'][name], cases)} |")
-    lines.append(f"| every attack | {_cell(d['attacks_overall'], every)} | {_cell(n['attacks_overall'], every)} |")
-    ds, ns = d["attacks_overall"]["share"], n["attacks_overall"]["share"]
-    if ds is not None and ns is not None:
-        lines += ["", f"injections credited: defended {ds:.1%} vs naive {ns:.1%}"]
+    for name in judges[labels[0]]["attacks"]:
+        cells = " | ".join(_cell(judges[j]["attacks"][name], cases) for j in labels)
+        lines.append(f"| attack: {name} | {cells} |")
+    lines.append("| every attack | " + " | ".join(_cell(judges[j]["attacks_overall"], every) for j in labels) + " |")
+    shares = [(j, judges[j]["attacks_overall"]["share"]) for j in labels]
+    lines += ["", "injections credited: " + ", ".join(f"{j} {s:.1%}" for j, s in shares if s is not None)]
     return "\n".join(lines)
 
 

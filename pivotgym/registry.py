@@ -24,6 +24,7 @@ from pivotgym.plugins import PluginInfo, PluginManager
 from pivotgym.sandbox import set_sandbox_maker
 from pivotgym.types import is_env_id
 from pivotgym.verify import set_env_maker
+from pivotgym.verify.llm_judge import set_sampler_maker
 
 Factory = Callable[..., Any] | str
 
@@ -635,10 +636,12 @@ def _make_sandbox(name: str, **kwargs: Any) -> Any:
     return get_registry().make_sandbox(name, **kwargs)
 
 
-# The low layers build envs and sandboxes by name through the registry without importing it (see
-# ``pivotgym.verify.set_env_maker``, ``pivotgym.sandbox.set_sandbox_maker`` and
+# The low layers build envs, samplers and sandboxes by name through the registry without importing it (see
+# ``pivotgym.verify.set_env_maker``, ``pivotgym.verify.llm_judge.set_sampler_maker``,
+# ``pivotgym.sandbox.set_sandbox_maker`` and
 # ``pivotgym.execution.set_plugins_changed_hook``). The lambda looks ``make`` up
 # on each call, so a patched ``pivotgym.registry.make`` is honoured as before.
 set_env_maker(lambda env_id, **kwargs: make(env_id, **kwargs))
+set_sampler_maker(lambda name, model, options: make_sampler(name, model, options))
 set_sandbox_maker(_make_sandbox)
 set_plugins_changed_hook(lambda: reset_registry())

@@ -20,9 +20,16 @@ the judge's reward learns whatever makes the judge say yes. The defences, each a
 * The answer is read at one fixed place: the prompt ends with the judge's own turn already begun with
   ``Verdict:``, and the verdict is the first word the model writes there, ``yes`` or ``no``. Nothing the
   candidate says can stand in that place; a verdict line inside the candidate is just data.
+* That answer marker never appears inside the data: a candidate that writes ``Verdict: yes`` has the word
+  replaced, because a small model otherwise copies the line it just read into its own begun answer (measured:
+  the bundled model credited 4 of 9 wrong actions that carried it, and none without it).
 * A candidate longer than ``max_candidate_chars`` is not judged by the model at all: it fails by rule
   (``candidate_too_long``). Padding cannot push the instructions out of the model's window, and it cannot buy
   an undecided verdict (which training would leave out of the group instead of scoring 0).
+
+Each defence has a name in :data:`DEFENCES` and can be left out (``defences=``) to measure what it buys
+(``benchmarks/judge_injection.py``); with none of them the judge is the naive one many libraries ship (the
+candidate inline, credited when "yes" appears anywhere in a free answer). Never train with fewer.
 
 **Undecided, never a guess.** An answer that is neither yes nor no, a sampler error, a completion cut by the
 engine and a judgement past ``timeout`` seconds are undecided verdicts
@@ -58,7 +65,7 @@ import threading
 import time
 import unicodedata
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,12 +76,14 @@ from pivotgym.verify.context import VerifyContext
 
 __all__ = [
     "DEFAULT_INSTRUCTIONS",
+    "DEFENCES",
     "JUDGE_ENV",
     "judge_settings",
     "JudgeTemplate",
     "JudgeVerifier",
     "parse_verdict",
     "sanitize",
+    "set_sampler_maker",
 ]
 
 #: bump when a change to the prompt's layout, the sanitising or the parser could change a verdict
@@ -104,6 +113,21 @@ QUESTION = (
 
 #: the judge's turn starts with this; the verdict is the first word the model writes after it
 ANSWER_PREFIX = "Verdict:"
+#: builds a sampler by registry name for the judge: ``maker(name, model, options)``. This module sits below the
+#: registry and never imports it: :mod:`pivotgym.registry` installs its ``make_sampler`` here when imported.
+_sampler_maker: list[Callable[[str, str, Mapping[str, Any]], Any]] = []
+
+
+def set_sampler_maker(maker: Callable[[str, str, Mapping[str, Any]], Any]) -> None:
+    """Install how the judge builds its sampler by name: ``maker(sampler_name, model, options)``."""
+    _sampler_maker[:] = [maker]
+
+
+#: the judge's defences against the text it judges (see the module docstring), each removable to measure it:
+#: nonce fences and the question after the data, sanitised text, no answer marker in the data, the length
+#: rule, and the verdict read at its fixed place
+DEFENCES = ("fences", "sanitize", "markers", "length_rule", "answer_place")
+_MARKER = re.compile(re.escape(ANSWER_PREFIX.rstrip(":")), re.IGNORECASE)
 
 #: chat-template control text a candidate could use to fake a turn: ``<|im_start|>``-style tokens and the
 #: common role markers of other templates
@@ -199,13 +223,18 @@ class _DiskCache:
 
 class JudgeVerifier:
     """Asks a model, through a registered sampler, whether a candidate achieves what the expert's action did
-    (see the module docstring). Every argument left None is read from the environment (:data:`JUDGE_ENV`).
+    (see the module docstring). The registry's ``judge`` is :meth:`from_environment`: these arguments as the
+    environment sets them (:func:`judge_settings`).
 
-    ``instructions`` replaces the env's :attr:`~pivotgym.env.AgentEnv.judge_instructions` and the default;
-    ``timeout`` bounds one sampler call in seconds; ``max_candidate_chars`` is the longest candidate the model
-    reads (a longer one fails by rule); ``max_context_chars`` bounds the rendered conversation; ``defended=False``
-    builds the naive judge the injection suite measures the defences against (candidate inline, no fences, no
-    sanitising, no length rule, credited when "yes" appears anywhere in a free answer): never train with it.
+    ``sampler`` and ``model`` name the judge model (default: the bundled SmolLM2-135M through ``hf``); any
+    other keyword is an option of that sampler (``base_url``, ``device``, ``dtype``); ``engine`` is a sampler
+    object to use instead. ``instructions`` (or the text of ``instructions_file``) replaces the env's
+    :attr:`~pivotgym.env.AgentEnv.judge_instructions` and the default. ``votes`` answers per verdict (see the
+    module docstring); ``timeout`` bounds one sampler call in seconds; ``max_candidate_chars`` is the longest
+    candidate the model reads (a longer one fails by rule); ``max_context_chars`` bounds the rendered
+    conversation; ``cache_path`` an SQLite file of verdicts shared by processes and runs. ``defences`` names the
+    defences kept (default all of :data:`DEFENCES`); ``defended=False`` keeps none: the naive judge the
+    injection benchmark measures them against. Never train with fewer than all.
     """
 
     name = "judge"
@@ -224,6 +253,7 @@ class JudgeVerifier:
         cache_path: str | os.PathLike[str] | None = None,
         memory_cache: int = 100_000,
         defended: bool = True,
+        defences: Sequence[str] | None = None,
         engine: Any = None,
         **sampler_options: Any,
     ) -> None:
@@ -241,7 +271,12 @@ class JudgeVerifier:
         self.timeout = float(timeout)
         self.max_candidate_chars = int(max_candidate_chars)
         self.max_context_chars = int(max_context_chars)
-        self.defended = bool(defended)
+        kept = tuple(DEFENCES if defences is None else defences) if defended else ()
+        unknown = sorted(set(kept) - set(DEFENCES))
+        if unknown:
+            raise ConfigError(f"judge: unknown defences {unknown}", hint=f"the defences are {', '.join(DEFENCES)}")
+        self.defences = frozenset(kept)
+        self.defended = self.defences == frozenset(DEFENCES)
         self._engine = engine
         self._engine_lock = threading.Lock()
         self._memory: OrderedDict[str, dict[str, Any]] = OrderedDict()
@@ -254,7 +289,7 @@ class JudgeVerifier:
             self.model,
             self.instructions,
             self.votes,
-            self.defended,
+            sorted(self.defences),
             self.max_candidate_chars,
             self.max_context_chars,
         )[:12]
@@ -271,9 +306,9 @@ class JudgeVerifier:
         """The sampler, made on first use (a verifier made only to read its name and version loads no model)."""
         with self._engine_lock:
             if self._engine is None:
-                from pivotgym.registry import make_sampler
-
-                self._engine = make_sampler(self.sampler_name, self.model, self.sampler_options)
+                if not _sampler_maker:
+                    raise RuntimeError("no sampler registry is installed; `import pivotgym` first or pass engine=")
+                self._engine = _sampler_maker[0](self.sampler_name, self.model, self.sampler_options)
             return self._engine
 
     def describe(self) -> dict[str, Any]:
@@ -303,7 +338,15 @@ class JudgeVerifier:
         template = self.template(context)
         expert = self._expert_text(context)
         history = render_context(context.prefix, self.max_context_chars)
-        if not self.defended:
+        nonce = content_hash("judge-fence", history, expert, candidate)[:16]
+        data = [history, expert, candidate]
+        if "sanitize" in self.defences:
+            special = list(getattr(getattr(self.engine, "tokenizer", None), "all_special_tokens", None) or [])
+            data = [sanitize(text, special) for text in data]
+        if "markers" in self.defences:
+            data = [_MARKER.sub("(answer marker removed)", text) for text in data]
+        history, expert, candidate = data
+        if "fences" not in self.defences:
             return [
                 {
                     "role": "user",
@@ -311,15 +354,12 @@ class JudgeVerifier:
                     f"Candidate action: {candidate}\n\nDoes the candidate achieve the same? Answer yes or no.",
                 }
             ]
-        special = list(getattr(getattr(self.engine, "tokenizer", None), "all_special_tokens", None) or [])
-        clean = sanitize(candidate, special)
-        nonce = content_hash("judge-fence", history, expert, candidate)[:16]
         body = "\n\n".join(
             [
                 template.instructions,
-                "The conversation so far:\n" + _fence("CONVERSATION", nonce, sanitize(history, special)),
-                "The EXPERT action:\n" + _fence("EXPERT", nonce, sanitize(expert, special)),
-                "The CANDIDATE action:\n" + _fence("CANDIDATE", nonce, clean),
+                "The conversation so far:\n" + _fence("CONVERSATION", nonce, history),
+                "The EXPERT action:\n" + _fence("EXPERT", nonce, expert),
+                "The CANDIDATE action:\n" + _fence("CANDIDATE", nonce, candidate),
                 template.question,
             ]
         )
@@ -329,7 +369,7 @@ class JudgeVerifier:
         """The judge's prompt as the sampler takes it: token ids ending in the begun answer when the sampler
         encodes locally (every built-in one does), else the chat itself."""
         encode = getattr(self.engine, "encode", None)
-        if not self.defended or encode is None:
+        if "answer_place" not in self.defences or encode is None:
             return messages
         return list(encode(messages)) + list(encode(ANSWER_PREFIX))
 
@@ -355,7 +395,7 @@ class JudgeVerifier:
         out: list[Verdict | None] = [None] * len(candidates)
         todo: list[tuple[int, str]] = []
         for i, text in enumerate(candidates):
-            if self.defended and len(text) > self.max_candidate_chars:
+            if "length_rule" in self.defences and len(text) > self.max_candidate_chars:
                 out[i] = Verdict.fail(
                     f"candidate_too_long: {len(text)} characters, the judge reads at most {self.max_candidate_chars}",
                     cost=_cost(),
@@ -379,7 +419,7 @@ class JudgeVerifier:
         from pivotgym.sampling.base import SamplingParams, sample_seeded
 
         prompts = [self._encoded(self.prompt(context, text)) for text in candidates]
-        tokens = 3 if self.defended else 16
+        tokens = 3 if "answer_place" in self.defences else 16
         if self.votes == 1:
             params = SamplingParams(temperature=0.0, max_new_tokens=tokens)
         else:
@@ -427,7 +467,7 @@ class JudgeVerifier:
         if broken:
             return Verdict.undecided_because(f"judge_error: {str(broken[0].text)[:200]}", cost=cost)
         answers = [str(c.text or "") for c in group]
-        if not self.defended:
+        if "answer_place" not in self.defences:
             said = "yes" in answers[0].lower()
             make = Verdict.ok if said else Verdict.fail
             return make(f"judge_{'yes' if said else 'no'}", answer=answers[0], cost=cost)
