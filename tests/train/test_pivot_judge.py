@@ -1,5 +1,5 @@
 """Pivots with a judged reward, end to end at small sizes: the ``judge`` verifier (the bundled SmolLM2 through
-hf, three votes at temperature 1 so a reward can be graded) profiles expert states of the gripper env sampled
+hf, three votes at temperature 1 so a reward can be graded) profiles BFCL expert states sampled
 by a tiny policy, selection keeps the mixed ones, and PivotRL trains a step on them with the same judge. The
 judge's calls, tokens and seconds reach the profile's stats and the trainer's counters."""
 
@@ -17,7 +17,7 @@ from pivotgym.registry import get_registry
 from pivotgym.sampling.base import SamplingParams
 from pivotgym.train import PivotConfig, PivotTrainer
 
-ENV = "planning/gripper-v0"
+ENV = "tooluse/bfcl-simple-v0"
 
 
 @pytest.fixture()
@@ -27,13 +27,14 @@ def judged(monkeypatch):
     monkeypatch.setattr(profile_module, "_JUDGE", [])
 
 
+@pytest.mark.slow
 def test_profiling_selection_and_pivotrl_on_a_judged_reward(judged, tiny_sampler, tmp_path):
     from pivotgym.sampling.testing import tiny_llama
 
-    [trajectory] = get_registry().make(ENV).expert_trajectories("test", limit=1)
+    trajectories = list(get_registry().make(ENV).expert_trajectories("test", limit=3))
     config = ProfileConfig(k=4, verifier="judge", params=SamplingParams(temperature=1.0, max_new_tokens=8))
     result = Profiler(tiny_sampler, config, "serial").profile(
-        [trajectory], tmp_path / "p.jsonl", progress=False, limit=4
+        trajectories, tmp_path / "p.jsonl", progress=False, limit=3
     )
     rows = result.profiles
     assert all(row.verifier["name"] == "judge" for row in rows)
@@ -43,7 +44,7 @@ def test_profiling_selection_and_pivotrl_on_a_judged_reward(judged, tiny_sampler
     assert pivots.pivots, [row.rewards for row in rows]
 
     write_pivot_set(tmp_path / "pivots.jsonl", pivots)
-    write_trajectories(tmp_path / "expert.jsonl", [trajectory])
+    write_trajectories(tmp_path / "expert.jsonl", trajectories)
     model, tokenizer = tiny_llama(seed=1)
     trainer = PivotTrainer(
         PivotConfig(
