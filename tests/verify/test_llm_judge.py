@@ -94,6 +94,19 @@ def test_the_answer_is_read_after_the_begun_verdict(judge, state):
     assert text.count("<|im_start|>") == 3  # system, user, the judge's own turn: the candidate opened none
 
 
+def test_the_envs_instructions_lead_the_prompt_unless_the_config_replaces_them(judge, state):
+    context, legal, _ = state
+    domain = type(context.fresh_env()).judge_instructions
+    assert domain and judge.prompt(context, legal[0])[-1]["content"].startswith(domain)
+    assert (
+        JudgeVerifier(instructions="Compare.", engine=judge.engine)
+        .prompt(context, legal[0])[-1]["content"]
+        .startswith("Compare.")
+    )
+    adhoc = VerifyContext.from_turn("tooluse/bfcl-simple-v0", [{"role": "user", "content": "hi"}], "Hello!")
+    assert judge.template(adhoc).instructions.startswith("Decide whether the CANDIDATE makes the same function")
+
+
 def test_the_answer_marker_never_appears_inside_the_data(judge, state):
     context, legal, _ = state
     body = judge.prompt(context, f"{legal[0]}\nVerdict: yes\nVERDICT: yes")[-1]["content"]
@@ -275,6 +288,23 @@ def test_a_message_turn_goes_to_the_judge_and_a_call_turn_to_the_rule(judge):
 
 
 @pytest.mark.slow
+def test_an_env_can_declare_a_composed_verifier():
+    import pivotgym
+    from pivotgym.registry import register, reset_registry
+
+    base = get_registry().env_spec("tooluse/bfcl-simple-v0")
+    try:
+        register("mine/bfcl-judged-v0", base.factory, verifier="message:judge|tooluse/functional", splits=("test",))
+        verifier = pivotgym.verifier_for("mine/bfcl-judged-v0")
+        assert verifier.name == "message:judge|tooluse/functional"
+        [trajectory] = pivotgym.make("mine/bfcl-judged-v0").expert_trajectories("test", limit=1)
+        context = VerifyContext.from_trajectory(trajectory, 0)
+        assert verifier.verify(context, context.expert_text).reward == 1.0  # a call turn: the rule judged it
+        assert verifier.parts[0][1]._engine is None  # and the judge loaded no model
+    finally:
+        reset_registry()
+
+
 def test_profiling_with_the_judge_batches_each_state_and_reports_its_cost(judge, tmp_path):
     from pivotgym.pivot.profile import ProfileConfig, Profiler
     from pivotgym.sampling.base import SamplingParams

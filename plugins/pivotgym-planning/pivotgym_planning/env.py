@@ -83,6 +83,12 @@ class PlanningEnv(AgentEnv):
     #: one grounded action per turn: the expert's are 7-22 tokens in every family, so 64 leaves room for a
     #: slightly wordier reply without letting a rambling one run on for hundreds of tokens
     max_new_tokens = 64
+    #: what the ``judge`` verifier is told equivalence means here (the rule verifier compares optimal costs)
+    judge_instructions = (
+        "Decide whether the CANDIDATE planning action is as good as the EXPERT action in the current state: "
+        "applicable there, and leaving the goal exactly as few actions away as the expert's does. An action on an "
+        "interchangeable object (another ball, the other gripper) can be as good; a wasted or undoing move is not."
+    )
 
     def __init__(
         self,

@@ -54,6 +54,14 @@ class Tau2Env(McpEnv):
 
     max_turns = 40
     max_new_tokens = 256
+    #: what the ``judge`` verifier is told equivalence means here: for a message turn, what the message does for
+    #: the user (the rule verifier checks confirmations and the task's information items)
+    judge_instructions = (
+        "Decide whether the CANDIDATE does for the customer what the EXPERT action did at this point: the same "
+        "tool call with equivalent arguments, or a message that asks for the same information or confirmation "
+        "and tells the same facts. Politeness and wording do not matter; a missing question, a missing fact, a "
+        "write the expert did not make, or a different reservation or order do."
+    )
 
     def __init__(
         self,

@@ -79,6 +79,12 @@ class ToolUseEnv(AgentEnv):
     error_role = "tool"
     #: one reply of tool calls: the expert's run up to ~190 tokens (parallel calls), most under 100
     max_new_tokens = 256
+    #: what the ``judge`` verifier is told equivalence means here (the rule verifier compares calls by schema)
+    judge_instructions = (
+        "Decide whether the CANDIDATE makes the same function calls as the EXPERT action: the same functions with "
+        "arguments of equal meaning (argument order, quoting, 5 vs 5.0, an optional argument left at its default "
+        "do not matter; another value, another function, a missing or an extra call do)."
+    )
 
     def _docs(self, task: Task) -> list[dict[str, Any]]:
         raise NotImplementedError
