@@ -169,6 +169,35 @@ EXPERIMENT_SETS = {
 }
 
 
+def check_judge(settings: Mapping[str, Any]) -> None:
+    """The ``judge`` section as :class:`~pivotgym.verify.JudgeVerifier` takes it: a key that is neither one of
+    its arguments nor an option of the named sampler's constructor is a :class:`ConfigError` with the close
+    matches, at load, before any stage runs (a sampler that takes ``**options`` accepts any key)."""
+    import difflib
+    import inspect
+
+    from pivotgym.registry import get_registry, resolve
+    from pivotgym.verify.llm_judge import JudgeVerifier
+
+    judge = JudgeVerifier(**settings)  # bad values of its own arguments fail here
+    own = set(inspect.signature(JudgeVerifier).parameters) - {"sampler_options"}
+    registry = get_registry()
+    if judge.sampler_name not in registry.samplers:
+        registry.make_sampler(judge.sampler_name)  # RegistryError naming the registered samplers
+    params = inspect.signature(resolve(registry.samplers[judge.sampler_name].factory)).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    known = own | set(params)
+    for key in settings:
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=1)
+            raise ConfigError(
+                f"judge: unknown argument {key!r}" + (f"; did you mean {close[0]!r}?" if close else ""),
+                hint=f"the judge's arguments and the {judge.sampler_name!r} sampler's options: "
+                + ", ".join(sorted(known)),
+            )
+
+
 def check_trainer_section(name: str, data: Any, source: Source = Source()) -> dict[str, Any]:
     """Check the ``sft``/``pivot``/``e2e`` section ``name`` against its trainer's fields, refusing the fields
     the experiment sets itself (:data:`EXPERIMENT_SETS`); returns the section as a dict."""
@@ -300,9 +329,7 @@ class ExperimentConfig:
 
         composition(self.verifier)  # a malformed composition fails at load, with how to write it
         if self.judge:
-            from pivotgym.verify.llm_judge import JudgeVerifier
-
-            JudgeVerifier(**self.judge)  # unknown or bad arguments fail at load, before a stage runs
+            check_judge(self.judge)
 
     @property
     def members(self) -> dict[str, str]:

@@ -175,3 +175,26 @@ def test_a_verifier_that_needs_the_env_state_tells_its_author_how_to_judge_an_ad
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert "AdhocTurn" in r.stderr and "check context.known_task()" in r.stderr
     assert "pass the turn's task_id" in r.stderr
+
+
+@pytest.mark.slow
+def test_the_model_judge_and_a_composition_judge_a_turn_file(tmp_path):
+    """`--verifier judge` (the bundled model) and `message:judge|functional` on an ad-hoc BFCL turn file: one
+    batch of verdicts with their cost, and the composition names the part that gave each."""
+    path = tmp_path / "turn.json"
+    call = {"name": "math.factorial", "arguments": {"number": 5}}
+    path.write_text(
+        json.dumps(
+            {"env_id": "tooluse/bfcl-simple-v0", "messages": [{"role": "user", "content": "5!?"}], "expert": [call]}
+        )
+    )
+    right = '<tool_call>{"name": "math.factorial", "arguments": {"number": 5}}</tool_call>'
+    wrong = '<tool_call>{"name": "math.factorial", "arguments": {"number": 6}}</tool_call>'
+    r = _run("verify", "--turn", str(path), "--verifier", "judge", "--candidate", right, "--candidate", wrong, "--json")
+    assert r.returncode == 0, r.stderr
+    judged = json.loads(r.stdout)
+    assert [x["verifier"]["name"] for x in judged] == ["judge", "judge"]
+    assert all(x["undecided"] is None and x["components"]["cost"]["judge_calls"] == 1 for x in judged)
+    r = _run("verify", "--turn", str(path), "--verifier", "message:judge|functional", "--candidate", right, "--json")
+    [verdict] = json.loads(r.stdout)
+    assert verdict["reward"] == 1.0 and verdict["components"]["verifier"] == "tooluse/functional"  # a call turn

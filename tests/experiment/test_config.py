@@ -188,6 +188,29 @@ def test_sampler_options_change_the_fingerprint_only_when_set():
     assert stage_inputs(tuned, "profile", 0, {}, {})["sampler_options.dtype"] == "float32"
 
 
+def test_a_judged_reward_is_a_stage_input_and_its_arguments_are_checked_at_load(tmp_path):
+    from pivotgym.experiment.fingerprint import fingerprint, stage_inputs
+    from pivotgym.experiment.layout import STAGES
+
+    prints = dict.fromkeys(STAGES, "print")
+    plain = ExperimentConfig(name="x", env="arith/chain-v0")
+    judged = ExperimentConfig(name="x", env="arith/chain-v0", verifier="functional|judge", judge={"votes": 3})
+    for stage in ("profile", "pivot", "ablation"):
+        inputs = stage_inputs(judged, stage, 0, prints, {})
+        assert inputs["verifier"] == "functional|judge" and inputs["judge.votes"] == 3
+        assert "verifier" not in stage_inputs(plain, stage, 0, prints, {})  # earlier runs keep their prints
+    assert fingerprint(stage_inputs(judged, "sft", 0, prints, {})) == fingerprint(
+        stage_inputs(plain, "sft", 0, prints, {})
+    )
+    with pytest.raises(ConfigError, match="did you mean 'votes'"):
+        ExperimentConfig(name="x", env="arith/chain-v0", verifier="judge", judge={"vots": 3})
+    with pytest.raises(ConfigError, match="no kind of action"):
+        ExperimentConfig(name="x", env="arith/chain-v0", verifier="tool:judge|functional")
+    path = tmp_path / "judged.yaml"
+    path.write_text("name: x\nenv: arith/chain-v0\nverifier: judge\njudge: {sampler: openai, base_url: http://h/v1}\n")
+    assert load_experiment(path).judge == {"sampler": "openai", "base_url": "http://h/v1"}
+
+
 def test_a_field_added_at_its_old_behaviour_keeps_the_fingerprints_of_earlier_runs():
     from pivotgym.experiment.fingerprint import fingerprint, stage_inputs
     from pivotgym.experiment.layout import STAGES
