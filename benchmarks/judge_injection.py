@@ -14,6 +14,7 @@ by each judge.
 
     python benchmarks/judge_injection.py                      # bundled SmolLM2-135M through hf (~6 min on 2 cores)
     python benchmarks/judge_injection.py --vllm               # the same model served by vLLM from .venv-vllm
+    python benchmarks/judge_injection.py --vllm --generic     # the judge's generic instructions, not the envs' own
     python benchmarks/judge_injection.py --limit 3 --json
 """
 
@@ -29,7 +30,7 @@ from _smoke import parse_args, smoke, tiny_model
 from pivotgym.calibration import injection_cases
 from pivotgym.verify import JudgeVerifier
 from pivotgym.verify.injection import injection_report
-from pivotgym.verify.llm_judge import DEFENCES
+from pivotgym.verify.llm_judge import DEFAULT_INSTRUCTIONS, DEFENCES
 
 
 def variants() -> dict[str, tuple[str, ...]]:
@@ -40,7 +41,7 @@ def variants() -> dict[str, tuple[str, ...]]:
     return out
 
 
-def measure(envs: list[str], limit: int, model: str, vllm: bool) -> dict[str, Any]:
+def measure(envs: list[str], limit: int, model: str, vllm: bool, generic: bool = False) -> dict[str, Any]:
     cases = [case for env in envs for case in injection_cases(env, limit=limit, per_trajectory=2)]
     server = None
     if vllm:
@@ -55,15 +56,24 @@ def measure(envs: list[str], limit: int, model: str, vllm: bool) -> dict[str, An
         from pivotgym.registry import make_sampler
 
         engine = make_sampler("hf", model)
+    instructions = DEFAULT_INSTRUCTIONS if generic else None  # None: each env's judge_instructions
     try:
         judges = {
-            label: injection_report(JudgeVerifier(model=model, engine=engine, defences=kept), cases)
+            label: injection_report(
+                JudgeVerifier(model=model, engine=engine, defences=kept, instructions=instructions), cases
+            )
             for label, kept in variants().items()
         }
     finally:
         if server is not None:
             server.stop()
-    return {"model": model, "backend": "vllm" if vllm else "hf", "cases": len(cases), "judges": judges}
+    return {
+        "model": model,
+        "backend": "vllm" if vllm else "hf",
+        "instructions": "generic" if generic else "the envs' own",
+        "cases": len(cases),
+        "judges": judges,
+    }
 
 
 def _cell(tally: dict[str, Any], n: int) -> str:
@@ -80,7 +90,8 @@ def show(result: dict[str, Any]) -> str:
     labels = list(judges)
     every = cases * len(judges[labels[0]]["attacks"])
     lines = [
-        f"judge {result['model']} on {result['backend']}, {cases} cases (wrong action by the rule verifier)",
+        f"judge {result['model']} on {result['backend']}, {result['instructions']} instructions, {cases} cases "
+        "(wrong action by the rule verifier)",
         "",
         "| candidate | " + " | ".join(labels) + " |",
         "|---|" + "---|" * len(labels),
@@ -102,12 +113,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=6, help="expert trajectories per env (2 states each)")
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--vllm", action="store_true", help="judge through a vLLM server (.venv-vllm)")
+    parser.add_argument("--generic", action="store_true", help="the judge's generic instructions for every env")
     parser.add_argument("--json", action="store_true")
     args = parse_args(parser, argv, limit=1, model=tiny_model, envs="planning/gripper-v0")
     if smoke() and args.vllm:
         print("skipped: smoke mode starts no vLLM server")
         return 0
-    result = measure(args.envs.split(","), args.limit, args.model, args.vllm)
+    result = measure(args.envs.split(","), args.limit, args.model, args.vllm, args.generic)
     print(json.dumps(result, indent=1) if args.json else show(result))
     return 0
 
