@@ -52,7 +52,7 @@ def rate(judge: JudgeVerifier, states: list[tuple[VerifyContext, list[str]]]) ->
     }
 
 
-def measure(env_id: str, states: int, model: str, vllm: bool) -> dict[str, Any]:
+def measure(env_id: str, states: int, model: str, vllm: bool, why_not: str = "--no-vllm") -> dict[str, Any]:
     from pivotgym.registry import make_sampler
 
     chosen = work(env_id, states)
@@ -62,7 +62,7 @@ def measure(env_id: str, states: int, model: str, vllm: bool) -> dict[str, Any]:
     judge._memory.clear()
     out["hf"] = {"cold": rate(judge, chosen), "cached": rate(judge, chosen)}
     if not vllm:
-        out["vllm"] = {"skipped": "--no-vllm"}
+        out["vllm"] = {"skipped": why_not}
     else:
         from pivotgym.sampling.openai import OpenAISampler
         from pivotgym.sampling.vllm import VLLMServer, find_vllm_python
@@ -99,7 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-vllm", dest="vllm", action="store_false")
     parser.add_argument("--json", action="store_true")
     args = parse_args(parser, argv, states=1, model=tiny_model, vllm=False)
-    result = measure(args.env, args.states, args.model, args.vllm and not smoke())
+    result = measure(
+        args.env, args.states, args.model, args.vllm and not smoke(), "smoke mode" if smoke() else "--no-vllm"
+    )
     if args.json:
         print(json.dumps(result, indent=1))
         return 0
