@@ -57,9 +57,9 @@ def measure(env_id: str, states: int, model: str, vllm: bool, why_not: str = "--
 
     chosen = work(env_id, states)
     out: dict[str, Any] = {"env": env_id, "model": model, "states": len(chosen)}
-    judge = JudgeVerifier(model=model, engine=make_sampler("hf", model))
-    judge.verify(chosen[0][0], chosen[0][1][0])  # load and warm the model outside the timings
-    judge._memory.clear()
+    engine = make_sampler("hf", model)
+    JudgeVerifier(model=model, engine=engine).verify(chosen[0][0], chosen[0][1][0])  # warm-up, outside the timings
+    judge = JudgeVerifier(model=model, engine=engine)  # a judge of its own: an empty cache
     out["hf"] = {"cold": rate(judge, chosen), "cached": rate(judge, chosen)}
     if not vllm:
         out["vllm"] = {"skipped": why_not}
@@ -73,9 +73,9 @@ def measure(env_id: str, states: int, model: str, vllm: bool, why_not: str = "--
             start = time.perf_counter()
             with VLLMServer(model) as server:
                 started = time.perf_counter() - start
-                served = JudgeVerifier(model=model, engine=OpenAISampler.for_server(server, concurrency=16))
-                served.verify(chosen[0][0], chosen[0][1][0])
-                served._memory.clear()
+                client = OpenAISampler.for_server(server, concurrency=16)
+                JudgeVerifier(model=model, engine=client).verify(chosen[0][0], chosen[0][1][0])
+                served = JudgeVerifier(model=model, engine=client)
                 out["vllm"] = {
                     "start_s": round(started, 1),
                     "cold": rate(served, chosen),

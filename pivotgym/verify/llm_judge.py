@@ -276,8 +276,8 @@ class JudgeVerifier:
         if unknown:
             raise ConfigError(f"judge: unknown defences {unknown}", hint=f"the defences are {', '.join(DEFENCES)}")
         self.defences = frozenset(kept)
-        self.defended = self.defences == frozenset(DEFENCES)
         self._engine = engine
+        self._described: dict[str, Any] | None = None
         self._engine_lock = threading.Lock()
         self._memory: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._memory_cap = int(memory_cache)
@@ -312,9 +312,12 @@ class JudgeVerifier:
             return self._engine
 
     def describe(self) -> dict[str, Any]:
-        """The judge model as its sampler describes it (model, revision, backend): part of every cache key."""
-        described = dict(self.engine.describe() or {})
-        return {k: described.get(k) for k in ("model", "revision", "backend")}
+        """The judge model as its sampler describes it (model, revision, backend): part of every cache key;
+        asked once per judge."""
+        if self._described is None:
+            described = dict(self.engine.describe() or {})
+            self._described = {k: described.get(k) for k in ("model", "revision", "backend")}
+        return self._described
 
     def template(self, context: VerifyContext) -> JudgeTemplate:
         """The prompt template at ``context``: this judge's instructions, else the env's, else the default."""
@@ -327,17 +330,24 @@ class JudgeVerifier:
         return JudgeTemplate(domain) if isinstance(domain, str) and domain.strip() else JudgeTemplate()
 
     # ------------------------------------------------------------------ prompts
-    def _expert_text(self, context: VerifyContext) -> str:
-        try:
-            return context.expert_text
-        except Exception:
-            return _render_message(context.expert).split(": ", 1)[-1]
+    def _state(self, context: VerifyContext) -> tuple[JudgeTemplate, str, str, str]:
+        """What every candidate's prompt and key share at ``context``, derived once per context (and per
+        judge settings): the template, the expert's action, the rendered conversation, the state's digest."""
+
+        def make() -> tuple[JudgeTemplate, str, str, str]:
+            try:
+                expert = context.expert_text
+            except Exception:
+                expert = _render_message(context.expert).split(": ", 1)[-1]
+            turn = context.turn
+            digest = content_hash(turn.env_id, turn.prefix, turn.expert, context.tools)
+            return self.template(context), expert, render_context(context.prefix, self.max_context_chars), digest
+
+        return context.memo(f"judge-state:{self.instructions!r}:{self.max_context_chars}", make)
 
     def prompt(self, context: VerifyContext, candidate: str) -> list[dict[str, str]]:
         """The chat messages the judge model reads for ``candidate`` at ``context`` (before its own turn)."""
-        template = self.template(context)
-        expert = self._expert_text(context)
-        history = render_context(context.prefix, self.max_context_chars)
+        template, expert, history, _ = self._state(context)
         nonce = content_hash("judge-fence", history, expert, candidate)[:16]
         data = [history, expert, candidate]
         if "sanitize" in self.defences:
@@ -375,16 +385,8 @@ class JudgeVerifier:
 
     # ------------------------------------------------------------------ verdicts
     def _key(self, context: VerifyContext, candidate: str) -> str:
-        turn = context.turn
-        return content_hash(
-            "judge-verdict",
-            JUDGE_VERSION,
-            self.version,
-            self.describe(),
-            self.template(context).version,
-            [turn.env_id, turn.prefix, turn.expert, context.tools],
-            candidate,
-        )
+        template, _, _, state = self._state(context)
+        return content_hash("judge-verdict", self.version, self.describe(), template.version, state, candidate)
 
     def verify(self, context: VerifyContext, candidate: str) -> Verdict:
         return self.verify_batch(context, [candidate])[0]
@@ -419,11 +421,9 @@ class JudgeVerifier:
         from pivotgym.sampling.base import SamplingParams, sample_seeded
 
         prompts = [self._encoded(self.prompt(context, text)) for text in candidates]
-        tokens = 3 if "answer_place" in self.defences else 16
-        if self.votes == 1:
-            params = SamplingParams(temperature=0.0, max_new_tokens=tokens)
-        else:
-            params = SamplingParams(temperature=1.0, max_new_tokens=tokens)
+        params = SamplingParams(  # one greedy answer, or votes sampled at temperature 1
+            temperature=0.0 if self.votes == 1 else 1.0, max_new_tokens=3 if "answer_place" in self.defences else 16
+        )
         seeds = [int(key[:8], 16) for key in keys]
         start = time.perf_counter()
         result: list[Any] = []
@@ -518,7 +518,7 @@ class JudgeVerifier:
 
     def __getstate__(self) -> dict[str, Any]:  # a verifier travels to workers without its model or locks
         state = dict(self.__dict__)
-        state.update(_engine=None, _engine_lock=None, _memory=OrderedDict(), _disk=None)
+        state.update(_engine=None, _described=None, _engine_lock=None, _memory=OrderedDict(), _disk=None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
