@@ -20,7 +20,8 @@ under a changed config stops with :class:`~pivotgym.errors.StageChanged` until t
 9. ``report``   - ``report.md`` with PNG plots beside it and ``summary.json``.
 
 Training stages run once per seed in ``seeds``. The in-domain learning curves measure ``curve.metric`` on
-the ``curve.tasks`` first test tasks after every ``curve.every`` steps, keeping each task's score so the
+the ``curve.tasks`` first test tasks after every ``curve.every`` steps (or at ``curve.points`` evenly spaced
+steps of each run), keeping each task's score so the
 report can bootstrap over tasks and seeds; their wall-clock excludes that evaluation, and PivotRL's includes
 the profiling time and its rollout turns include every profiling sample (the honest cost of selecting
 pivots). Each training stage also writes ``accounting.json``: data, optimiser steps, trained tokens, rollout

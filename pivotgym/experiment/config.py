@@ -99,10 +99,22 @@ class CurveSection:
     metric: str = field(default="episodes", metadata=choices(CURVE_METRICS))
     #: a curve point every N training steps (and after the last)
     every: int = 1
+    #: instead of `every`: a curve point at N evenly spaced steps of each method's run, the last one included,
+    #: so a method of few steps gets as many points as one of many (null: every `every` steps)
+    points: int | None = None
     #: the first N test tasks (null: all)
     tasks: int | None = None
     #: turn cap of the greedy episodes (null: the env's own)
     max_turns: int | None = None
+
+
+def curve_steps(curve: CurveSection, steps: int) -> set[int]:
+    """The training steps (1..``steps``) after which a run of ``steps`` steps scores a curve point: every
+    ``curve.every`` steps, or ``curve.points`` steps spread evenly; the last step always."""
+    if curve.points is None:
+        every = max(1, curve.every)
+        return {s for s in range(1, steps + 1) if s % every == 0} | {steps}
+    return {max(1, round(i * steps / curve.points)) for i in range(1, curve.points + 1)} | {steps}
 
 
 @dataclass
@@ -253,7 +265,7 @@ class ExperimentConfig:
     suite: str | None = None
     #: suite evaluation options: `limit`, `max_new_tokens`, `batch_size`, `episodes` (table `EvalSection`)
     eval: EvalSection = field(default_factory=EvalSection)
-    #: in-domain learning curves: `metric`, `every`, `tasks`, `max_turns` (table `CurveSection`)
+    #: in-domain learning curves: `metric`, `every` or `points`, `tasks`, `max_turns` (table `CurveSection`)
     curve: CurveSection = field(default_factory=CurveSection)
     #: profiler options: `k`, `temperature`, `max_new_tokens`, ... (table `ProfileSection`)
     profile: ProfileSection = field(default_factory=ProfileSection)
@@ -363,7 +375,13 @@ def check_choices(config: Any, source: Source = Source()) -> None:
     for key in ("name", "env"):
         if not get(config, key):
             raise source.error((key,), "must not be empty")
-    metric = get(get(config, "curve") or {}, "metric", "episodes")
+    curve = get(config, "curve") or {}
+    metric = get(curve, "metric", "episodes")
+    points = get(curve, "points")
+    if points is not None and int(points) < 1:
+        raise source.error(("curve", "points"), f"must be at least 1, got {points}")
+    if points is not None and int(get(curve, "every", 1)) != 1:
+        raise source.error(("curve", "points"), "set curve.every or curve.points, not both")
     if get(get(config, "eval") or {}, "likelihood", False) and metric != "turns":
         raise source.error(("eval", "likelihood"), "needs curve.metric: turns (it scores the held-out expert states)")
     if get(config, "rl_init", "base") == "warmup":

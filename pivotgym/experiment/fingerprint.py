@@ -44,6 +44,7 @@ ADDED_AT_DEFAULT: dict[str, Any] = {
     "e2e.start": "reset",
     "verifier": "functional",
     "judge": {},
+    "curve.points": None,
 }
 #: the config fields every evaluating stage depends on (what the suite and the curve measure, and how)
 EVALUATION = (
@@ -64,10 +65,10 @@ SLICES: dict[str, tuple[str, ...]] = {
     "base": ("model", *EVALUATION),
     "expert": ("env", "train_tasks", "warmup_tasks"),
     "warmup": ("model", "rl_init", "warmup", "warmup_tasks", *EVALUATION),
-    "sft": ("model", "sft", "rl_init", *EVALUATION),
+    "sft": ("model", "sft", "rl_init", "curve.points", *EVALUATION),
     "profile": ("model", "rl_init", "env", "sampler", "sampler_options", "profile", "select", "verifier", "judge"),
-    "pivot": ("model", "rl_init", "pivot", "curve.every", "verifier", "judge", *EVALUATION),
-    "e2e": ("model", "rl_init", "e2e", "curve.every", *EVALUATION),
+    "pivot": ("model", "rl_init", "pivot", "curve.every", "curve.points", "verifier", "judge", *EVALUATION),
+    "e2e": ("model", "rl_init", "e2e", "curve.every", "curve.points", *EVALUATION),
     "sft-more": ("model", "sft", "matched_sft", *EVALUATION),
     "ablation": ("model", "rl_init", "ablations", "pivot", "profile", "select", "verifier", "judge", *EVALUATION),
 }

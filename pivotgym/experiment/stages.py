@@ -15,6 +15,7 @@ from pivotgym.errors import ConfigError, PivotgymError
 from pivotgym.eval import write_json
 from pivotgym.experiment.accounting import matched_sft_steps, optimizer_steps, write_accounting
 from pivotgym.experiment.clock import StageClock
+from pivotgym.experiment.config import curve_steps
 from pivotgym.experiment.layout import ABLATION_TAGS, METHOD_LABELS
 from pivotgym.experiment.run import Run
 from pivotgym.jsonl import read_jsonl, read_profiles, read_trajectories, write_jsonl, write_pivot_set
@@ -86,7 +87,7 @@ CURVE_START_COSTS = {"optimizer_steps": 0.0, "tokens_trained": 0.0, "lr_sum": 0.
 def _fit_with_curve(
     run: Run, trainer: Any, start: dict[str, Any], extra_seconds: float = 0.0
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Train, scoring the in-domain curve tasks every ``curve.every`` steps and after the last one.
+    """Train, scoring the in-domain curve tasks after the steps :func:`curve_steps` picks (the last one always).
 
     x values: ``turns`` = the trainer's ``total_turns`` (rollout + filtered + profiling turns); ``seconds`` =
     its wall-clock minus evaluation time, plus ``extra_seconds`` (the profiling time, for PivotRL);
@@ -94,14 +95,14 @@ def _fit_with_curve(
     optimiser steps) and the weights' ``drift_rms`` from the start (None where the trainer does not track it):
     the budgets the report can match. Each point keeps ``per_task`` scores (same task order in every point).
     """
-    every = max(1, run.config.curve.every)
+    at = curve_steps(run.config.curve, trainer.config.steps)
     spent = {"lr_sum": 0.0}
     curve = [{"step": 0, **start, **CURVE_START_COSTS}]
 
     def record(tr: Any, row: dict[str, Any]) -> None:
         if not row.get("skipped"):  # the rate of each optimiser step this training step applied
             spent["lr_sum"] += float(row.get("lr") or 0.0) * getattr(tr.config, "updates_per_batch", 1)
-        if row["step"] % every == 0 or row["step"] >= tr.config.steps:
+        if row["step"] in at or row["step"] >= tr.config.steps:
             with tr.counters.time("eval"):
                 point = run.curve_point(tr.sampler)
             seconds = row["wall_seconds"] - row.get("seconds_eval", 0.0) + extra_seconds

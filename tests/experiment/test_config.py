@@ -275,3 +275,30 @@ def test_a_missing_optional_dependency_is_named_with_its_install_command_at_load
     with pytest.raises(ConfigError, match=message) as info:
         load_experiment(path)
     assert info.value.hint is not None and command in info.value.hint
+
+
+def test_curve_points_spread_the_same_number_of_points_over_runs_of_any_length(tmp_path):
+    from pivotgym.experiment.config import CurveSection, curve_steps
+    from pivotgym.experiment.fingerprint import stage_inputs
+    from pivotgym.experiment.layout import STAGES
+
+    spread = CurveSection(metric="turns", points=4)
+    assert curve_steps(spread, 10) == {2, 5, 8, 10}
+    assert curve_steps(spread, 6) == {2, 3, 4, 6}
+    assert curve_steps(spread, 4) == {1, 2, 3, 4}
+    assert curve_steps(spread, 2) == {1, 2}  # fewer steps than points: every step
+    assert curve_steps(CurveSection(every=3), 10) == {3, 6, 9, 10}  # `every`, and the last step always
+    path = tmp_path / "exp.yaml"
+    path.write_text(HEAD + "curve: {metric: turns, points: 4}\n")
+    config = load_experiment(path)
+    prints = dict.fromkeys(STAGES, "print")
+    for stage in ("sft", "pivot", "e2e"):
+        assert stage_inputs(config, stage, 0, prints, {})["curve.points"] == 4
+    plain = ExperimentConfig(name="x", env="arith/chain-v0")
+    assert "curve.points" not in stage_inputs(plain, "pivot", 0, prints, {})  # earlier runs keep their prints
+    path.write_text(HEAD + "curve: {metric: turns, points: 4, every: 2}\n")
+    with pytest.raises(ConfigError, match="curve.points: set curve.every or curve.points, not both"):
+        load_experiment(path)
+    path.write_text(HEAD + "curve: {points: 0}\n")
+    with pytest.raises(ConfigError, match="must be at least 1"):
+        load_experiment(path)

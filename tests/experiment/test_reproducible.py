@@ -65,7 +65,8 @@ def _run(config: Path, out: Path, plugin_site: Path) -> None:
 def test_two_processes_with_the_same_settings_write_the_same_results(
     mini_experiment, arith_registry, plugin_site, tmp_path
 ):
-    config = mini_experiment(tmp_path / "mini.yaml", ablations=["random_turns"])
+    # the ablations the vLLM run of paper.yaml's design leaves out (test_paper_vllm.py)
+    config = mini_experiment(tmp_path / "mini.yaml", ablations=["random_turns", "exact_reward", "e2e_progress"])
     for name in ("a", "b"):  # the same settings: the same (fresh) run folder path, so model paths match too
         _run(config, tmp_path / "run", plugin_site)
         (tmp_path / "run").rename(tmp_path / name)
@@ -76,6 +77,10 @@ def test_two_processes_with_the_same_settings_write_the_same_results(
         "train/pivot-s0/curve.json",
         "train/e2e-s0/accounting.json",
         "data/profiles-functional-s0.jsonl",
+        "data/profiles-exact-s0.jsonl",
+        "eval/random-turns-s0.json",
+        "eval/exact-reward-s0.json",
+        "eval/e2e-progress-s0.json",
     } <= set(first)
     assert first.keys() == second.keys()
     for name in first:
