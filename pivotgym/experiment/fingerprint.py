@@ -135,6 +135,8 @@ def stage_inputs(
     inputs = {k: v for k, v in values.items() if any(k == s or k.startswith(s + ".") for s in SLICES[stage])}
     if stage == "sft-more":
         inputs["sft-more.steps"] = matched_sft_steps(config)
+    if stage == "sft" and config.curve.every != 1:  # SFT's curve follows it too; runs before that kept 1
+        inputs["curve.every"] = config.curve.every
     if stage == "ablation" and {"e2e_progress", "e2e_expert_states"} & set(config.ablations):  # E2E runs among them
         inputs.update({k: v for k, v in values.items() if k.startswith("e2e.")})
     if seed is not None:

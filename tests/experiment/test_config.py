@@ -296,6 +296,9 @@ def test_curve_points_spread_the_same_number_of_points_over_runs_of_any_length(t
         assert stage_inputs(config, stage, 0, prints, {})["curve.points"] == 4
     plain = ExperimentConfig(name="x", env="arith/chain-v0")
     assert "curve.points" not in stage_inputs(plain, "pivot", 0, prints, {})  # earlier runs keep their prints
+    assert "curve.every" not in stage_inputs(plain, "sft", 0, prints, {})
+    sparse = dataclasses.replace(plain, curve=CurveSection(every=3))
+    assert stage_inputs(sparse, "sft", 0, prints, {})["curve.every"] == 3  # SFT's curve changes with it
     path.write_text(HEAD + "curve: {metric: turns, points: 4, every: 2}\n")
     with pytest.raises(ConfigError, match="curve.points: set curve.every or curve.points, not both"):
         load_experiment(path)
