@@ -186,7 +186,9 @@ def test_matched_sft_steps_follow_the_rl_path():
 def test_warmup_model_is_every_methods_start_and_never_sees_the_training_data(
     mini_experiment, arith_registry, tmp_path
 ):
-    path = mini_experiment(tmp_path / "mini.yaml", rl_init="warmup", warmup_tasks=1, warmup={"steps": 1})
+    path = mini_experiment(
+        tmp_path / "mini.yaml", rl_init="warmup", warmup_tasks=1, warmup={"steps": 1}, curve={"points": 1}
+    )
     root = tmp_path / "run"
     summary = run_experiment(load_experiment(path), out_dir=root)
 
@@ -199,6 +201,8 @@ def test_warmup_model_is_every_methods_start_and_never_sees_the_training_data(
     warm_start = json.loads((root / "eval" / "warmup-s0-curve-score.json").read_text())["score"]
     for tag in ("pivot", "e2e", "sft"):  # the learning curves start at the warm-up model's score
         assert json.loads((root / "train" / f"{tag}-s0" / "curve.json").read_text())[0]["score"] == warm_start
+    pivot_curve = json.loads((root / "train" / "pivot-s0" / "curve.json").read_text())
+    assert [p["step"] for p in pivot_curve] == [0, 2]  # curve.points: 1 scores only the last of its 2 steps
     # SFT's curve: a point per step, its last the final evaluation's in-domain score; claim (b) along its budgets
     sft_curve = json.loads((root / "train" / "sft-s0" / "curve.json").read_text())
     final = json.loads((root / "eval" / "sft-s0.json").read_text())["scores"]["arith/chain-v0@test"]
