@@ -34,8 +34,8 @@ def validate(rows: list[dict[str, Any]], tmp_path: Path) -> list[dict[str, Any]]
     path = tmp_path / "rows.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     done = subprocess.run(
-        [str(python), str(CHECK), str(path)], capture_output=True, text=True, timeout=120, check=False
-    )
+        [str(python), str(CHECK), str(path)], capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path
+    )  # in tmp_path: whatever NeMo-Gym writes into its working directory stays out of the checkout
     assert done.returncode == 0, done.stderr[-3000:]
     return [json.loads(line) for line in done.stdout.splitlines()]
 

@@ -257,7 +257,7 @@ def test_aggregate_metrics_averages_measured_rollouts_and_counts_masked_ones(ser
 
 
 @pytest.mark.nemo_gym
-def test_nemo_gyms_own_client_models_and_session_contract_accept_the_server(server):
+def test_nemo_gyms_own_client_models_and_session_contract_accept_the_server(server, tmp_path):
     """NeMo-Gym 0.7, in its own interpreter, reaches the running server as a resources server named in its
     config (its ``ServerClient``), validates every answer with its response models, computes the same headline
     metrics with its own aggregation, and runs its session conformance check (tests/serve/nemo_gym_server_check.py)."""
@@ -281,7 +281,10 @@ def test_nemo_gyms_own_client_models_and_session_contract_accept_the_server(serv
     host, port = server.removeprefix("http://").rsplit(":", 1)
     job = json.dumps({"host": host, "port": int(port), "rows": rows})
     script = Path(__file__).with_name("nemo_gym_server_check.py")
-    done = subprocess.run([str(python), str(script)], input=job, capture_output=True, text=True, timeout=300)
+    # in tmp_path: NeMo-Gym's global config writes Hydra's outputs/<date>/ into the working directory
+    done = subprocess.run(
+        [str(python), str(script)], input=job, capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(done.stdout.splitlines()[-1])
     failed = {name: r for name, r in results.items() if not r["ok"]}
