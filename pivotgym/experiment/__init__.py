@@ -21,10 +21,9 @@ under a changed config stops with :class:`~pivotgym.errors.StageChanged` until t
 
 Training stages run once per seed in ``seeds``. The in-domain learning curves measure ``curve.metric`` on
 the ``curve.tasks`` first test tasks after every ``curve.every`` steps (or at ``curve.points`` evenly spaced
-steps of each run), keeping each task's score so the
-report can bootstrap over tasks and seeds; their wall-clock excludes that evaluation, and PivotRL's includes
-the profiling time and its rollout turns include every profiling sample (the honest cost of selecting
-pivots). Each training stage also writes ``accounting.json``: data, optimiser steps, trained tokens, rollout
+steps of each run), keeping each task's score so the report can bootstrap over tasks and seeds; their
+wall-clock excludes that evaluation, and PivotRL's includes the profiling time and its rollout turns include
+every profiling sample (the honest cost of selecting pivots). Each training stage also writes ``accounting.json``: data, optimiser steps, trained tokens, rollout
 turns and wall-clock, the report's side-by-side table.
 """
 
