@@ -23,8 +23,9 @@ Training stages run once per seed in ``seeds``. The in-domain learning curves me
 the ``curve.tasks`` first test tasks after every ``curve.every`` steps (or at ``curve.points`` evenly spaced
 steps of each run), keeping each task's score so the report can bootstrap over tasks and seeds; their
 wall-clock excludes that evaluation, and PivotRL's includes the profiling time and its rollout turns include
-every profiling sample (the honest cost of selecting pivots). Each training stage also writes ``accounting.json``: data, optimiser steps, trained tokens, rollout
-turns and wall-clock, the report's side-by-side table.
+every profiling sample (the honest cost of selecting pivots). Each training stage also writes
+``accounting.json``: data, optimiser steps, trained tokens, rollout turns and wall-clock, the report's
+side-by-side table.
 """
 
 from __future__ import annotations
