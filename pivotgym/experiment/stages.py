@@ -102,7 +102,7 @@ def _fit_with_curve(
     def record(tr: Any, row: dict[str, Any]) -> None:
         if not row.get("skipped"):  # the rate of each optimiser step this training step applied
             spent["lr_sum"] += float(row.get("lr") or 0.0) * getattr(tr.config, "updates_per_batch", 1)
-        if row["step"] in at or row["step"] >= tr.config.steps:
+        if row["step"] in at:
             with tr.counters.time("eval"):
                 point = run.curve_point(tr.sampler)
             seconds = row["wall_seconds"] - row.get("seconds_eval", 0.0) + extra_seconds
