@@ -296,14 +296,18 @@ def e2e_turn_cap(layout: RunLayout, config: ExperimentConfig) -> dict[str, Any] 
 
 
 def _budget_lines(
-    pivot: Sequence[Curve], reference: Sequence[Curve], budgets: Sequence[tuple[str, str, bool, str]], name: str
+    curves: Mapping[int, tuple[Curve, Curve]], budgets: Sequence[tuple[str, str, bool, str]], name: str
 ) -> tuple[dict[str, Any], list[str]]:
-    """PivotRL against the method ``name`` (its curves ``reference``, one per seed) at each matched budget of
-    ``budgets`` (summary key, curve x, profiling counted, label): the summary's results and the report's lines."""
+    """PivotRL against the method ``name`` (``curves``: PivotRL's and its curve of each seed that has both) at each
+    matched budget of ``budgets`` (summary key, curve x, profiling counted, label): the summary's results and the
+    report's lines."""
     results, lines = {}, []
+    pivot, reference = [c[0] for c in curves.values()], [c[1] for c in curves.values()]
     for key, x, profiling, label in budgets:
         try:
-            matched = matched_budget(pivot, reference, x, profiling=profiling)
+            matched = matched_budget(
+                pivot, reference, x, profiling=profiling, names=("PivotRL", name), seeds=list(curves)
+            )
         except ValueError as exc:
             matched = {"verdict": NOT_MEASURABLE, "error": str(exc)}
         results[key] = matched
@@ -572,8 +576,8 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
                 if turns
                 else f"In-domain score (one greedy episode on each of {_curve_task_count(curves)} test tasks)"
             )
-            + " after every training step. PivotRL's curve starts at the cost of profiling: every profiling sample "
-            "counts as a rollout turn and the profiling time is added to its wall-clock.",
+            + " at every point of its learning curve (`curve`). PivotRL's curve starts at the cost of profiling: "
+            "every profiling sample counts as a rollout turn and the profiling time is added to its wall-clock.",
             "",
             f"![score vs turns]({_link(layout, 'curve_turns')}) "
             f"![score vs wall-clock]({_link(layout, 'curve_seconds')})",
@@ -582,9 +586,8 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
         if cap := e2e_turn_cap(layout, config):
             summary["e2e_turn_cap"] = cap
             lines += [f"**{held_back_text(cap)}**", ""]
-        paired = [s for s, (pc, ec) in curves.items() if pc and ec]
         summary["budget"], budget_lines = _budget_lines(
-            [curves[s][0] for s in paired], [curves[s][1] for s in paired], BUDGETS, "E2E RL"
+            {s: (pc, ec) for s, (pc, ec) in curves.items() if pc and ec}, BUDGETS, "E2E RL"
         )
         lines += budget_lines
         lines += [
@@ -622,7 +625,7 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
 
     # ---- claim (b) along the budgets: PivotRL against SFT, both from the same start model
     sft_curves = {s: (curves[s][0] if s in curves else [], _read(layout.curve("sft", s)) or []) for s in seeds}
-    along = [s for s, (pc, sc) in sft_curves.items() if pc and sc]
+    along = {s: (pc, sc) for s, (pc, sc) in sft_curves.items() if pc and sc}
     if along:
         lines += [
             "## PivotRL vs SFT along their budgets",
@@ -632,9 +635,7 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
             "per seed (PivotRL's seconds include profiling).",
             "",
         ]
-        summary["budget_sft"], budget_lines = _budget_lines(
-            [sft_curves[s][0] for s in along], [sft_curves[s][1] for s in along], SFT_BUDGETS, "SFT"
-        )
+        summary["budget_sft"], budget_lines = _budget_lines(along, SFT_BUDGETS, "SFT")
         lines += budget_lines
         lines.append("")
 

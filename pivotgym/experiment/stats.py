@@ -136,7 +136,14 @@ def score_at(curve: Curve, budget: float, x: str = "turns", offset: float = 0.0)
 
 
 def matched_budget(
-    fast: Sequence[Curve], reference: Sequence[Curve], x: str = "turns", *, profiling: bool = True, level: float = 0.95
+    fast: Sequence[Curve],
+    reference: Sequence[Curve],
+    x: str = "turns",
+    *,
+    profiling: bool = True,
+    level: float = 0.95,
+    names: tuple[str, str] = ("fast", "reference"),
+    seeds: Sequence[int] | None = None,
 ) -> dict[str, Any]:
     """``fast`` minus ``reference`` in score at a matched budget of ``x`` (any cost a curve point records:
     rollout turns, seconds, optimiser steps, tokens trained, the sum of learning rates, ...).
@@ -147,18 +154,20 @@ def matched_budget(
     start model's, and the difference that of the other method against that start model under another name.
     Otherwise the seeds x tasks table of differences gives the crossed interval (:func:`item_difference`).
     ``profiling=False`` leaves the cost of the curves' start points out (PivotRL's profiling: the paper does
-    not count it)."""
+    not count it). ``names`` and ``seeds`` (the seed of each curve pair) only label the reason of a comparison
+    that is not measurable."""
     n_tasks = check_curves(fast, reference)
     if any(x not in point for c in (*fast, *reference) for point in c):
         raise ValueError(f"curve points lack {x!r} (curves written before it was recorded; rerun pivot and e2e)")
     budgets, table, missing = [], [], []
     scores = {"fast": 0.0, "reference": 0.0}
-    for s, (f, r) in enumerate(zip(fast, reference)):
+    labels = list(seeds) if seeds is not None else list(range(len(fast)))
+    for s, f, r in zip(labels, fast, reference):
         off_f, off_r = (0.0, 0.0) if profiling else (float(f[0][x]), float(r[0][x]))
         budget = min(float(f[-1][x]) - off_f, float(r[-1][x]) - off_r)
         budgets.append(budget)
         sf, sr = score_at(f, budget, x, off_f), score_at(r, budget, x, off_r)
-        missing += [f"{name} in seed #{s}" for name, got in (("fast", sf), ("reference", sr)) if got is None]
+        missing += [f"{name} in seed {s} (budget {budget:.4g})" for name, got in zip(names, (sf, sr)) if got is None]
         if sf is None or sr is None:
             continue
         table.append([p - q for p, q in zip(sf, sr)])

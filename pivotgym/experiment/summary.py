@@ -286,12 +286,14 @@ def claims(summary: Mapping[str, Any]) -> list[str]:
             f"({pct(a['pivot']['in_domain'])} vs {pct(a['exact-reward']['in_domain'])})."
         )
     if "placebo" in a and "pivot" in a:
+        paired = summary.get("differences", {}).get("pivot-vs-placebo-in_domain")
         out.append(
-            f"- **The placebo changes less than PivotRL** (point estimate, no interval): "
-            f"PivotRL {pct(a['pivot']['in_domain'])} vs placebo {pct(a['placebo']['in_domain'])}"
+            "- **The placebo changes less than PivotRL**"
+            + ("" if paired else " (point estimate, no interval)")
+            + f": PivotRL {pct(a['pivot']['in_domain'])} vs placebo {pct(a['placebo']['in_domain'])}"
             + (
                 f" (paired over the seeds both ran: {difference_text(paired, 'test tasks', verdict=False)})"
-                if (paired := summary.get("differences", {}).get("pivot-vs-placebo-in_domain"))
+                if paired
                 else ""
             )
             + (

@@ -68,7 +68,9 @@ def test_matched_budget_scores_each_method_at_the_smaller_final_cost():
     # start: the difference would be PivotRL - E2E's start model under another name, so it is not measurable
     unpaid = matched_budget([PIVOT_FAST], [E2E_SLOW], "turns", profiling=False)
     assert unpaid["budget"] == 60 and unpaid["verdict"] == NOT_MEASURABLE and "diff" not in unpaid
-    assert "reference in seed #0" in unpaid["reason"]
+    assert "reference in seed 0 (budget 60)" in unpaid["reason"]
+    named = matched_budget([PIVOT_FAST], [E2E_SLOW], profiling=False, names=("PivotRL", "E2E RL"), seeds=[7])
+    assert named["reason"].endswith(": E2E RL in seed 7 (budget 60)")
 
 
 def test_scores_are_interpolated_inside_each_curve():
@@ -116,7 +118,7 @@ def test_pivotrl_behind_is_contradicted_and_one_that_had_not_started_is_not_meas
     assert matched_budget([slow], [E2E_SLOW])["verdict"] == CONTRADICTED  # at 300 turns PivotRL is still at 0
     late = curve([400, 500, 600], [[0] * N, [0] * N, [1] * 6 + [0] * 6])
     result = matched_budget([late], [E2E_SLOW])  # at 300 turns PivotRL was still profiling
-    assert result["verdict"] == NOT_MEASURABLE and "fast in seed #0" in result["reason"]
+    assert result["verdict"] == NOT_MEASURABLE and "fast in seed 0" in result["reason"]
 
 
 def test_matched_budget_rejects_curves_without_per_task_scores():

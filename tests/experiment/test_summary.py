@@ -111,8 +111,19 @@ def test_the_placebo_claim_says_when_non_pivot_states_were_not_measured():
     summary["ablation"] = {"pivot": {"in_domain": 0.1}, "placebo": {"in_domain": 0.1}}
     line = next(c for c in claims(summary) if "placebo changes less" in c)
     assert line.endswith("; not measured on non-pivot training states (`pivot.non_pivot_eval: 0`).")
+    assert "(point estimate, no interval)" in line  # no paired difference in this summary
     summary["harm"] = {"pivot": {"delta": -0.05}, "placebo": {"delta": 0.0}}
     line = next(c for c in claims(summary) if "placebo changes less" in c)
     assert line.endswith(
         "; on non-pivot training states PivotRL -5.0 points, placebo (shuffled advantages) +0.0 points."
     )
+    summary["differences"]["pivot-vs-placebo-in_domain"] = {
+        "diff": 0.02,
+        "low": -0.01,
+        "high": 0.05,
+        "items": 12,
+        "seeds": 5,
+        "verdict": "not measurable at this scale",
+    }
+    line = next(c for c in claims(summary) if "placebo changes less" in c)
+    assert "no interval" not in line and "paired over the seeds both ran: +2.0 points" in line
