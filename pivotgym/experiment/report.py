@@ -62,9 +62,11 @@ def ratio_text(ratio: Mapping[str, Any], unit: str) -> str:
         )
     if not ratio.get("ratio"):
         return f"PivotRL reached {pct(ratio['target'])}% at {ratio['fast']:.0f} {unit} (E2E: {ratio['reference']:.0f})"
+    # ratio = E2E's cost / PivotRL's: above 1 PivotRL got there cheaper, below 1 it needed more
+    factor = f"**{ratio['ratio']:.2f}x** fewer" if ratio["ratio"] >= 1 else f"**{1 / ratio['ratio']:.2f}x** more"
     return (
         f"PivotRL reached E2E's final score ({pct(ratio['target'])}%) after {ratio['fast']:.0f} {unit} vs "
-        f"E2E's {ratio['reference']:.0f}: **{ratio['ratio']:.2f}x** fewer"
+        f"E2E's {ratio['reference']:.0f}: {factor}"
     )
 
 

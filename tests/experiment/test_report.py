@@ -27,7 +27,18 @@ def test_reach_ratio_arithmetic():
     assert reach_ratio(PIVOT, E2E, "seconds")["ratio"] == pytest.approx(100 / 30)
     never = reach_ratio([{"turns": 5, "seconds": 1, "score": 0.2}], E2E)
     assert never["ratio"] is None and "did not reach" in ratio_text(never, "turns")
-    assert "3.33x" in ratio_text(reach_ratio(PIVOT, E2E), "turns")
+    assert "**3.33x** fewer" in ratio_text(reach_ratio(PIVOT, E2E), "turns")
+
+
+def test_a_pivotrl_that_needs_more_than_e2e_is_said_to_need_more():
+    # E2E reached its final score after 50 turns, PivotRL (profiling counted) only after 200: 4x more, not
+    # "0.25x fewer"
+    e2e = [{"turns": 0, "seconds": 0, "score": 0.1}, {"turns": 50, "seconds": 10, "score": 0.3}]
+    late = [{"turns": 100, "seconds": 20, "score": 0.1}, {"turns": 200, "seconds": 40, "score": 0.3}]
+    ratio = reach_ratio(late, e2e)
+    assert ratio["ratio"] == pytest.approx(0.25)
+    text = ratio_text(ratio, "turns")
+    assert text.endswith("after 200 turns vs E2E's 50: **4.00x** more") and "fewer" not in text
 
 
 @pytest.mark.parametrize("final", [0.5, 0.4])
