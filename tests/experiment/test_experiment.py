@@ -44,6 +44,29 @@ def test_shipped_configs_parse(monkeypatch):
             bad.unlink()
 
 
+def test_the_fp32_study_is_the_study_but_for_its_precision():
+    # study-fp32.yaml is the committed run of the study on a CPU without bf16: a field changed in one file only
+    # would make the committed results answer another design than study.yaml
+    import yaml
+
+    def fields(name: str, drop: set[str]) -> dict:
+        data = yaml.safe_load((EXAMPLES / name).read_text())
+        return {
+            key: {k: v for k, v in value.items() if k not in drop} if isinstance(value, dict) else value
+            for key, value in data.items()
+            if key not in {"name", "sampler_options"}
+        }
+
+    study = yaml.safe_load((EXAMPLES / "study.yaml").read_text())
+    assert study["sampler_options"] == {"dtype": "bfloat16"}
+    assert all(study[s]["mixed_precision"] == "bf16" for s in ("warmup", "sft", "pivot", "e2e"))
+    fp32 = yaml.safe_load((EXAMPLES / "study-fp32.yaml").read_text())
+    assert "sampler_options" not in fp32 and not any(
+        "mixed_precision" in v for v in fp32.values() if isinstance(v, dict)
+    )
+    assert fields("study-fp32.yaml", set()) == fields("study.yaml", {"mixed_precision"})
+
+
 @pytest.mark.slow  # ≥ 5 s on 2 cores (make test-fast leaves it out)
 def test_miniature_experiment_end_to_end(mini_experiment, arith_registry, tmp_path):
     # two E2E steps; every ablation; RL starts from (and profiles with) the saved SFT model
