@@ -143,7 +143,7 @@ def harm_check(layout: RunLayout, seeds: Sequence[int]) -> dict[str, dict[str, A
 
 
 def _interval_cell(result: Mapping[str, Any]) -> str:
-    """``[-9.1, +1.6]`` in points, or ``-`` without an interval (one seed)."""
+    """``[-9.1, +1.6]`` in points, or ``-`` without an interval (one seed, or no spread over the seeds)."""
     if result["low"] is None or result["high"] is None:
         return "-"
     return f"[{100 * result['low']:+.1f}, {100 * result['high']:+.1f}]"
@@ -740,7 +740,8 @@ def write_experiment_report(layout: RunLayout | str | Path, config: ExperimentCo
             "`non_pivot_eval` states), at the first and the last evaluation, and the RMS distance of the weights "
             "from the start after the last step. The placebo trains on the same pivots with advantages shuffled "
             "inside each group (zero expected signal): what it changes, the optimiser settings change alone. The "
-            "interval is a paired t over seeds of each seed's change (the trainers log one pass rate per seed).",
+            "interval is a paired t over seeds of each seed's change (the trainers log one pass rate per seed); "
+            "none with one seed, or when every seed changed by the same amount (no spread to build it on).",
             "",
             markdown_table(
                 [

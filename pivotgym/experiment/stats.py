@@ -101,7 +101,13 @@ def seed_difference(diffs: Sequence[float], *, level: float = 0.95) -> dict[str,
     as the unit. It needs no per-item record, and counts only the seed-to-seed spread."""
     interval = t_interval(diffs, level)
     out = interval.to_dict()
-    return {
+    # every seed changed by the same amount (a pass rate over a few states moves in steps of 1/states): the t
+    # interval has no width, which says the seeds' spread went unseen, not that it is 0
+    unseen = len(diffs) > 1 and interval.sd < 1e-12
+    if unseen:
+        out["low"] = out["high"] = out["se"] = None
+    mdd = interval.mdd()
+    result: dict[str, Any] = {
         "diff": out["mean"],
         "low": out["low"],
         "high": out["high"],
@@ -110,9 +116,12 @@ def seed_difference(diffs: Sequence[float], *, level: float = 0.95) -> dict[str,
         "items": interval.n,
         "seeds": len(diffs),
         "se": out["se"],
-        "mdd": None if math.isnan(mdd := interval.mdd()) else mdd,
+        "mdd": None if unseen or math.isnan(mdd) else mdd,
         "verdict": verdict_of(out["low"], out["high"]),
     }
+    if unseen:
+        result["reason"] = f"all {len(diffs)} seeds gave the same difference: no spread to build an interval on"
+    return result
 
 
 def score_at(curve: Curve, budget: float, x: str = "turns", offset: float = 0.0) -> list[float] | None:

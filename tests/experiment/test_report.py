@@ -210,6 +210,17 @@ def test_harm_check_reads_non_pivot_pass_and_drift(tmp_path):
     assert interval["high"] == pytest.approx(-0.1875 + half) and interval["mdd"] > 0
 
 
+def test_seeds_that_all_changed_alike_give_no_interval_rather_than_one_of_zero_width():
+    from pivotgym.experiment.stats import seed_difference
+
+    # two seeds, each +1 of 16 non-pivot states: a t interval of zero width would read as "reproduced"
+    same = seed_difference([0.0625, 0.0625])
+    assert same["diff"] == 0.0625 and same["low"] is None and same["high"] is None and same["mdd"] is None
+    assert same["verdict"] == "not measurable at this scale" and "same difference" in same["reason"]
+    spread = seed_difference([0.0625, 0.125])
+    assert spread["low"] < 0.0625 < 0.125 < spread["high"] and "reason" not in spread
+
+
 @pytest.mark.parametrize("cap, held_back", [(10, True), (23, False), (None, False)])
 def test_an_e2e_turn_cap_below_the_longest_plan_is_called_a_handicap(tmp_path, cap, held_back):
     from pivotgym.experiment import ExperimentConfig
